@@ -1,0 +1,216 @@
+//! The command line, declared once with clap's derive API. `mx help` and every
+//! `--help` are rendered from these declarations, so the docs cannot drift from
+//! the parser. Values are only parsed here; the commands validate them against
+//! the data (server list, matrix) and refuse with the original's messages.
+//!
+//! Environment defaults are the original's (`MX_MATRIX`, `MX_SERVERS`, ...); an
+//! empty variable counts as unset, which `main` arranges before parsing because
+//! clap would otherwise take the empty string as the value.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Variables that supply defaults; `main` unsets any that are set but empty.
+pub const ENV_DEFAULTS: [&str; 2] = ["MX_MATRIX", "MX_SERVERS"];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mx",
+    version,
+    about = "Run a request/response UDP traffic matrix across a fleet of servers, and get \
+             packets per second, loss (forward and return leg) and round-trip time back.",
+    disable_help_subcommand = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build matrix.csv from the server list: who sends to whom, how fast, how big
+    Gen(GenArgs),
+    /// Will the NICs carry it? Per-host load of a matrix against your NIC's caps
+    Check(CheckArgs),
+    /// Goal -> command: the settings for what you want, with the arithmetic
+    Hints(HintsArgs),
+    /// Every command, every switch, on one page
+    Help,
+}
+
+/// A packet rate on the command line: a number, or `max` for unpaced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PpsArg {
+    Rate(f64),
+    Max,
+}
+
+/// Parses `--pps`: `max` (or `inf`, `unpaced`), or a number that is not negative.
+pub fn parse_pps(text: &str) -> Result<PpsArg, String> {
+    let t = text.trim();
+    if ["max", "inf", "unpaced"]
+        .iter()
+        .any(|w| t.eq_ignore_ascii_case(w))
+    {
+        return Ok(PpsArg::Max);
+    }
+    match t.parse::<f64>() {
+        Ok(v) if v.is_nan() => Err(format!("'{text}' is not a packet rate (a number or 'max')")),
+        Ok(v) if v < 0.0 => Err(format!("negative packet rate '{text}'")),
+        Ok(v) => Ok(PpsArg::Rate(v)),
+        Err(_) => Err(format!("'{text}' is not a packet rate (a number or 'max')")),
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Shapes: the full mesh (default); --peers K, a k-regular shuffle (K flows out and K in \
+                  per host); --peers K --dwell T, K-peer layers rotated every T seconds so that one \
+                  cycle measures every ordered pair exactly once."
+)]
+pub struct GenArgs {
+    /// Server list: one host token per line (name[=addr[:port]]), # comments allowed
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_SERVERS",
+        hide_env_values = true,
+        default_value = "servers.txt"
+    )]
+    pub servers: PathBuf,
+
+    /// Requests per second per pair, or 'max' for unpaced [default: 10000]
+    #[arg(long, value_name = "N|max", value_parser = parse_pps, allow_negative_numbers = true,
+          conflicts_with = "gbps")]
+    pub pps: Option<PpsArg>,
+
+    /// Size the rate from a per-host request budget in Gb/s on the wire instead
+    #[arg(long, value_name = "G", allow_negative_numbers = true)]
+    pub gbps: Option<f64>,
+
+    /// Bytes every request carries (the UDP payload, 32-byte header included; 32..65507)
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub tx_size: i64,
+
+    /// Bytes every reply carries (32..65507)
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub rx_size: i64,
+
+    /// UDP port the agents listen on, for hosts whose token names none
+    #[arg(long, value_name = "PORT", default_value_t = 5300,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+
+    /// Where to write the matrix ('-' = standard output)
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "matrix.csv"
+    )]
+    pub output: PathBuf,
+
+    /// Each host sends to and receives from exactly K shuffled peers instead of all N-1
+    #[arg(long, value_name = "K")]
+    pub peers: Option<i64>,
+
+    /// Seed of the --peers shuffle (default: random; printed, and kept in the matrix)
+    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    pub seed: Option<i64>,
+
+    /// Rotate through disjoint K-peer layers, T seconds each (needs --peers)
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub dwell: Option<f64>,
+
+    /// Pad the short last layer with repeats so every layer carries exactly K peers
+    #[arg(long)]
+    pub equal_layers: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The matrix to check
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_MATRIX",
+        hide_env_values = true,
+        default_value = "matrix.csv"
+    )]
+    pub matrix: PathBuf,
+
+    /// NIC line rate in Gb/s per direction; a host over it is flagged
+    #[arg(long, value_name = "G")]
+    pub nic_gbps: Option<f64>,
+
+    /// NIC packet rate in millions of packets/s per direction
+    #[arg(long, value_name = "M")]
+    pub nic_mpps: Option<f64>,
+
+    /// Hosts to list, busiest first (caps are checked on every host)
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Without a sizing switch, prints the cheat sheet: goal -> command.")]
+pub struct HintsArgs {
+    /// Server list to size the run for
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_SERVERS",
+        hide_env_values = true,
+        default_value = "servers.txt"
+    )]
+    pub servers: PathBuf,
+
+    /// Size the run for this many requests/s per pair
+    #[arg(long, value_name = "N")]
+    pub pps_per_pair: Option<f64>,
+
+    /// Size the run for this many requests/s out of every host
+    #[arg(long, value_name = "N")]
+    pub pps_per_host: Option<f64>,
+
+    /// Size the run for this many Gb/s of requests out of every host (wire rate)
+    #[arg(long, value_name = "G")]
+    pub gbps_per_host: Option<f64>,
+
+    /// Peers per host the run will use (default: all N-1, the full mesh)
+    #[arg(long, value_name = "K")]
+    pub peers: Option<i64>,
+
+    /// Request size in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub tx_size: i64,
+
+    /// Reply size in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub rx_size: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_parser_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn pps_values() {
+        assert_eq!(parse_pps("max"), Ok(PpsArg::Max));
+        assert_eq!(parse_pps("MAX"), Ok(PpsArg::Max));
+        assert_eq!(parse_pps("2500"), Ok(PpsArg::Rate(2500.0)));
+        assert_eq!(
+            parse_pps("-5"),
+            Err("negative packet rate '-5'".to_string())
+        );
+        assert!(parse_pps("fast").is_err());
+    }
+}

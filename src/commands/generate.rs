@@ -1,0 +1,305 @@
+//! `mx gen`: build matrix.csv from the server list, then say what it holds and
+//! what to run next (facts.md 1.7-1.10).
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::{GenArgs, PpsArg};
+use crate::error::{Error, Result};
+use crate::matrix::build::{Shape, Traffic, build};
+use crate::matrix::servers::read_servers;
+use crate::matrix::shape::LayerPlan;
+use crate::matrix::write::gen_rate_text;
+use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES, Matrix, Rate};
+use crate::plan::{per_host, pps_for_gbps};
+use crate::units::{self, bits, payload_bits, pps, wire_bits};
+
+/// Per-pair rate when neither --pps nor --gbps is given.
+const DEFAULT_PPS: f64 = 10_000.0;
+
+pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
+    let hosts = read_servers(&args.servers)?;
+    let n = hosts.len();
+    let tx_size = packet_size("--tx-size", args.tx_size)?;
+    let rx_size = packet_size("--rx-size", args.rx_size)?;
+    let shape = shape(args, n)?;
+    let peers = match shape {
+        Shape::FullMesh => n - 1,
+        Shape::KRegular { peers, .. } | Shape::Layered { peers, .. } => peers as usize,
+    };
+    let rate = pair_rate(args, tx_size, peers)?;
+    let traffic = Traffic {
+        rate,
+        tx_size,
+        rx_size,
+        port: args.port,
+    };
+    let matrix = build(hosts, shape, traffic);
+
+    if args.output == Path::new("-") {
+        matrix.write_to(out)?;
+        return Ok(0);
+    }
+    matrix.save(&args.output)?;
+    print_summary(out, &matrix, args, shape, peers)?;
+    Ok(0)
+}
+
+fn packet_size(flag: &str, size: i64) -> Result<u32> {
+    if (i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&size) {
+        Ok(size as u32)
+    } else {
+        Err(Error::refused(format!(
+            "{flag} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {size})"
+        )))
+    }
+}
+
+/// The shape the flags ask for, checked in the original's order (facts.md 1.7).
+fn shape(args: &GenArgs, n: usize) -> Result<Shape> {
+    if args.dwell.is_some() && args.peers.is_none() {
+        return Err(Error::refused(
+            "--dwell needs --peers K: the layers rotate K peers at a time",
+        ));
+    }
+    if args.equal_layers && args.dwell.is_none() {
+        return Err(Error::refused(
+            "--equal-layers needs --dwell: only a layered matrix has layers to equalize",
+        ));
+    }
+    let Some(peers) = args.peers else {
+        return Ok(Shape::FullMesh);
+    };
+    if peers < 1 || peers as usize > n - 1 {
+        return Err(Error::refused(format!(
+            "--peers must be between 1 and N-1 for N hosts (got {peers}; N = {n}, so 1 to {})",
+            n - 1
+        )));
+    }
+    let peers = peers as u32;
+    let seed = match args.seed {
+        Some(seed) => seed,
+        None => random_seed()?,
+    };
+    let Some(dwell) = args.dwell else {
+        return Ok(Shape::KRegular { peers, seed });
+    };
+    if seed < 0 {
+        return Err(Error::refused(format!(
+            "--seed must be 0 or more for a layered matrix (got {seed})"
+        )));
+    }
+    if !(dwell >= 1.0 && dwell.is_finite()) {
+        return Err(Error::refused(format!(
+            "--dwell must be at least 1 second (got {})",
+            units::g(dwell)
+        )));
+    }
+    if LayerPlan::layer_count(n, peers as usize) < 2 {
+        return Err(Error::refused(format!(
+            "--peers {peers} of {n} hosts is already every pair: --dwell has nothing to rotate (drop --dwell, or lower --peers)"
+        )));
+    }
+    Ok(Shape::Layered {
+        peers,
+        seed,
+        dwell,
+        fill: args.equal_layers,
+    })
+}
+
+/// The per-pair rate, rounded to what the file will hold (facts.md 1.8), so the
+/// matrix in memory is the matrix on disk.
+fn pair_rate(args: &GenArgs, tx_size: u32, peers: usize) -> Result<Rate> {
+    let pps = match (args.pps, args.gbps) {
+        (Some(PpsArg::Max), _) => return Ok(Rate::UNPACED),
+        (Some(PpsArg::Rate(pps)), _) => {
+            if pps.is_nan() || pps <= 0.0 {
+                return Err(Error::refused(
+                    "--pps must be greater than 0 (or 'max' for unpaced)",
+                ));
+            }
+            pps
+        }
+        (None, Some(gbps)) => {
+            if !(gbps > 0.0 && gbps.is_finite()) {
+                return Err(Error::refused(format!(
+                    "--gbps must be greater than 0 (got {})",
+                    units::g(gbps)
+                )));
+            }
+            pps_for_gbps(gbps, tx_size) / peers as f64
+        }
+        (None, None) => DEFAULT_PPS,
+    };
+    if pps.is_infinite() {
+        return Ok(Rate::UNPACED);
+    }
+    let written: f64 = gen_rate_text(Rate::per_second(pps))
+        .parse()
+        .expect("gen writes numbers");
+    if written <= 0.0 {
+        return Err(Error::refused(format!(
+            "that is {pps:e} requests/s per pair, which rounds to 0 in the matrix: ask for more"
+        )));
+    }
+    Ok(Rate::per_second(written))
+}
+
+/// A seed for `--peers` when none is given: 32 random bits, as the original draws.
+fn random_seed() -> Result<i64> {
+    let mut bytes = [0u8; 4];
+    let mut urandom = std::fs::File::open("/dev/urandom")
+        .map_err(|e| Error::io(Path::new("/dev/urandom"), "cannot draw a seed", &e))?;
+    std::io::Read::read_exact(&mut urandom, &mut bytes)
+        .map_err(|e| Error::io(Path::new("/dev/urandom"), "cannot draw a seed", &e))?;
+    Ok(i64::from(u32::from_le_bytes(bytes)))
+}
+
+/// The console summary (facts.md 1.10).
+fn print_summary(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    args: &GenArgs,
+    shape: Shape,
+    peers: usize,
+) -> std::io::Result<()> {
+    let n = matrix.host_count();
+    let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
+    writeln!(out, "wrote {}", args.output.display())?;
+    writeln!(
+        out,
+        "  {n} hosts, {} flows, {}",
+        n * peers,
+        matrix.sizes_phrase()
+    )?;
+    if let Shape::KRegular { seed, .. } | Shape::Layered { seed, .. } = shape {
+        writeln!(
+            out,
+            "  shape    : k-regular shuffle, {peers} peer{} per host (seed {seed} -- reuse --seed {seed} to replay)",
+            plural(peers)
+        )?;
+    }
+    if let Shape::Layered { dwell, fill, .. } = shape {
+        print_layers(out, matrix, peers, dwell, fill)?;
+    }
+    let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
+    match per_host(rate, peers) {
+        None => writeln!(out, "  rate: unpaced (send as fast as each host can)")?,
+        Some(host_pps) => {
+            let pair_pps = rate.pps().unwrap_or_default();
+            writeln!(out, "  per pair : {}", pps(pair_pps))?;
+            writeln!(
+                out,
+                "  per host : {} out, {} back in -- every host identical",
+                pps(host_pps),
+                pps(host_pps)
+            )?;
+            writeln!(
+                out,
+                "             {} out on the wire ({} payload)",
+                bits(wire_bits(host_pps, tx)),
+                bits(payload_bits(host_pps, tx))
+            )?;
+            writeln!(
+                out,
+                "             {} back on the wire ({} payload)",
+                bits(wire_bits(host_pps, rx)),
+                bits(payload_bits(host_pps, rx))
+            )?;
+            writeln!(
+                out,
+                "  fleet    : {} offered",
+                pps(pair_pps * (n * peers) as f64)
+            )?;
+        }
+    }
+    let matrix_flag = if args.output == Path::new("matrix.csv") {
+        String::new()
+    } else {
+        format!(" --matrix {}", args.output.display())
+    };
+    let check = format!("mx check{matrix_flag} --nic-gbps 25");
+    let start = format!("mx start{matrix_flag}");
+    let width = check.len().max(start.len()) + 5;
+    writeln!(out)?;
+    writeln!(out, "next: {check:<width$}# will the NICs take it?")?;
+    writeln!(out, "      {start:<width$}# deploy and run it")?;
+    Ok(())
+}
+
+fn print_layers(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    peers: usize,
+    dwell: f64,
+    fill: bool,
+) -> std::io::Result<()> {
+    const INDENT: &str = "             ";
+    let n = matrix.host_count();
+    let layers = LayerPlan::layer_count(n, peers);
+    let remainder = (n - 1) - peers * (layers - 1);
+    let padded = fill && remainder < peers;
+    writeln!(
+        out,
+        "  layers   : {layers}, held {} each -- every ordered pair measured {} per {} cycle",
+        seconds(dwell),
+        if padded {
+            "at least once"
+        } else {
+            "exactly once"
+        },
+        seconds(layers as f64 * dwell)
+    )?;
+    if padded {
+        let short = peers - remainder;
+        writeln!(
+            out,
+            "{INDENT}every layer carries exactly {peers} peers per host (--equal-layers): the last"
+        )?;
+        writeln!(
+            out,
+            "{INDENT}layer's {remainder} leftover shift{} padded with {short} repeat{}, so those {short} pair{}",
+            if remainder == 1 { " is" } else { "s are" },
+            plural(short),
+            plural(short)
+        )?;
+        writeln!(
+            out,
+            "{INDENT}per host are measured twice per cycle and the load never dips"
+        )?;
+    } else if fill {
+        writeln!(
+            out,
+            "{INDENT}--equal-layers: {peers} divides {} evenly, so there is nothing to pad",
+            n - 1
+        )?;
+    } else if remainder < peers {
+        writeln!(
+            out,
+            "{INDENT}the last layer carries the remainder: {remainder} peer{} per host instead of {peers} (use",
+            plural(remainder)
+        )?;
+        writeln!(
+            out,
+            "{INDENT}--equal-layers to pad it with repeats and hold the load flat)"
+        )?;
+    }
+    writeln!(
+        out,
+        "{INDENT}dwell must be a whole multiple of the agents' --interval (default 5s); `mx start` checks"
+    )
+}
+
+/// A time span as the summaries print it: `30s`, `2m00s`; fractions kept (`2.5s`).
+fn seconds(value: f64) -> String {
+    if value.fract() == 0.0 {
+        units::duration(value)
+    } else {
+        format!("{}s", units::g(value))
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}

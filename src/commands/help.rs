@@ -1,0 +1,67 @@
+//! `mx help` (every command and switch on one page) and the bare `mx` screen.
+//! Both are rendered from the clap declarations in [`crate::cli`], so the text
+//! cannot drift from what the parser accepts.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use clap::CommandFactory;
+
+use crate::cli::Cli;
+use crate::error::{EXIT_REFUSED, Result};
+
+const SEPARATOR_WIDTH: usize = 74;
+
+/// `mx help`: the top-level help, each sub-command's full help, the environment.
+pub fn run(out: &mut dyn Write) -> Result<u8> {
+    let mut cli = Cli::command();
+    cli.build();
+    let separator = "=".repeat(SEPARATOR_WIDTH);
+    writeln!(
+        out,
+        "mx {} -- every command, every switch. `mx <command> --help` shows one.",
+        env!("CARGO_PKG_VERSION")
+    )?;
+    writeln!(out)?;
+    write!(out, "{}", cli.render_help())?;
+    let mut environment: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for sub in cli.get_subcommands() {
+        let name = sub.get_name();
+        if name == "help" {
+            continue;
+        }
+        writeln!(out, "{separator}")?;
+        let mut sub = sub.clone().bin_name(format!("mx {name}"));
+        write!(out, "{}", sub.render_help())?;
+        for arg in sub.get_arguments() {
+            if let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) {
+                environment
+                    .entry(var.to_string_lossy().into_owned())
+                    .or_default()
+                    .push(format!("mx {name} --{long}"));
+            }
+        }
+    }
+    writeln!(out, "{separator}")?;
+    writeln!(
+        out,
+        "Environment (a variable set to the empty string counts as unset):"
+    )?;
+    for (var, uses) in &environment {
+        writeln!(out, "  {var:<12} default for {}", uses.join(", "))?;
+    }
+    Ok(0)
+}
+
+/// `mx` with no command: what it is, how to start, where to look. Exit 2.
+pub fn no_command(out: &mut dyn Write) -> Result<u8> {
+    let mut cli = Cli::command();
+    write!(out, "{}", cli.render_help())?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "start here:  mx gen --servers servers.txt --pps 20000 && mx run --for 60"
+    )?;
+    writeln!(out, "stuck?       mx hints        every switch:  mx help")?;
+    Ok(EXIT_REFUSED)
+}

@@ -1,0 +1,236 @@
+//! `mx hints`: goal -> command. Without a sizing switch, a cheat sheet; with one,
+//! the arithmetic for that rate across the server list (facts.md 8), using our own
+//! agent's per-worker figure ([`WORKER_EXCHANGES_PER_SECOND`]).
+
+use std::io::Write;
+
+use crate::cli::HintsArgs;
+use crate::error::{Error, Result};
+use crate::matrix::servers::read_servers;
+use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES};
+use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
+use crate::units::{bits, pps, wire_bits};
+
+/// Above this many workers per host, a socket-based agent is the wrong tool.
+const SOCKET_AGENT_WORKER_LIMIT: u64 = 32;
+/// A NIC faster than this is not the common case any more.
+const COMMON_NIC_BITS: f64 = 25e9;
+
+pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
+    if args.pps_per_pair.is_none() && args.pps_per_host.is_none() && args.gbps_per_host.is_none() {
+        out.write_all(CHEAT_SHEET.as_bytes())?;
+        return Ok(0);
+    }
+    if !args.servers.exists() {
+        return Err(Error::refused(format!(
+            "sizing a run needs the server list: --servers {} not found",
+            args.servers.display()
+        )));
+    }
+    let hosts = read_servers(&args.servers)?;
+    let n = hosts.len();
+    let tx = size("--tx-size", args.tx_size)?;
+    let rx = size("--rx-size", args.rx_size)?;
+    let peers = match args.peers {
+        None => n - 1,
+        Some(k) if k >= 1 && (k as usize) < n => k as usize,
+        Some(k) => {
+            return Err(Error::refused(format!(
+                "--peers must be between 1 and N-1 for N hosts (got {k}; N = {n})"
+            )));
+        }
+    };
+    // Precedence as the original: per pair, then per host, then Gb/s per host.
+    let per_pair = match (args.pps_per_pair, args.pps_per_host, args.gbps_per_host) {
+        (Some(x), _, _) => positive("--pps-per-pair", x)?,
+        (None, Some(x), _) => positive("--pps-per-host", x)? / peers as f64,
+        (None, None, Some(g)) => pps_for_gbps(positive("--gbps-per-host", g)?, tx) / peers as f64,
+        (None, None, None) => unreachable!("checked above"),
+    };
+    let per_host = per_pair * peers as f64;
+    let nic = wire_bits(per_host, tx) + wire_bits(per_host, rx);
+    let need = workers_needed(per_host);
+
+    writeln!(out, "to get that across {n} hosts ({} flows):", n * peers)?;
+    writeln!(out)?;
+    writeln!(out, "  per pair        {}", pps(per_pair))?;
+    writeln!(
+        out,
+        "  per host        {} of requests out, {} of replies back",
+        pps(per_host),
+        pps(per_host)
+    )?;
+    writeln!(
+        out,
+        "                  {} per NIC direction (requests one way, replies the other, framing included)",
+        bits(nic)
+    )?;
+    writeln!(
+        out,
+        "  fleet total     {} requests + {} replies",
+        pps(per_host * n as f64),
+        pps(per_host * n as f64)
+    )?;
+    writeln!(out)?;
+    let peers_flag = args
+        .peers
+        .map_or(String::new(), |k| format!(" --peers {k}"));
+    writeln!(
+        out,
+        "  mx gen --servers {}{peers_flag} --pps {:.0} --tx-size {tx} --rx-size {rx}",
+        args.servers.display(),
+        per_pair
+    )?;
+    writeln!(
+        out,
+        "  mx check --nic-gbps 25 --nic-mpps 15    # your NIC's real numbers"
+    )?;
+    writeln!(out, "  mx run --for 60")?;
+    if need > 1 {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "  that needs about {need} worker threads per host (one worker sends or answers"
+        )?;
+        writeln!(
+            out,
+            "  ~{} of requests, and each host does both):",
+            pps(WORKER_EXCHANGES_PER_SECOND)
+        )?;
+        // Workers are capped at flows x streams + 1: a host holds `peers` flows.
+        let streams = (need - 1).div_ceil(peers as u64);
+        if streams > 1 {
+            writeln!(
+                out,
+                "      mx start --workers {need} --streams {streams}    # needs >= {need} cores per host"
+            )?;
+            writeln!(
+                out,
+                "  workers are capped at flows + 1, and a host has {peers} flow(s): --streams {streams}"
+            )?;
+            writeln!(
+                out,
+                "  splits each pair over {streams} sockets so all {need} workers get a share."
+            )?;
+        } else {
+            writeln!(
+                out,
+                "      mx start --workers {need}        # needs >= {need} cores per host"
+            )?;
+            writeln!(
+                out,
+                "  `--workers auto` starts one per core: enough when the host has {need}."
+            )?;
+        }
+    }
+    if need > SOCKET_AGENT_WORKER_LIMIT {
+        writeln!(
+            out,
+            "  heads up: {} per host is a lot to ask of a socket-based agent.",
+            pps(per_host)
+        )?;
+        writeln!(
+            out,
+            "  Beyond a few Mpps per box the kernel's UDP path is the limit: spread the load"
+        )?;
+        writeln!(
+            out,
+            "  over more hosts, or measure with a kernel-bypass tool (AF_XDP, DPDK)."
+        )?;
+    }
+    if nic > COMMON_NIC_BITS {
+        writeln!(
+            out,
+            "  heads up: {} per host needs a 40/100G NIC.",
+            bits(nic)
+        )?;
+    }
+    writeln!(
+        out,
+        "  a smaller --tx-size raises packets/sec for the same bandwidth;"
+    )?;
+    writeln!(
+        out,
+        "  a bigger --rx-size makes the reply direction the heavy one."
+    )?;
+    Ok(0)
+}
+
+fn size(flag: &str, value: i64) -> Result<u32> {
+    if (i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&value) {
+        Ok(value as u32)
+    } else {
+        Err(Error::refused(format!(
+            "{flag} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {value})"
+        )))
+    }
+}
+
+fn positive(flag: &str, value: f64) -> Result<f64> {
+    if value > 0.0 && value.is_finite() {
+        Ok(value)
+    } else {
+        Err(Error::refused(format!(
+            "{flag} must be greater than 0 (got {value})"
+        )))
+    }
+}
+
+const CHEAT_SHEET: &str = "\
+mx hints -- what you want, and the command that gets it
+
+RUN SOMETHING RIGHT NOW
+  mx gen --servers servers.txt --pps 20000 && mx run --for 60
+
+SMALL PACKETS, HIGH PACKET RATE
+  mx gen --servers servers.txt --pps max --tx-size 64 --rx-size 64
+  mx start --workers auto                # one worker thread per core
+
+ASYMMETRIC REQUEST/RESPONSE (small ask, large answer)
+  mx gen --servers servers.txt --pps 5000 --tx-size 128 --rx-size 8192
+  mx summarize                           # the two directions are reported apart
+
+A FIXED BANDWIDTH INSTEAD OF A FIXED PACKET RATE
+  mx gen --servers servers.txt --gbps 10 --tx-size 1400   # per host, on the wire
+
+FIND THE FABRIC'S LIMIT
+  mx gen --servers servers.txt --pps 50000 && mx run --for 120
+  mx gen --servers servers.txt --pps 100000 && mx run --for 120
+  # the last rate that delivers cleanly is the answer; watch p99 lift off p50
+  # first, then DELIVERED fall behind REQUESTS
+
+SUSTAINED EQUAL LOAD ON EVERY SERVER, WITHOUT THE FULL MESH
+  mx gen --servers servers.txt --peers 8 --pps 100000 --seed 42
+  mx start --streams 4                   # 4 sockets (ECMP paths) per pair
+
+EVERY PAIR MEASURED, ONLY K SOCKETS PER HOST
+  mx gen --servers servers.txt --peers 8 --pps 20000 --dwell 15
+  mx run --for 2000 && mx summarize --grid g    # >= one full cycle
+
+ONLY SOME PAIRS, OR DIFFERENT RATES PER PAIR
+  edit matrix.csv: blank a cell to drop that flow, change a cell for its own
+  rate, write max for unpaced; then mx start (or mx reload on a running fleet)
+
+PIN THE TRAFFIC TO ONE NIC
+  mx start --bind eth1                   # an interface name or an address
+
+WATCH IT LIVE
+  mx status --watch 5
+
+SEE WHERE IT HURTS
+  mx summarize --grid g                  # N x N grids: a dark row is a sick
+                                         # sender, a dark column a sick receiver
+
+GET THE LOGS / STOP / LEAVE NO TRACE
+  mx logs && mx stop && mx clean
+
+ONE CORE PEGGED WHILE THE REST OF THE BOX IDLES
+  mx start --streams 8 --workers 32      # more sockets per pair to spread
+
+WHEN THE NUMBERS DISAPPOINT
+  mx check --nic-gbps 25 --nic-mpps 15   # was it possible at all?
+  mx summarize                           # WHAT TO DO NEXT reads the numbers
+
+SIZE A RUN BEFORE RUNNING IT
+  mx hints --servers servers.txt --pps-per-host 2000000 --tx-size 64
+";

@@ -1,0 +1,21 @@
+//! mx: a request/response UDP traffic matrix across a fleet of servers.
+//!
+//! Every host sends requests of `tx_size` bytes to its peers; each receiver answers
+//! with a reply of `rx_size` bytes; mx reports packets per second, loss split into
+//! the forward and return legs, and round-trip time. The same binary is the
+//! operator's controller and the agent on every host.
+//!
+//! Modules by concern:
+//! - [`matrix`]: `matrix.csv` and the shapes `mx gen` draws (full mesh, `--peers`,
+//!   `--dwell` layers), bit-compatible with the original Python tool;
+//! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
+//! - [`commands`]: one module per sub-command, printing what the user sees;
+//! - [`cli`]: the command line, declared once and rendered into every help text;
+//! - [`units`], [`error`]: shared number formats and the exit-code contract.
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod matrix;
+pub mod plan;
+pub mod units;

@@ -1,0 +1,51 @@
+//! The `mx` binary: parse the command line, run the command, map the outcome to
+//! the exit-code contract of [`matrix_orchestrator::error`].
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+use matrix_orchestrator::cli::{Cli, Command, ENV_DEFAULTS};
+use matrix_orchestrator::commands::{check, generate, help, hints};
+use matrix_orchestrator::error::Result;
+
+fn main() -> ExitCode {
+    unset_empty_defaults();
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let result = run(cli.command, &mut out).and_then(|code| {
+        out.flush()?;
+        Ok(code)
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = out.flush();
+            eprintln!("mx: {e}");
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
+    match command {
+        None => help::no_command(out),
+        Some(Command::Gen(args)) => generate::run(&args, out),
+        Some(Command::Check(args)) => check::run(&args, out),
+        Some(Command::Hints(args)) => hints::run(&args, out),
+        Some(Command::Help) => help::run(out),
+    }
+}
+
+/// The original treats an environment default set to "" as unset; clap would take
+/// the empty string as the value, so such variables are removed before parsing.
+fn unset_empty_defaults() {
+    for var in ENV_DEFAULTS {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            // SAFETY: called first thing in main, before any thread exists.
+            unsafe { std::env::remove_var(var) };
+        }
+    }
+}

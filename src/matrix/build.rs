@@ -1,0 +1,90 @@
+//! The matrices `mx gen` makes: the full mesh, the `--peers K` k-regular shuffle and
+//! the `--dwell` layered rotation (whose grid is layer 0).
+
+use super::shape::{KRegular, LayerPlan};
+use super::{Cell, Config, Host, HostToken, Matrix, Rate, Rotation, ShuffleKey};
+
+/// Which pairs carry flows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// Every ordered pair.
+    FullMesh,
+    /// K shifted permutations of one seeded shuffle: K flows out and K in per host.
+    KRegular { peers: u32, seed: i64 },
+    /// The N-1 shifts dealt K at a time into layers held `dwell` seconds each.
+    Layered {
+        peers: u32,
+        seed: i64,
+        dwell: f64,
+        fill: bool,
+    },
+}
+
+/// What a generated matrix carries besides its hosts and shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Traffic {
+    /// The rate of every flow (the per-pair rate).
+    pub rate: Rate,
+    pub tx_size: u32,
+    pub rx_size: u32,
+    pub port: u16,
+}
+
+/// Builds the matrix for `hosts` in `shape`. The caller has validated the shape
+/// against the host count (1 <= K <= N-1; at least two layers when layered).
+pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
+    let n = hosts.len();
+    let mut config = Config {
+        tx_size: traffic.tx_size,
+        rx_size: traffic.rx_size,
+        port: traffic.port,
+        shuffle: None,
+        rotation: None,
+    };
+    let receivers: Vec<Vec<u32>> = match shape {
+        Shape::FullMesh => (0..n as u32)
+            .map(|src| (0..n as u32).filter(|&dst| dst != src).collect())
+            .collect(),
+        Shape::KRegular { peers, seed } => {
+            config.shuffle = Some(ShuffleKey { peers, seed });
+            let graph = KRegular::new(n, peers as usize, seed);
+            (0..n as u32)
+                .map(|src| graph.targets(src).collect())
+                .collect()
+        }
+        Shape::Layered {
+            peers,
+            seed,
+            dwell,
+            fill,
+        } => {
+            config.shuffle = Some(ShuffleKey { peers, seed });
+            let plan = LayerPlan::new(n, peers as usize, seed, fill);
+            config.rotation = Some(Rotation {
+                layers: plan.layers.len() as u32,
+                dwell,
+                fill,
+            });
+            (0..n as u32)
+                .map(|src| plan.targets(src, 0).collect())
+                .collect()
+        }
+    };
+    let rows = receivers
+        .into_iter()
+        .map(|mut dsts| {
+            dsts.sort_unstable();
+            dsts.into_iter()
+                .map(|dst| Cell {
+                    dst,
+                    rate: traffic.rate,
+                })
+                .collect()
+        })
+        .collect();
+    let hosts = hosts
+        .into_iter()
+        .map(|t| Host::from_token(t, traffic.port))
+        .collect();
+    Matrix::from_parts(config, hosts, rows)
+}

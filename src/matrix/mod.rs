@@ -1,0 +1,236 @@
+//! The traffic matrix (`matrix.csv`): who sends to whom, at what rate, with which
+//! packet sizes. Everything about a run's traffic lives in this one file.
+//!
+//! ```text
+//! # mx matrix v1 -- rows send, columns receive, cells are packets/sec
+//! # tx_size=64 rx_size=512 port=5300
+//! src\dst,10.0.0.10,10.0.0.11,10.0.0.12
+//! 10.0.0.10,,20000,20000
+//! 10.0.0.11,20000,,max
+//! 10.0.0.12,20000,20000,
+//! ```
+//!
+//! Rows send, columns receive. A cell is a packet rate; blank or 0 is no flow and
+//! `max` is unpaced. `# key=value` lines anywhere in the file configure the run.
+//! [`read`] parses it (tolerating hand edits), [`write`] writes it as the original
+//! tool does, [`build`] makes the shapes `mx gen` offers, and [`schedule`] tells an
+//! agent which flows it holds at a given moment of a layered run.
+
+pub mod build;
+pub mod cpython_random;
+pub mod read;
+pub mod schedule;
+pub mod servers;
+pub mod shape;
+pub mod token;
+pub mod write;
+
+use std::collections::HashMap;
+
+pub use token::HostToken;
+
+/// Bytes of the MXO1 header every request and reply starts with: the smallest packet.
+pub const MIN_PACKET_BYTES: u32 = 32;
+/// The largest UDP payload IPv4 carries (65535 - 20 IPv4 - 8 UDP).
+pub const MAX_PACKET_BYTES: u32 = 65507;
+pub const DEFAULT_PACKET_BYTES: u32 = 64;
+pub const DEFAULT_PORT: u16 = 5300;
+/// The wire header carries the sender's matrix index in 16 bits.
+pub const MAX_HOSTS: usize = u16::MAX as usize;
+/// Version of the file format, written in its first line (`# mx matrix v1`).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A flow's packet rate in requests per second; `UNPACED` sends as fast as it can.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate(f64);
+
+impl Rate {
+    /// `max` in the file: no pacing.
+    pub const UNPACED: Rate = Rate(f64::INFINITY);
+
+    /// A paced rate; `pps` must be positive and finite.
+    pub fn per_second(pps: f64) -> Rate {
+        assert!(
+            pps > 0.0 && pps.is_finite(),
+            "a paced rate is positive and finite"
+        );
+        Rate(pps)
+    }
+
+    /// The target in packets per second, or `None` when unpaced.
+    pub fn pps(self) -> Option<f64> {
+        self.0.is_finite().then_some(self.0)
+    }
+
+    pub fn is_unpaced(self) -> bool {
+        self.0.is_infinite()
+    }
+}
+
+/// One flow of a row: requests to host `dst` at `rate`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cell {
+    pub dst: u32,
+    pub rate: Rate,
+}
+
+/// A host of the matrix, in header order (its index is its wire `src index`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The token as written in the header, kept verbatim for writing back.
+    pub token: String,
+    pub name: String,
+    /// Address the controller reaches and peers send to (a name or an IPv4 literal).
+    pub addr: String,
+    /// The UDP port its agent listens on: the token's, else the matrix's `port=`.
+    pub port: u16,
+}
+
+impl Host {
+    pub fn from_token(token: HostToken, default_port: u16) -> Host {
+        Host {
+            port: token.port.unwrap_or(default_port),
+            token: token.token,
+            name: token.name,
+            addr: token.addr,
+        }
+    }
+}
+
+/// The seed of a `--peers K` shuffle (sparse or layered), as the header stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShuffleKey {
+    pub peers: u32,
+    pub seed: i64,
+}
+
+/// The `--dwell` rotation: `layers` edge-disjoint layers held `dwell` seconds each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rotation {
+    pub layers: u32,
+    pub dwell: f64,
+    /// `--equal-layers`: the short last layer is padded with repeats.
+    pub fill: bool,
+}
+
+/// The `# key=value` header of a matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Request size in bytes, header included.
+    pub tx_size: u32,
+    /// Reply size in bytes, header included.
+    pub rx_size: u32,
+    /// Default UDP port for hosts whose token names none.
+    pub port: u16,
+    /// Present when the matrix was drawn with `--peers` (and both keys survive).
+    pub shuffle: Option<ShuffleKey>,
+    /// Present when the matrix is layered (`layers` > 1); then `shuffle` is too.
+    pub rotation: Option<Rotation>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tx_size: DEFAULT_PACKET_BYTES,
+            rx_size: DEFAULT_PACKET_BYTES,
+            port: DEFAULT_PORT,
+            shuffle: None,
+            rotation: None,
+        }
+    }
+}
+
+/// A loaded or generated matrix. Rows are sparse (a 10,000-host `--peers 8` matrix
+/// holds 80,000 cells, not 100 million), sorted by receiver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub config: Config,
+    hosts: Vec<Host>,
+    rows: Vec<Vec<Cell>>,
+    by_name: HashMap<String, u32>,
+}
+
+impl Matrix {
+    /// Assembles a matrix. Callers guarantee unique host names, rows sorted by `dst`
+    /// with no self-flows, and one row per host.
+    pub fn from_parts(config: Config, hosts: Vec<Host>, rows: Vec<Vec<Cell>>) -> Matrix {
+        assert_eq!(hosts.len(), rows.len(), "one row per host");
+        debug_assert!(rows.iter().enumerate().all(|(src, row)| {
+            row.windows(2).all(|w| w[0].dst < w[1].dst) && row.iter().all(|c| c.dst as usize != src)
+        }));
+        let by_name = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.clone(), i as u32))
+            .collect();
+        Matrix {
+            config,
+            hosts,
+            rows,
+            by_name,
+        }
+    }
+
+    pub fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Matrix index of the host named `name`.
+    pub fn index_of(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Host `src`'s flows as the grid holds them (layer 0 of a layered matrix).
+    pub fn row(&self, src: u32) -> &[Cell] {
+        &self.rows[src as usize]
+    }
+
+    pub fn rows(&self) -> impl Iterator<Item = (u32, &[Cell])> {
+        self.rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i as u32, r.as_slice()))
+    }
+
+    /// Flows in the grid (for a layered matrix, in layer 0).
+    pub fn flow_count(&self) -> usize {
+        self.rows.iter().map(Vec::len).sum()
+    }
+
+    /// Flows of the grid that are unpaced (`max`).
+    pub fn unpaced_count(&self) -> usize {
+        self.rows
+            .iter()
+            .flatten()
+            .filter(|c| c.rate.is_unpaced())
+            .count()
+    }
+
+    /// The per-pair rate a layered matrix holds in every layer: the first cell of the row.
+    pub fn row_rate(&self, src: u32) -> Option<Rate> {
+        self.rows[src as usize].first().map(|c| c.rate)
+    }
+
+    /// `64 bytes out -> 512 bytes back`, as every summary line says it.
+    pub fn sizes_phrase(&self) -> String {
+        format!(
+            "{} bytes out -> {} bytes back",
+            self.config.tx_size, self.config.rx_size
+        )
+    }
+
+    /// The layers of a layered matrix, derived from its seed.
+    pub fn layer_plan(&self) -> Option<shape::LayerPlan> {
+        let (key, rotation) = (self.config.shuffle?, self.config.rotation?);
+        Some(shape::LayerPlan::new(
+            self.host_count(),
+            key.peers as usize,
+            key.seed,
+            rotation.fill,
+        ))
+    }
+}

@@ -1,0 +1,593 @@
+//! Reading `matrix.csv`, including files edited by hand.
+//!
+//! The rules are the original's (facts.md 1.1-1.5): every line is trimmed; blank
+//! lines are skipped; a line starting with `#` is a comment wherever it stands, and
+//! its `key=value` tokens set the config (later ones win); every other line is a
+//! CSV row (standard quoting, CRLF or LF). The first row is the header of host
+//! tokens; each later row is a sender, its cells mapped to the header by position.
+//!
+//! Every refusal names the file and, where one is at fault, the line
+//! (`matrix.csv:7: cell a -> b: 'x' is not a packet rate ...`).
+//!
+//! The grid of a sparse 10,000-host matrix is ~100 MB of commas, so rows are split
+//! without copying when they hold no quotes, and a cell repeated from the one before
+//! (the common case: one rate everywhere) is not parsed again.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::shape::LayerPlan;
+use super::{
+    Cell, Config, HostToken, MAX_HOSTS, MAX_PACKET_BYTES, MIN_PACKET_BYTES, Matrix, Rate, Rotation,
+    ShuffleKey,
+};
+use super::{Host, token::TokenError};
+use crate::error::{Error, Result};
+
+/// The config keys a matrix header may set. `disk` is the original's `--disk` mode,
+/// recognised so that such a matrix is refused with a reason rather than run wrong.
+const CONFIG_KEYS: [&str; 9] = [
+    "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk",
+];
+
+impl Matrix {
+    /// Loads a matrix file. A missing file says how to make one.
+    pub fn load(path: &Path) -> Result<Matrix> {
+        let data = match std::fs::read(path) {
+            Ok(data) => data,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::refused(format!(
+                    "matrix not found: {}  (make one with: mx gen --servers servers.txt --pps 10000)",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(Error::io(path, "cannot read the matrix", &e)),
+        };
+        Matrix::parse(&data, &path.display().to_string())
+    }
+
+    /// Parses matrix text; `label` names it in errors (normally the file's path).
+    pub fn parse(data: &[u8], label: &str) -> Result<Matrix> {
+        let mut reader = GridReader::new(label);
+        for (index, line) in data.split(|&b| b == b'\n').enumerate() {
+            let line_no = index + 1;
+            let line = line.trim_ascii();
+            if line.is_empty() {
+                continue;
+            }
+            if line[0] == b'#' {
+                reader.config_line(line, line_no)?;
+            } else {
+                reader.grid_line(line, line_no)?;
+            }
+        }
+        reader.finish()
+    }
+
+    /// The agent's stricter check on a layered matrix: its grid must be exactly the
+    /// layer 0 its seed derives, or agents that re-derive the layers would disagree
+    /// with what the file shows.
+    pub fn check_layer_zero(&self, label: &str) -> Result<()> {
+        let (Some(plan), Some(key), Some(rotation)) =
+            (self.layer_plan(), self.config.shuffle, self.config.rotation)
+        else {
+            return Ok(());
+        };
+        let matches = self.rows().all(|(src, row)| {
+            let mut want: Vec<u32> = plan.targets(src, 0).collect();
+            want.sort_unstable();
+            row.iter().map(|c| c.dst).eq(want)
+        });
+        if matches {
+            Ok(())
+        } else {
+            Err(Error::refused(format!(
+                "{label}: the grid does not match its layers header (edited by hand?) -- regenerate with `mx gen --peers {} --dwell {} --seed {}`",
+                key.peers,
+                crate::units::g(rotation.dwell),
+                key.seed
+            )))
+        }
+    }
+}
+
+/// A config value as found, with the line it was on (the last occurrence wins).
+struct RawValue {
+    text: String,
+    line: usize,
+}
+
+/// The state of one pass over the file.
+struct GridReader<'a> {
+    label: &'a str,
+    config: HashMap<&'static str, RawValue>,
+    /// Header: host tokens in column order, and for each grid column the host it
+    /// maps to (`None` for a blank header cell, which still takes a position).
+    header_line: usize,
+    tokens: Vec<HostToken>,
+    columns: Vec<Option<u32>>,
+    by_name: HashMap<String, u32>,
+    rows: Vec<Vec<Cell>>,
+    /// Line of each host's row, 0 when it has none yet: a repeated row merges.
+    row_lines: Vec<usize>,
+    grid_rows: usize,
+    scratch: Vec<u8>,
+    last_cell: Vec<u8>,
+    last_rate: Option<Rate>,
+}
+
+impl<'a> GridReader<'a> {
+    fn new(label: &'a str) -> Self {
+        GridReader {
+            label,
+            config: HashMap::new(),
+            header_line: 0,
+            tokens: Vec::new(),
+            columns: Vec::new(),
+            by_name: HashMap::new(),
+            rows: Vec::new(),
+            row_lines: Vec::new(),
+            grid_rows: 0,
+            scratch: Vec::new(),
+            last_cell: Vec::new(),
+            last_rate: None,
+        }
+    }
+
+    fn refuse_at(&self, line: usize, message: impl std::fmt::Display) -> Error {
+        Error::refused(format!("{}:{line}: {message}", self.label))
+    }
+
+    fn refuse(&self, message: impl std::fmt::Display) -> Error {
+        Error::refused(format!("{}: {message}", self.label))
+    }
+
+    fn config_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
+        // Comments are free text; only `key=value` tokens with a known key count.
+        let text = String::from_utf8_lossy(line);
+        for token in text.trim_start_matches('#').split_whitespace() {
+            let Some((key, value)) = token.split_once('=') else {
+                continue;
+            };
+            if let Some(&key) = CONFIG_KEYS.iter().find(|&&k| k == key) {
+                self.config.insert(
+                    key,
+                    RawValue {
+                        text: value.to_string(),
+                        line: line_no,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn grid_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
+        let mut fields: Vec<Vec<u8>> = Vec::new();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let blank = if self.grid_rows == 0 {
+            // The header is short; collect it whole.
+            for_each_field(line, &mut scratch, |_, f| {
+                fields.push(f.trim_ascii().to_vec());
+                Ok(())
+            })?;
+            let blank = fields.iter().all(Vec::is_empty);
+            if !blank {
+                self.header(&fields, line_no)?;
+            }
+            blank
+        } else {
+            self.host_row(line, line_no, &mut scratch)?
+        };
+        self.scratch = scratch;
+        if !blank {
+            self.grid_rows += 1;
+        }
+        Ok(())
+    }
+
+    fn header(&mut self, fields: &[Vec<u8>], line_no: usize) -> Result<()> {
+        self.header_line = line_no;
+        // Cell 0 is the corner (`src\dst`) and is ignored.
+        for field in fields.iter().skip(1) {
+            if field.is_empty() {
+                self.columns.push(None);
+                continue;
+            }
+            let text = self.utf8(field, line_no)?;
+            let token = HostToken::parse(text).map_err(|e| self.refuse_at(line_no, e))?;
+            if self.by_name.contains_key(&token.name) {
+                return Err(self.refuse_at(
+                    line_no,
+                    format!("duplicate host '{}' in the header", token.name),
+                ));
+            }
+            let index = self.tokens.len() as u32;
+            self.by_name.insert(token.name.clone(), index);
+            self.columns.push(Some(index));
+            self.tokens.push(token);
+        }
+        if self.tokens.len() < 2 {
+            return Err(self.refuse_at(line_no, "need at least 2 hosts"));
+        }
+        if self.tokens.len() > MAX_HOSTS {
+            return Err(self.refuse_at(
+                line_no,
+                format!(
+                    "{} hosts is more than the {MAX_HOSTS} the wire format can address",
+                    self.tokens.len()
+                ),
+            ));
+        }
+        self.rows = vec![Vec::new(); self.tokens.len()];
+        self.row_lines = vec![0; self.tokens.len()];
+        Ok(())
+    }
+
+    /// Reads one sender row; returns true when the row was blank (and ignored).
+    fn host_row(&mut self, line: &[u8], line_no: usize, scratch: &mut Vec<u8>) -> Result<bool> {
+        let mut src: Option<u32> = None;
+        let mut blank = true;
+        let mut cells: Vec<Cell> = Vec::new();
+        let mut pending: Option<Error> = None;
+        for_each_field(line, scratch, |column, field| {
+            let field = field.trim_ascii();
+            if column == 0 {
+                if field.is_empty() {
+                    return Ok(());
+                }
+                blank = false;
+                let text = self.utf8(field, line_no)?;
+                let token = HostToken::parse(text).map_err(|e| self.refuse_at(line_no, e))?;
+                let index = self.by_name.get(&token.name).copied().ok_or_else(|| {
+                    self.refuse_at(
+                        line_no,
+                        format!("row host '{}' is not in the header row", token.name),
+                    )
+                })?;
+                src = Some(index);
+                return Ok(());
+            }
+            if field.is_empty() {
+                return Ok(());
+            }
+            blank = false;
+            // Cells past the header's last column are ignored, as the original does.
+            let Some(Some(dst)) = self.columns.get(column - 1).copied() else {
+                return Ok(());
+            };
+            let rate = self.cell_rate(field);
+            let Some(src) = src else {
+                // A row whose first cell is blank but has rates: no sender to give them to.
+                pending.get_or_insert_with(|| {
+                    self.refuse_at(
+                        line_no,
+                        "a row with rates but no sender host in its first cell",
+                    )
+                });
+                return Ok(());
+            };
+            match rate {
+                Ok(None) => {}
+                Ok(Some(rate)) if dst != src => cells.push(Cell { dst, rate }),
+                Ok(Some(_)) => {} // the diagonal is ignored
+                Err(kind) => {
+                    let (s, d) = (
+                        &self.tokens[src as usize].name,
+                        &self.tokens[dst as usize].name,
+                    );
+                    let cell = String::from_utf8_lossy(field);
+                    let what = match kind {
+                        CellError::NotARate => format!(
+                            "cell {s} -> {d}: '{cell}' is not a packet rate (a number, empty, or 'max')"
+                        ),
+                        CellError::Negative => {
+                            format!("cell {s} -> {d}: negative packet rate '{cell}'")
+                        }
+                    };
+                    return Err(self.refuse_at(line_no, what));
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(err) = pending {
+            return Err(err);
+        }
+        if let Some(src) = src {
+            let src = src as usize;
+            if self.row_lines[src] == 0 {
+                self.row_lines[src] = line_no;
+                self.rows[src] = cells;
+            } else {
+                merge_cells(&mut self.rows[src], cells);
+            }
+        }
+        Ok(blank)
+    }
+
+    /// Parses a cell, reusing the previous cell's result when the text repeats.
+    fn cell_rate(&mut self, field: &[u8]) -> Result<Option<Rate>, CellError> {
+        if field == self.last_cell.as_slice() {
+            return Ok(self.last_rate);
+        }
+        let rate = parse_rate(field)?;
+        self.last_cell.clear();
+        self.last_cell.extend_from_slice(field);
+        self.last_rate = rate;
+        Ok(rate)
+    }
+
+    fn utf8<'f>(&self, field: &'f [u8], line_no: usize) -> Result<&'f str> {
+        std::str::from_utf8(field).map_err(|_| self.refuse_at(line_no, "not UTF-8 text"))
+    }
+
+    fn int(&self, key: &str) -> Result<Option<(i64, usize)>> {
+        let Some(raw) = self.config.get(key) else {
+            return Ok(None);
+        };
+        match raw.text.trim().parse::<i64>() {
+            Ok(v) => Ok(Some((v, raw.line))),
+            Err(_) => Err(self.refuse_at(
+                raw.line,
+                format!("bad {key}='{}' in the config header", raw.text),
+            )),
+        }
+    }
+
+    fn finish(self) -> Result<Matrix> {
+        if self.grid_rows < 2 {
+            return Err(self.refuse("need a header row and at least one host row"));
+        }
+        let mut config = Config::default();
+        for (key, slot) in [
+            ("tx_size", &mut config.tx_size),
+            ("rx_size", &mut config.rx_size),
+        ] {
+            if let Some((size, line)) = self.int(key)? {
+                if !(i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&size) {
+                    return Err(self.refuse_at(
+                        line,
+                        format!(
+                            "{key} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {size})"
+                        ),
+                    ));
+                }
+                *slot = size as u32;
+            }
+        }
+        if let Some((port, line)) = self.int("port")? {
+            if !(1..=65535).contains(&port) {
+                return Err(self.refuse_at(
+                    line,
+                    format!("port must be between 1 and 65535 (got {port})"),
+                ));
+            }
+            config.port = port as u16;
+        }
+        if let Some(raw) = self.config.get("disk") {
+            let mode = raw.text.trim().to_ascii_lowercase();
+            match mode.as_str() {
+                "off" => {}
+                "requests" | "replies" | "both" => {
+                    return Err(self.refuse_at(
+                        raw.line,
+                        format!(
+                            "disk={mode}: this mx does not put disks in the loop (the original's --disk mode); regenerate the matrix without --disk"
+                        ),
+                    ));
+                }
+                _ => {
+                    return Err(self.refuse_at(
+                        raw.line,
+                        format!(
+                            "bad disk='{}' in the config header (want one of: off, requests, replies, both)",
+                            raw.text
+                        ),
+                    ));
+                }
+            }
+        }
+        let peers = self.int("peers")?;
+        let seed = self.int("seed")?;
+        let layers = self.int("layers")?;
+        let fill = self.int("fill")?;
+        if let (Some((peers, _)), Some((seed, _))) = (peers, seed)
+            && (1..=i64::from(u32::MAX)).contains(&peers)
+        {
+            config.shuffle = Some(ShuffleKey {
+                peers: peers as u32,
+                seed,
+            });
+        }
+
+        let hosts: Vec<Host> = self
+            .tokens
+            .iter()
+            .cloned()
+            .map(|t| Host::from_token(t, config.port))
+            .collect();
+        let n = hosts.len();
+        if let Some((layer_count, line)) = layers.filter(|&(l, _)| l > 1) {
+            config.rotation = Some(self.rotation(n, layer_count, line, peers, seed, fill)?);
+        }
+        if self.rows.iter().all(Vec::is_empty) {
+            return Err(self.refuse("every cell is empty -- no flows to run"));
+        }
+        Ok(Matrix::from_parts(config, hosts, self.rows))
+    }
+
+    /// Validates the rotation keys of a layered matrix (facts.md 1.5).
+    fn rotation(
+        &self,
+        hosts: usize,
+        layers: i64,
+        line: usize,
+        peers: Option<(i64, usize)>,
+        seed: Option<(i64, usize)>,
+        fill: Option<(i64, usize)>,
+    ) -> Result<Rotation> {
+        let incomplete = || {
+            self.refuse_at(
+                line,
+                format!(
+                    "layers={layers} needs peers, seed and dwell in the header -- regenerate with `mx gen --peers K --dwell T`"
+                ),
+            )
+        };
+        let dwell = match self.config.get("dwell") {
+            None => return Err(incomplete()),
+            Some(raw) => match raw.text.trim().parse::<f64>() {
+                Ok(d) if d.is_finite() => (d, raw.line),
+                _ => {
+                    return Err(self.refuse_at(
+                        raw.line,
+                        format!("bad dwell='{}' in the config header", raw.text),
+                    ));
+                }
+            },
+        };
+        let (Some((peers, _)), Some((seed, _))) = (peers, seed) else {
+            return Err(incomplete());
+        };
+        if peers < 1 || peers as usize >= hosts || seed < 0 || dwell.0 <= 0.0 {
+            return Err(incomplete());
+        }
+        let derived = LayerPlan::layer_count(hosts, peers as usize);
+        if derived as i64 != layers {
+            return Err(self.refuse_at(
+                line,
+                format!(
+                    "layers={layers} but {hosts} hosts at {peers} peers per layer partition into {derived} layers -- the header was edited; regenerate with `mx gen`"
+                ),
+            ));
+        }
+        Ok(Rotation {
+            layers: layers as u32,
+            dwell: dwell.0,
+            fill: fill.is_some_and(|(f, _)| f != 0),
+        })
+    }
+}
+
+enum CellError {
+    NotARate,
+    Negative,
+}
+
+/// A cell's rate: blank or 0 is no flow, `max`/`inf`/`unpaced` (any case) unpaced.
+fn parse_rate(field: &[u8]) -> Result<Option<Rate>, CellError> {
+    if field.is_empty() {
+        return Ok(None);
+    }
+    if [&b"max"[..], b"inf", b"unpaced"]
+        .iter()
+        .any(|word| field.eq_ignore_ascii_case(word))
+    {
+        return Ok(Some(Rate::UNPACED));
+    }
+    let text = std::str::from_utf8(field).map_err(|_| CellError::NotARate)?;
+    match text.parse::<f64>() {
+        Err(_) => Err(CellError::NotARate),
+        Ok(v) if v.is_nan() => Err(CellError::NotARate),
+        Ok(v) if v < 0.0 => Err(CellError::Negative),
+        Ok(0.0) => Ok(None),
+        Ok(v) if v.is_infinite() => Ok(Some(Rate::UNPACED)),
+        Ok(v) => Ok(Some(Rate::per_second(v))),
+    }
+}
+
+/// A repeated row merges into the first: its non-empty cells set or override.
+fn merge_cells(row: &mut Vec<Cell>, extra: Vec<Cell>) {
+    for cell in extra {
+        match row.binary_search_by_key(&cell.dst, |c| c.dst) {
+            Ok(i) => row[i] = cell,
+            Err(i) => row.insert(i, cell),
+        }
+    }
+}
+
+/// Calls `f(column, field)` for each CSV field of one line. Lines without a quote
+/// are split in place; quoted lines are decoded with csv-core (RFC 4180 quoting).
+fn for_each_field(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+    mut f: impl FnMut(usize, &[u8]) -> Result<()>,
+) -> Result<()> {
+    if !line.contains(&b'"') {
+        for (column, field) in line.split(|&b| b == b',').enumerate() {
+            f(column, field)?;
+        }
+        return Ok(());
+    }
+    let mut reader = csv_core::Reader::new();
+    let mut input = line;
+    // A decoded field is never longer than its input.
+    scratch.clear();
+    scratch.resize(line.len() + 1, 0);
+    let mut written = 0;
+    let mut column = 0;
+    loop {
+        // Once `input` is empty, the next call reads it as end of input.
+        let (result, nin, nout) = reader.read_field(input, &mut scratch[written..]);
+        input = &input[nin..];
+        written += nout;
+        match result {
+            csv_core::ReadFieldResult::InputEmpty => {}
+            csv_core::ReadFieldResult::OutputFull => scratch.resize(scratch.len() * 2, 0),
+            csv_core::ReadFieldResult::Field { record_end } => {
+                f(column, &scratch[..written])?;
+                column += 1;
+                written = 0;
+                if record_end {
+                    return Ok(());
+                }
+            }
+            csv_core::ReadFieldResult::End => return Ok(()),
+        }
+    }
+}
+
+impl From<TokenError> for Error {
+    fn from(e: TokenError) -> Self {
+        Error::refused(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut scratch = Vec::new();
+        for_each_field(line.as_bytes(), &mut scratch, |_, f| {
+            out.push(String::from_utf8(f.to_vec()).unwrap());
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn fields_split_with_and_without_quotes() {
+        assert_eq!(fields("a,,b"), ["a", "", "b"]);
+        assert_eq!(fields("a,"), ["a", ""]);
+        assert_eq!(fields("\"a\",\"1,5\",\"x\"\"y\""), ["a", "1,5", "x\"y"]);
+        assert_eq!(fields("\"a\","), ["a", ""]);
+    }
+
+    #[test]
+    fn rates() {
+        let pps = |s: &str| parse_rate(s.as_bytes()).ok().flatten().map(|r| r.0);
+        assert_eq!(pps("20000"), Some(20000.0));
+        assert_eq!(pps("0.500"), Some(0.5));
+        assert_eq!(pps("1e3"), Some(1000.0));
+        assert_eq!(pps("MAX"), Some(f64::INFINITY));
+        assert_eq!(pps("unpaced"), Some(f64::INFINITY));
+        assert_eq!(pps("0"), None);
+        assert_eq!(pps(""), None);
+        assert!(matches!(parse_rate(b"-5"), Err(CellError::Negative)));
+        assert!(matches!(parse_rate(b"fast"), Err(CellError::NotARate)));
+        assert!(matches!(parse_rate(b"nan"), Err(CellError::NotARate)));
+    }
+}

@@ -1,0 +1,157 @@
+//! The load arithmetic behind `mx gen`'s summary, `mx check` and `mx hints`: what a
+//! matrix asks of every host's NIC and CPU, before anything is sent.
+//!
+//! Per host, over paced flows: `out` = requests it sends per second (its row),
+//! `in` = requests it receives (its column). Every request is answered, so the host
+//! transmits `out` requests and `in` replies, and receives the mirror image:
+//! - packets per direction = out + in;
+//! - out on the wire = wire(out, tx_size) + wire(in, rx_size);
+//! - in on the wire  = wire(in, tx_size) + wire(out, rx_size).
+//!
+//! A layered matrix is checked in every layer; a host's figure is its heaviest.
+
+use crate::matrix::schedule::Schedule;
+use crate::matrix::{Matrix, Rate};
+use crate::units::wire_bits;
+
+/// Requests one agent worker sends or answers per second, each an exchange of two
+/// datagrams through that worker (request out + reply in, or request in + reply
+/// out). Provisional: taken from the kernel's batched UDP path on this project's
+/// 2-core test machines (lab-notes.md: recvmmsg/sendmmsg in batches of 64 run about
+/// 0.45-0.50 million round trips per second with one core on each side), the
+/// ceiling our batched agent is built to reach. The performance work measures our
+/// agent and replaces this figure with its own (the original's was 200,000 for a
+/// Python worker).
+pub const WORKER_EXCHANGES_PER_SECOND: f64 = 450_000.0;
+
+/// Worker threads a host needs to send `out_pps` requests and answer as many:
+/// `floor(2 * out_pps / WORKER_EXCHANGES_PER_SECOND) + 1`.
+pub fn workers_needed(out_pps: f64) -> u64 {
+    (2.0 * out_pps / WORKER_EXCHANGES_PER_SECOND) as u64 + 1
+}
+
+/// Paced request rates through one host in one layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostLoad {
+    /// Requests this host sends per second.
+    pub out_pps: f64,
+    /// Requests this host receives (and answers) per second.
+    pub in_pps: f64,
+}
+
+impl HostLoad {
+    /// Packets per second in each direction: requests out + replies out.
+    pub fn packets(&self) -> f64 {
+        self.out_pps + self.in_pps
+    }
+
+    /// Bits per second this host transmits: its requests and its replies.
+    pub fn out_wire(&self, tx_size: u32, rx_size: u32) -> f64 {
+        wire_bits(self.out_pps, tx_size) + wire_bits(self.in_pps, rx_size)
+    }
+
+    /// Bits per second this host receives: requests to it and replies to it.
+    pub fn in_wire(&self, tx_size: u32, rx_size: u32) -> f64 {
+        wire_bits(self.in_pps, tx_size) + wire_bits(self.out_pps, rx_size)
+    }
+}
+
+/// A host's heaviest figures across the layers of a matrix (each maximum taken on
+/// its own, so a host is over a cap if any layer puts it over).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PeakLoad {
+    pub packets: f64,
+    pub out_wire: f64,
+    pub in_wire: f64,
+    pub out_pps: f64,
+}
+
+/// What the whole matrix offers, for the summary lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixLoad {
+    /// Per host, in matrix order.
+    pub hosts: Vec<PeakLoad>,
+    /// Paced requests per second of the whole fleet, in its heaviest layer.
+    pub fleet_pps: f64,
+}
+
+/// Loads of every host of `matrix`, layer by layer (one layer for a fixed matrix).
+pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
+    let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
+    let n = matrix.host_count();
+    let schedule = Schedule::new(matrix);
+    let mut peaks = vec![PeakLoad::default(); n];
+    let mut fleet_pps: f64 = 0.0;
+    let mut layer = vec![HostLoad::default(); n];
+    for l in 0..schedule.layer_count() {
+        layer.fill(HostLoad::default());
+        let mut fleet = 0.0;
+        for src in 0..n as u32 {
+            for cell in schedule.flows_in_layer(src, l) {
+                if let Some(pps) = cell.rate.pps() {
+                    layer[src as usize].out_pps += pps;
+                    layer[cell.dst as usize].in_pps += pps;
+                    fleet += pps;
+                }
+            }
+        }
+        fleet_pps = fleet_pps.max(fleet);
+        for (peak, load) in peaks.iter_mut().zip(&layer) {
+            peak.packets = peak.packets.max(load.packets());
+            peak.out_wire = peak.out_wire.max(load.out_wire(tx, rx));
+            peak.in_wire = peak.in_wire.max(load.in_wire(tx, rx));
+            peak.out_pps = peak.out_pps.max(load.out_pps);
+        }
+    }
+    MatrixLoad {
+        hosts: peaks,
+        fleet_pps,
+    }
+}
+
+/// Per-host requests per second for a per-pair `rate` to `peers` peers.
+pub fn per_host(rate: Rate, peers: usize) -> Option<f64> {
+    rate.pps().map(|pps| pps * peers as f64)
+}
+
+/// Per-host request rate that fills `gbps` of wire with `tx_size`-byte requests.
+pub fn pps_for_gbps(gbps: f64, tx_size: u32) -> f64 {
+    gbps * 1e9 / ((f64::from(tx_size) + crate::units::FRAMING_BYTES) * 8.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gbps_arithmetic_matches_facts_example() {
+        // 1 Gb/s of 1400-byte requests is 85,266 pps per host; over 2 peers 42,633.
+        let per_host = pps_for_gbps(1.0, 1400);
+        assert_eq!(per_host.floor(), 85266.0);
+        assert_eq!((per_host / 2.0).round(), 42633.0);
+    }
+
+    #[test]
+    fn workers_needed_uses_the_named_constant() {
+        assert_eq!(workers_needed(0.0), 1);
+        assert_eq!(workers_needed(WORKER_EXCHANGES_PER_SECOND / 2.0), 2);
+        assert_eq!(workers_needed(WORKER_EXCHANGES_PER_SECOND * 10.0), 21);
+    }
+
+    #[test]
+    fn host_load_directions() {
+        let load = HostLoad {
+            out_pps: 1000.0,
+            in_pps: 2000.0,
+        };
+        assert_eq!(load.packets(), 3000.0);
+        assert_eq!(
+            load.out_wire(64, 1000),
+            1000.0 * 130.0 * 8.0 + 2000.0 * 1066.0 * 8.0
+        );
+        assert_eq!(
+            load.in_wire(64, 1000),
+            2000.0 * 130.0 * 8.0 + 1000.0 * 1066.0 * 8.0
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! Units and the number formats every human-readable output of mx shares.
+//!
+//! The formats are the original tool's (facts.md 0.1), so operators read the same
+//! figures the same way: `1.0 kpps`, `3.12 Gbps`, `2m00s`. Rust's `{:.N}` rounds the
+//! exact binary value with ties to even, exactly as Python's `%.Nf` does, so the
+//! same input prints the same text.
+
+/// Bytes of framing a packet costs on Ethernet besides its UDP payload: preamble and
+/// start-of-frame 8, MAC header 14, FCS 4, inter-frame gap 12, IPv4 20, UDP 8.
+pub const FRAMING_BYTES: f64 = 66.0;
+
+/// Bits per second on the wire for `pps` packets of `size` payload bytes.
+pub fn wire_bits(pps: f64, size: u32) -> f64 {
+    pps * (f64::from(size) + FRAMING_BYTES) * 8.0
+}
+
+/// Bits per second of UDP payload for `pps` packets of `size` bytes.
+pub fn payload_bits(pps: f64, size: u32) -> f64 {
+    pps * f64::from(size) * 8.0
+}
+
+/// A packet rate: `max` (unpaced), `X.XXX Mpps`, `X.X kpps` or `X pps`.
+/// One departure from the original: a rate under 1 pps keeps three decimals
+/// (`0.500 pps`), where the original printed a rate that is there as `0 pps`.
+pub fn pps(value: f64) -> String {
+    if value > 0.0 && value < 1.0 {
+        format!("{value:.3} pps")
+    } else if value.is_infinite() {
+        "max".to_string()
+    } else if value >= 1e6 {
+        format!("{:.3} Mpps", value / 1e6)
+    } else if value >= 1e3 {
+        format!("{:.1} kpps", value / 1e3)
+    } else {
+        format!("{value:.0} pps")
+    }
+}
+
+/// A bit rate: `X.XX Gbps`, `X.X Mbps` or `X kbps`.
+pub fn bits(value: f64) -> String {
+    if value >= 1e9 {
+        format!("{:.2} Gbps", value / 1e9)
+    } else if value >= 1e6 {
+        format!("{:.1} Mbps", value / 1e6)
+    } else {
+        format!("{:.0} kbps", value / 1e3)
+    }
+}
+
+/// A time in microseconds: `-` when not measured, `X.XXs`, `X.Xms` or `Xus`.
+pub fn micros(value: Option<f64>) -> String {
+    match value {
+        None => "-".to_string(),
+        Some(v) if v >= 1e6 => format!("{:.2}s", v / 1e6),
+        Some(v) if v >= 1000.0 => format!("{:.1}ms", v / 1e3),
+        Some(v) => format!("{v:.0}us"),
+    }
+}
+
+/// A duration in seconds, rounded to whole seconds: `45s`, `2m00s`, `2h05m`.
+pub fn duration(seconds: f64) -> String {
+    let s = seconds.round_ties_even().max(0.0) as u64;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// Python's `%g`: six significant digits, trailing zeros stripped, exponent form
+/// below 1e-4 and from 1e6 up. Used where the original prints `--interval`,
+/// `--duration` and `dwell`, so the files and stamps we write read the same.
+pub fn g(value: f64) -> String {
+    const PRECISION: i32 = 6;
+    if value.is_nan() {
+        return "nan".to_string();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    // The exponent after rounding to PRECISION significant digits decides the form.
+    let sci = format!("{:.*e}", (PRECISION - 1) as usize, value);
+    let (mantissa, exponent) = sci.split_once('e').expect("`{:e}` always has an exponent");
+    let exponent: i32 = exponent.parse().expect("`{:e}` exponent is an integer");
+    if (-4..PRECISION).contains(&exponent) {
+        let fixed = format!("{:.*}", (PRECISION - 1 - exponent) as usize, value);
+        strip_fraction_zeros(&fixed).to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!(
+            "{}e{sign}{:02}",
+            strip_fraction_zeros(mantissa),
+            exponent.abs()
+        )
+    }
+}
+
+fn strip_fraction_zeros(text: &str) -> &str {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packet_rates_use_the_originals_thresholds() {
+        assert_eq!(pps(f64::INFINITY), "max");
+        assert_eq!(pps(2_640_000.0), "2.640 Mpps");
+        assert_eq!(pps(1000.0), "1.0 kpps");
+        // The original's quirk, kept: 999.6 rounds up under the kpps threshold.
+        assert_eq!(pps(999.6), "1000 pps");
+        assert_eq!(pps(42.0), "42 pps");
+        assert_eq!(pps(0.5), "0.500 pps");
+        assert_eq!(pps(0.0), "0 pps");
+    }
+
+    #[test]
+    fn bit_rates_use_the_originals_thresholds() {
+        assert_eq!(bits(2.75e9), "2.75 Gbps");
+        assert_eq!(bits(3_120_000.0), "3.1 Mbps");
+        assert_eq!(bits(83_200.0), "83 kbps");
+    }
+
+    #[test]
+    fn micros_and_durations() {
+        assert_eq!(micros(None), "-");
+        assert_eq!(micros(Some(240.0)), "240us");
+        assert_eq!(micros(Some(4100.0)), "4.1ms");
+        assert_eq!(micros(Some(31_000_000.0)), "31.00s");
+        assert_eq!(duration(30.0), "30s");
+        assert_eq!(duration(120.0), "2m00s");
+        assert_eq!(duration(7500.0), "2h05m");
+        assert_eq!(duration(59.5), "1m00s");
+    }
+
+    #[test]
+    fn wire_rate_adds_66_bytes_of_framing_per_packet() {
+        assert_eq!(wire_bits(3000.0, 64), 3000.0 * 130.0 * 8.0);
+        assert_eq!(payload_bits(3000.0, 64), 3000.0 * 64.0 * 8.0);
+    }
+
+    #[test]
+    fn percent_g_matches_python() {
+        // Expected values printed by CPython 3.11 `'%g' % x`.
+        let cases = [
+            (15.0, "15"),
+            (2.5, "2.5"),
+            (0.1, "0.1"),
+            (60.0, "60"),
+            (100000.0, "100000"),
+            (1e6, "1e+06"),
+            (1234567.0, "1.23457e+06"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (999999.5, "1e+06"),
+            (3.0000001, "3"),
+            (0.0, "0"),
+            (-2.5, "-2.5"),
+            (f64::INFINITY, "inf"),
+        ];
+        for (value, want) in cases {
+            assert_eq!(g(value), want, "%g of {value}");
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Golden tests: the files and console output of gen, check and hints on small
+//! fleets, compared byte for byte with tests/golden/ (MX_BLESS=1 rewrites them).
+
+use crate::util::{Sandbox, assert_golden};
+
+fn gen_golden(name: &str, servers: &str, args: &[&str]) {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", servers);
+    let mut all = vec!["gen"];
+    all.extend_from_slice(args);
+    let run = sb.mx(&all);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, "");
+    assert_golden(&format!("{name}.stdout"), &run.stdout);
+    let output = args
+        .iter()
+        .position(|a| *a == "-o")
+        .map_or("matrix.csv", |i| args[i + 1]);
+    assert_golden(&format!("{name}.csv"), &sb.read(output));
+}
+
+fn hosts(n: usize) -> String {
+    (1..=n).map(|i| format!("h{i}\n")).collect()
+}
+
+const THREE_IPS: &str = "10.0.0.10\n10.0.0.11\n10.0.0.12\n";
+
+#[test]
+fn gen_full_mesh() {
+    gen_golden(
+        "gen_mesh",
+        THREE_IPS,
+        &["--pps", "20000", "--tx-size", "64", "--rx-size", "512"],
+    );
+}
+
+#[test]
+fn gen_k_regular_shuffle() {
+    gen_golden(
+        "gen_peers",
+        &hosts(11),
+        &["--peers", "3", "--seed", "5", "--pps", "1000"],
+    );
+}
+
+#[test]
+fn gen_layered() {
+    gen_golden(
+        "gen_layered",
+        &hosts(11),
+        &[
+            "--peers", "3", "--seed", "5", "--dwell", "30", "--pps", "1000", "-o", "l.csv",
+        ],
+    );
+}
+
+#[test]
+fn gen_equal_layers() {
+    gen_golden(
+        "gen_equal_layers",
+        &hosts(11),
+        &[
+            "--peers",
+            "3",
+            "--seed",
+            "5",
+            "--dwell",
+            "30",
+            "--pps",
+            "1000",
+            "--equal-layers",
+        ],
+    );
+}
+
+#[test]
+fn gen_equal_layers_with_nothing_to_pad() {
+    gen_golden(
+        "gen_equal_layers_even",
+        &hosts(5),
+        &[
+            "--peers",
+            "2",
+            "--seed",
+            "7",
+            "--dwell",
+            "15",
+            "--equal-layers",
+        ],
+    );
+}
+
+#[test]
+fn gen_gbps_budget() {
+    // 1 Gb/s of 1400-byte requests per host over 2 peers: 42,633 pps per pair.
+    gen_golden("gen_gbps", THREE_IPS, &["--gbps", "1", "--tx-size", "1400"]);
+}
+
+#[test]
+fn gen_unpaced() {
+    gen_golden(
+        "gen_max",
+        "a=10.0.0.1:5400\nb=10.0.0.2\n",
+        &["--pps", "max", "--port", "6000"],
+    );
+}
+
+#[test]
+fn gen_small_rates_keep_three_decimals() {
+    gen_golden("gen_small", THREE_IPS, &["--pps", "0.5"]);
+}
+
+#[test]
+fn gen_to_stdout_prints_only_the_matrix() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE_IPS);
+    let run = sb.mx(&["gen", "--pps", "20000", "--rx-size", "512", "-o", "-"]);
+    assert_eq!(run.code, 0);
+    assert_golden("gen_mesh.csv", &run.stdout);
+    assert!(!sb.file("matrix.csv").exists());
+}
+
+#[test]
+fn gen_with_the_same_seed_replays_the_same_matrix() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(40));
+    let args = ["gen", "--peers", "4", "--seed", "1234", "--dwell", "15"];
+    assert_eq!(sb.mx(&[&args[..], &["-o", "a.csv"]].concat()).code, 0);
+    assert_eq!(sb.mx(&[&args[..], &["-o", "b.csv"]].concat()).code, 0);
+    assert_eq!(sb.read("a.csv"), sb.read("b.csv"));
+}
+
+#[test]
+fn gen_without_a_seed_draws_one_and_says_how_to_replay_it() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(12));
+    let run = sb.mx(&["gen", "--peers", "3"]);
+    assert_eq!(run.code, 0);
+    let seed = run
+        .stdout
+        .split("reuse --seed ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the seed is printed");
+    let first = sb.read("matrix.csv");
+    assert!(first.contains(&format!("# peers=3 seed={seed} ")));
+    assert_eq!(sb.mx(&["gen", "--peers", "3", "--seed", seed]).code, 0);
+    assert_eq!(sb.read("matrix.csv"), first);
+}
+
+fn check_golden(name: &str, matrix: &str, args: &[&str], code: i32) {
+    let sb = Sandbox::new();
+    sb.write("matrix.csv", matrix);
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    let run = sb.mx(&all);
+    assert_eq!(run.code, code, "{}{}", run.stdout, run.stderr);
+    assert_golden(&format!("{name}.stdout"), &run.stdout);
+}
+
+const MESH: &str = include_str!("../golden/gen_mesh.csv");
+const LAYERED: &str = include_str!("../golden/gen_layered.csv");
+
+#[test]
+fn check_over_the_caps_exits_1() {
+    check_golden(
+        "check_over",
+        MESH,
+        &["--nic-gbps", "0.2", "--nic-mpps", "0.05"],
+        1,
+    );
+}
+
+#[test]
+fn check_within_the_caps() {
+    check_golden(
+        "check_ok",
+        MESH,
+        &["--nic-gbps", "25", "--nic-mpps", "15"],
+        0,
+    );
+}
+
+#[test]
+fn check_without_caps() {
+    check_golden("check_nocaps", MESH, &[], 0);
+}
+
+#[test]
+fn check_a_hand_edited_matrix_with_an_unpaced_flow() {
+    // One sick-heavy row and one unpaced flow: the heavy host is listed first,
+    // and only it is over the cap.
+    let matrix = "# tx_size=64 rx_size=1400 port=5300\n\
+                  src\\dst,a,b,c,d\n\
+                  a,,1000,1000,1000\n\
+                  b,1000,,1000,max\n\
+                  c,90000,1000,,1000\n\
+                  d,1000,1000,1000,\n";
+    check_golden(
+        "check_edited",
+        matrix,
+        &["--nic-gbps", "1", "--top", "3"],
+        1,
+    );
+}
+
+#[test]
+fn check_a_layered_matrix_checks_every_layer() {
+    check_golden("check_layered", LAYERED, &["--nic-mpps", "0.006"], 0);
+    check_golden("check_layered_over", LAYERED, &["--nic-mpps", "0.0059"], 1);
+}
+
+#[test]
+fn hints_cheat_sheet() {
+    let run = Sandbox::new().mx(&["hints"]);
+    assert_eq!(run.code, 0);
+    assert_golden("hints_cheat_sheet.stdout", &run.stdout);
+}
+
+#[test]
+fn hints_sizes_a_run() {
+    let sb = Sandbox::new();
+    sb.write("s12.txt", &hosts(12));
+    let run = sb.mx(&["hints", "--servers", "s12.txt", "--pps-per-host", "2000000"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("hints_sizing.stdout", &run.stdout);
+    let run = sb.mx(&[
+        "hints",
+        "--servers",
+        "s12.txt",
+        "--peers",
+        "2",
+        "--pps-per-pair",
+        "20000000",
+        "--rx-size",
+        "1400",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("hints_sizing_sparse.stdout", &run.stdout);
+}
+
+#[test]
+fn hints_sizing_needs_the_server_list() {
+    let run = Sandbox::new().mx(&["hints", "--pps-per-host", "1000"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: sizing a run needs the server list: --servers servers.txt not found\n"
+    );
+}

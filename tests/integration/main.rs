@@ -1,0 +1,14 @@
+//! mx's integration tests: one binary, one module per area.
+//!
+//! Tests that run the `mx` executable do so in a temporary directory with every
+//! `MX_*` variable removed, so the machine's environment cannot leak in.
+
+mod util;
+
+mod cli_help;
+mod cpython_vectors;
+mod gen_check_hints_golden;
+mod hand_edited;
+mod malformed_input;
+mod properties;
+mod schedule;

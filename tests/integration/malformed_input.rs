@@ -1,0 +1,345 @@
+//! Every malformed input is refused with one line naming the file, the line or
+//! cell, and what is wrong, and exit code 2; nothing is written.
+
+use crate::util::Sandbox;
+
+/// `mx check` on a matrix with `text` must refuse with exactly `want`.
+fn refuses_matrix(text: &str, want: &str) {
+    let sb = Sandbox::new();
+    sb.write("m.csv", text);
+    let run = sb.mx(&["check", "--matrix", "m.csv"]);
+    assert_eq!(
+        run.stderr,
+        format!("mx: {want}\n"),
+        "stdout: {}",
+        run.stdout
+    );
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "");
+}
+
+/// `mx gen` with `servers` and `args` must refuse with `want` and write nothing.
+fn refuses_gen(servers: &str, args: &[&str], want: &str) {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", servers);
+    let mut all = vec!["gen"];
+    all.extend_from_slice(args);
+    let run = sb.mx(&all);
+    assert_eq!(run.stderr, format!("mx: {want}\n"));
+    assert_eq!(run.code, 2);
+    assert!(
+        !sb.file("matrix.csv").exists(),
+        "a refused gen wrote a matrix"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(sb.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != "servers.txt")
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+}
+
+const THREE: &str = "h1\nh2\nh3\n";
+
+// ---- matrix.csv ----
+
+#[test]
+fn missing_matrix_says_how_to_make_one() {
+    let sb = Sandbox::new();
+    let run = sb.mx(&["check"]);
+    assert_eq!(
+        run.stderr,
+        "mx: matrix not found: matrix.csv  (make one with: mx gen --servers servers.txt --pps 10000)\n"
+    );
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn matrix_with_only_a_header_row() {
+    refuses_matrix(
+        "# tx_size=64\nsrc\\dst,a,b\n",
+        "m.csv: need a header row and at least one host row",
+    );
+}
+
+#[test]
+fn duplicate_host_in_the_header() {
+    refuses_matrix(
+        "src\\dst,a,b,a=10.0.0.9\na,,5,\n",
+        "m.csv:1: duplicate host 'a' in the header",
+    );
+}
+
+#[test]
+fn fewer_than_two_hosts() {
+    refuses_matrix("src\\dst,a\na,\n", "m.csv:1: need at least 2 hosts");
+}
+
+#[test]
+fn row_host_not_in_the_header() {
+    refuses_matrix(
+        "src\\dst,a,b\na,,5\n# a comment\nc,5,\n",
+        "m.csv:4: row host 'c' is not in the header row",
+    );
+}
+
+#[test]
+fn bad_host_token_in_the_header() {
+    refuses_matrix(
+        "src\\dst,a,=10.0.0.2\na,,5\n",
+        "m.csv:1: bad host token '=10.0.0.2' (want name[=addr[:port]])",
+    );
+}
+
+#[test]
+fn bad_port_in_a_host_token() {
+    refuses_matrix(
+        "src\\dst,a,b=10.0.0.2:http\na,,5\n",
+        "m.csv:1: bad port in host token 'b=10.0.0.2:http' (want name[=addr[:port]] with a port from 1 to 65535)",
+    );
+}
+
+#[test]
+fn header_port_out_of_range() {
+    refuses_matrix(
+        "# tx_size=64 rx_size=64 port=70000\nsrc\\dst,a,b\na,,5\n",
+        "m.csv:1: port must be between 1 and 65535 (got 70000)",
+    );
+}
+
+#[test]
+fn non_numeric_rate() {
+    refuses_matrix(
+        "src\\dst,a,b\na,,fast\n",
+        "m.csv:2: cell a -> b: 'fast' is not a packet rate (a number, empty, or 'max')",
+    );
+}
+
+#[test]
+fn negative_rate() {
+    refuses_matrix(
+        "src\\dst,a,b\na,,5\nb,-20,\n",
+        "m.csv:3: cell b -> a: negative packet rate '-20'",
+    );
+}
+
+#[test]
+fn request_size_out_of_range() {
+    refuses_matrix(
+        "# tx_size=16 rx_size=64 port=5300\nsrc\\dst,a,b\na,,5\n",
+        "m.csv:1: tx_size must be between 32 and 65507 bytes (got 16)",
+    );
+}
+
+#[test]
+fn reply_size_out_of_range() {
+    refuses_matrix(
+        "# tx_size=64\n# rx_size=70000\nsrc\\dst,a,b\na,,5\n",
+        "m.csv:2: rx_size must be between 32 and 65507 bytes (got 70000)",
+    );
+}
+
+#[test]
+fn non_integer_config_value() {
+    refuses_matrix(
+        "# tx_size=64.5\nsrc\\dst,a,b\na,,5\n",
+        "m.csv:1: bad tx_size='64.5' in the config header",
+    );
+}
+
+#[test]
+fn no_flows_at_all() {
+    refuses_matrix(
+        "src\\dst,a,b\na,,0\nb,,\n",
+        "m.csv: every cell is empty -- no flows to run",
+    );
+}
+
+#[test]
+fn layered_header_missing_its_seed() {
+    refuses_matrix(
+        "# peers=1 layers=2 dwell=15\nsrc\\dst,a,b,c\na,,5,\n",
+        "m.csv:1: layers=2 needs peers, seed and dwell in the header -- regenerate with `mx gen --peers K --dwell T`",
+    );
+}
+
+#[test]
+fn layered_header_with_an_edited_layer_count() {
+    refuses_matrix(
+        "# peers=1 seed=3 layers=5 dwell=15\nsrc\\dst,a,b,c,d\na,,5,,\n",
+        "m.csv:1: layers=5 but 4 hosts at 1 peers per layer partition into 3 layers -- the header was edited; regenerate with `mx gen`",
+    );
+}
+
+#[test]
+fn disk_mode_of_the_original_is_refused_with_the_reason() {
+    refuses_matrix(
+        "# tx_size=4096 disk=requests\nsrc\\dst,a,b\na,,5\n",
+        "m.csv:1: disk=requests: this mx does not put disks in the loop (the original's --disk mode); regenerate the matrix without --disk",
+    );
+}
+
+// ---- servers.txt ----
+
+#[test]
+fn missing_server_list() {
+    let sb = Sandbox::new();
+    let run = sb.mx(&["gen", "--servers", "nope.txt"]);
+    assert_eq!(
+        run.stderr,
+        "mx: server list not found: nope.txt  (one host per line)\n"
+    );
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn server_list_with_one_host() {
+    refuses_gen(
+        "# just one\nh1\n",
+        &[],
+        "servers.txt: need at least 2 servers",
+    );
+}
+
+#[test]
+fn server_list_with_duplicate_hosts() {
+    refuses_gen(
+        "h1\nh2\nh1=10.0.0.1\n",
+        &[],
+        "servers.txt: duplicate hosts: h1 (lines 1, 3)",
+    );
+}
+
+#[test]
+fn server_list_with_a_bad_token() {
+    refuses_gen(
+        "h1\nh2:99999\n",
+        &[],
+        "servers.txt:2: bad port in host token 'h2:99999' (want name[=addr[:port]] with a port from 1 to 65535)",
+    );
+}
+
+// ---- gen switches ----
+
+#[test]
+fn gen_request_size_out_of_range() {
+    refuses_gen(
+        THREE,
+        &["--tx-size", "31"],
+        "--tx-size must be between 32 and 65507 bytes (got 31)",
+    );
+}
+
+#[test]
+fn gen_reply_size_out_of_range() {
+    refuses_gen(
+        THREE,
+        &["--rx-size", "65508"],
+        "--rx-size must be between 32 and 65507 bytes (got 65508)",
+    );
+}
+
+#[test]
+fn gen_dwell_without_peers() {
+    refuses_gen(
+        THREE,
+        &["--dwell", "15"],
+        "--dwell needs --peers K: the layers rotate K peers at a time",
+    );
+}
+
+#[test]
+fn gen_equal_layers_without_dwell() {
+    refuses_gen(
+        THREE,
+        &["--peers", "1", "--equal-layers"],
+        "--equal-layers needs --dwell: only a layered matrix has layers to equalize",
+    );
+}
+
+#[test]
+fn gen_peers_out_of_range() {
+    refuses_gen(
+        THREE,
+        &["--peers", "3"],
+        "--peers must be between 1 and N-1 for N hosts (got 3; N = 3, so 1 to 2)",
+    );
+}
+
+#[test]
+fn gen_negative_seed_for_a_layered_matrix() {
+    refuses_gen(
+        THREE,
+        &["--peers", "1", "--dwell", "15", "--seed", "-4"],
+        "--seed must be 0 or more for a layered matrix (got -4)",
+    );
+}
+
+#[test]
+fn gen_dwell_under_a_second() {
+    refuses_gen(
+        THREE,
+        &["--peers", "1", "--dwell", "0.5"],
+        "--dwell must be at least 1 second (got 0.5)",
+    );
+}
+
+#[test]
+fn gen_dwell_with_nothing_to_rotate() {
+    refuses_gen(
+        THREE,
+        &["--peers", "2", "--dwell", "15"],
+        "--peers 2 of 3 hosts is already every pair: --dwell has nothing to rotate (drop --dwell, or lower --peers)",
+    );
+}
+
+#[test]
+fn gen_zero_pps() {
+    refuses_gen(
+        THREE,
+        &["--pps", "0"],
+        "--pps must be greater than 0 (or 'max' for unpaced)",
+    );
+}
+
+#[test]
+fn gen_zero_gbps() {
+    refuses_gen(
+        THREE,
+        &["--gbps", "0"],
+        "--gbps must be greater than 0 (got 0)",
+    );
+}
+
+#[test]
+fn gen_negative_pps_is_a_usage_error() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE);
+    let run = sb.mx(&["gen", "--pps", "-5"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("negative packet rate '-5'"),
+        "{}",
+        run.stderr
+    );
+    assert!(!sb.file("matrix.csv").exists());
+}
+
+#[test]
+fn gen_pps_and_gbps_together_is_a_usage_error() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE);
+    let run = sb.mx(&["gen", "--pps", "5", "--gbps", "1"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+}
+
+#[test]
+fn a_refused_gen_leaves_the_existing_matrix_untouched() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE);
+    sb.write("matrix.csv", "precious\n");
+    let run = sb.mx(&["gen", "--peers", "9"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(sb.read("matrix.csv"), "precious\n");
+}

@@ -1,0 +1,90 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch directory that mx runs in; removed when dropped.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+/// What one run of mx did.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.file(name);
+        std::fs::write(&path, text).expect("write fixture");
+        path
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.file(name)).expect("read output")
+    }
+
+    /// Runs `mx args...` here, with no MX_* variables but those given.
+    pub fn mx_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mx"));
+        cmd.args(args).current_dir(self.path());
+        for (key, _) in std::env::vars() {
+            if key.starts_with("MX_") {
+                cmd.env_remove(key);
+            }
+        }
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = cmd.output().expect("run mx");
+        Run {
+            code: status.code().expect("mx exited, not killed"),
+            stdout: String::from_utf8(stdout).expect("utf-8 stdout"),
+            stderr: String::from_utf8(stderr).expect("utf-8 stderr"),
+        }
+    }
+
+    pub fn mx(&self, args: &[&str]) -> Run {
+        self.mx_env(args, &[])
+    }
+}
+
+/// Compares `actual` with the golden file `tests/golden/<name>`. With
+/// `MX_BLESS=1` the golden file is (re)written instead; review the diff.
+pub fn assert_golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("MX_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).expect("bless golden file");
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("golden file {}: {e}", path.display()));
+    if want != actual {
+        panic!(
+            "output differs from {}\n--- want\n{want}\n--- got\n{actual}\n(MX_BLESS=1 rewrites it)",
+            path.display()
+        );
+    }
+}
