@@ -87,7 +87,7 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
         layer.fill(HostLoad::default());
         let mut fleet = 0.0;
         for src in 0..n as u32 {
-            for cell in schedule.flows_in_layer(src, l) {
+            for cell in schedule.layer_flows(src, l) {
                 if let Some(pps) = cell.rate.pps() {
                     layer[src as usize].out_pps += pps;
                     layer[cell.dst as usize].in_pps += pps;

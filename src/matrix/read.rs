@@ -31,10 +31,12 @@ const CONFIG_KEYS: [&str; 9] = [
 ];
 
 impl Matrix {
-    /// Loads a matrix file. A missing file says how to make one.
+    /// Loads a matrix file, streaming it line by line: a 10,000-host sparse
+    /// matrix is ~100 MB of text, and an agent holds only the parsed cells.
+    /// A missing file says how to make one.
     pub fn load(path: &Path) -> Result<Matrix> {
-        let data = match std::fs::read(path) {
-            Ok(data) => data,
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::refused(format!(
                     "matrix not found: {}  (make one with: mx gen --servers servers.txt --pps 10000)",
@@ -43,23 +45,32 @@ impl Matrix {
             }
             Err(e) => return Err(Error::io(path, "cannot read the matrix", &e)),
         };
-        Matrix::parse(&data, &path.display().to_string())
+        let label = path.display().to_string();
+        let mut reader = GridReader::new(&label);
+        let mut input = std::io::BufReader::with_capacity(1 << 16, file);
+        let mut line = Vec::new();
+        for line_no in 1.. {
+            line.clear();
+            let read = std::io::BufRead::read_until(&mut input, b'\n', &mut line)
+                .map_err(|e| Error::io(path, "cannot read the matrix", &e))?;
+            if read == 0 {
+                break;
+            }
+            reader.line(&line, line_no)?;
+        }
+        reader.finish()
     }
 
     /// Parses matrix text; `label` names it in errors (normally the file's path).
     pub fn parse(data: &[u8], label: &str) -> Result<Matrix> {
         let mut reader = GridReader::new(label);
-        for (index, line) in data.split(|&b| b == b'\n').enumerate() {
-            let line_no = index + 1;
-            let line = line.trim_ascii();
-            if line.is_empty() {
-                continue;
-            }
-            if line[0] == b'#' {
-                reader.config_line(line, line_no)?;
-            } else {
-                reader.grid_line(line, line_no)?;
-            }
+        let mut start = 0;
+        for (index, end) in memchr::memchr_iter(b'\n', data)
+            .chain(std::iter::once(data.len()))
+            .enumerate()
+        {
+            reader.line(&data[start..end], index + 1)?;
+            start = (end + 1).min(data.len());
         }
         reader.finish()
     }
@@ -142,6 +153,16 @@ impl<'a> GridReader<'a> {
         Error::refused(format!("{}: {message}", self.label))
     }
 
+    /// One line of the file, classified (facts.md 1.1).
+    fn line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
+        let line = line.trim_ascii();
+        match line.first() {
+            None => Ok(()),
+            Some(b'#') => self.config_line(line, line_no),
+            Some(_) => self.grid_line(line, line_no),
+        }
+    }
+
     fn config_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
         // Comments are free text; only `key=value` tokens with a known key count.
         let text = String::from_utf8_lossy(line);
@@ -167,7 +188,7 @@ impl<'a> GridReader<'a> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let blank = if self.grid_rows == 0 {
             // The header is short; collect it whole.
-            for_each_field(line, &mut scratch, |_, f| {
+            for_each_field(line, &mut scratch, Fields::All, |_, f| {
                 fields.push(f.trim_ascii().to_vec());
                 Ok(())
             })?;
@@ -230,7 +251,7 @@ impl<'a> GridReader<'a> {
         let mut blank = true;
         let mut cells: Vec<Cell> = Vec::new();
         let mut pending: Option<Error> = None;
-        for_each_field(line, scratch, |column, field| {
+        for_each_field(line, scratch, Fields::NonEmpty, |column, field| {
             let field = field.trim_ascii();
             if column == 0 {
                 if field.is_empty() {
@@ -506,19 +527,69 @@ fn merge_cells(row: &mut Vec<Cell>, extra: Vec<Cell>) {
     }
 }
 
-/// Calls `f(column, field)` for each CSV field of one line. Lines without a quote
+/// Which fields [`for_each_field`] reports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fields {
+    All,
+    /// Only non-empty ones: a sparse grid row is mostly commas, skipped in bulk.
+    NonEmpty,
+}
+
+/// Calls `f(column, field)` for the CSV fields of one line. Lines without a quote
 /// are split in place; quoted lines are decoded with csv-core (RFC 4180 quoting).
 fn for_each_field(
     line: &[u8],
     scratch: &mut Vec<u8>,
+    which: Fields,
     mut f: impl FnMut(usize, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    if !line.contains(&b'"') {
-        for (column, field) in line.split(|&b| b == b',').enumerate() {
+    if memchr::memchr(b'"', line).is_some() {
+        return for_each_quoted_field(line, scratch, which, f);
+    }
+    let mut column = 0;
+    let mut start = 0;
+    loop {
+        if which == Fields::NonEmpty {
+            let next = skip_commas(line, start);
+            column += next - start;
+            start = next;
+        }
+        let end = memchr::memchr(b',', &line[start..]).map_or(line.len(), |p| start + p);
+        let field = &line[start..end];
+        if which == Fields::All || !field.is_empty() {
             f(column, field)?;
         }
-        return Ok(());
+        if end == line.len() {
+            return Ok(());
+        }
+        start = end + 1;
+        column += 1;
     }
+}
+
+/// Index of the first byte at or after `start` that is not a comma; eight bytes
+/// at a time, since a 10,000-host sparse row is ~10,000 commas in a row.
+fn skip_commas(line: &[u8], mut start: usize) -> usize {
+    const EIGHT_COMMAS: u64 = u64::from_ne_bytes([b','; 8]);
+    while let Some(chunk) = line.get(start..start + 8) {
+        let word = u64::from_ne_bytes(chunk.try_into().expect("eight bytes"));
+        if word != EIGHT_COMMAS {
+            break;
+        }
+        start += 8;
+    }
+    while line.get(start) == Some(&b',') {
+        start += 1;
+    }
+    start
+}
+
+fn for_each_quoted_field(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+    which: Fields,
+    mut f: impl FnMut(usize, &[u8]) -> Result<()>,
+) -> Result<()> {
     let mut reader = csv_core::Reader::new();
     let mut input = line;
     // A decoded field is never longer than its input.
@@ -535,7 +606,9 @@ fn for_each_field(
             csv_core::ReadFieldResult::InputEmpty => {}
             csv_core::ReadFieldResult::OutputFull => scratch.resize(scratch.len() * 2, 0),
             csv_core::ReadFieldResult::Field { record_end } => {
-                f(column, &scratch[..written])?;
+                if which == Fields::All || written > 0 {
+                    f(column, &scratch[..written])?;
+                }
                 column += 1;
                 written = 0;
                 if record_end {
@@ -557,23 +630,41 @@ impl From<TokenError> for Error {
 mod tests {
     use super::*;
 
-    fn fields(line: &str) -> Vec<String> {
+    fn fields(line: &str, which: Fields) -> Vec<(usize, String)> {
         let mut out = Vec::new();
         let mut scratch = Vec::new();
-        for_each_field(line.as_bytes(), &mut scratch, |_, f| {
-            out.push(String::from_utf8(f.to_vec()).unwrap());
+        for_each_field(line.as_bytes(), &mut scratch, which, |column, f| {
+            out.push((column, String::from_utf8(f.to_vec()).unwrap()));
             Ok(())
         })
         .unwrap();
         out
     }
 
+    fn all(line: &str) -> Vec<String> {
+        fields(line, Fields::All).into_iter().map(|(_, f)| f).collect()
+    }
+
     #[test]
     fn fields_split_with_and_without_quotes() {
-        assert_eq!(fields("a,,b"), ["a", "", "b"]);
-        assert_eq!(fields("a,"), ["a", ""]);
-        assert_eq!(fields("\"a\",\"1,5\",\"x\"\"y\""), ["a", "1,5", "x\"y"]);
-        assert_eq!(fields("\"a\","), ["a", ""]);
+        assert_eq!(all("a,,b"), ["a", "", "b"]);
+        assert_eq!(all("a,"), ["a", ""]);
+        assert_eq!(all(",,"), ["", "", ""]);
+        assert_eq!(all("\"a\",\"1,5\",\"x\"\"y\""), ["a", "1,5", "x\"y"]);
+        assert_eq!(all("\"a\","), ["a", ""]);
+    }
+
+    #[test]
+    fn non_empty_fields_keep_their_columns() {
+        let want = |v: &[(usize, &str)]| -> Vec<(usize, String)> {
+            v.iter().map(|&(c, f)| (c, f.to_string())).collect()
+        };
+        // Runs of commas longer and shorter than the eight-byte stride.
+        let line = format!("h1{}5{}7,", ",".repeat(19), ",".repeat(3));
+        assert_eq!(fields(&line, Fields::NonEmpty), want(&[(0, "h1"), (19, "5"), (22, "7")]));
+        assert_eq!(fields(",,x", Fields::NonEmpty), want(&[(2, "x")]));
+        assert_eq!(fields(",,,", Fields::NonEmpty), want(&[]));
+        assert_eq!(fields("\"h\",,\"\",9", Fields::NonEmpty), want(&[(0, "h"), (3, "9")]));
     }
 
     #[test]

@@ -60,18 +60,24 @@ impl<'m> Schedule<'m> {
             .map(|(plan, dwell)| layer_at(unix_seconds, *dwell, plan.layers.len()))
     }
 
+    /// Host `src`'s flows in `layer`, in the layer's shift order (unsorted); no
+    /// allocation, for callers that walk every layer (`mx check`).
+    pub fn layer_flows(&self, src: u32, layer: usize) -> impl Iterator<Item = Cell> + '_ {
+        let (fixed, rotating) = match &self.rotation {
+            None => (self.matrix.row(src), None),
+            Some((plan, _)) => (
+                &[][..],
+                self.matrix
+                    .row_rate(src)
+                    .map(|rate| plan.targets(src, layer).map(move |dst| Cell { dst, rate })),
+            ),
+        };
+        fixed.iter().copied().chain(rotating.into_iter().flatten())
+    }
+
     /// Host `src`'s flows in `layer`, sorted by receiver.
     pub fn flows_in_layer(&self, src: u32, layer: usize) -> Vec<Cell> {
-        let Some((plan, _)) = &self.rotation else {
-            return self.matrix.row(src).to_vec();
-        };
-        let Some(rate) = self.matrix.row_rate(src) else {
-            return Vec::new();
-        };
-        let mut flows: Vec<Cell> = plan
-            .targets(src, layer)
-            .map(|dst| Cell { dst, rate })
-            .collect();
+        let mut flows: Vec<Cell> = self.layer_flows(src, layer).collect();
         flows.sort_unstable_by_key(|c| c.dst);
         flows
     }
