@@ -642,7 +642,10 @@ mod tests {
     }
 
     fn all(line: &str) -> Vec<String> {
-        fields(line, Fields::All).into_iter().map(|(_, f)| f).collect()
+        fields(line, Fields::All)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
     }
 
     #[test]
@@ -661,10 +664,16 @@ mod tests {
         };
         // Runs of commas longer and shorter than the eight-byte stride.
         let line = format!("h1{}5{}7,", ",".repeat(19), ",".repeat(3));
-        assert_eq!(fields(&line, Fields::NonEmpty), want(&[(0, "h1"), (19, "5"), (22, "7")]));
+        assert_eq!(
+            fields(&line, Fields::NonEmpty),
+            want(&[(0, "h1"), (19, "5"), (22, "7")])
+        );
         assert_eq!(fields(",,x", Fields::NonEmpty), want(&[(2, "x")]));
         assert_eq!(fields(",,,", Fields::NonEmpty), want(&[]));
-        assert_eq!(fields("\"h\",,\"\",9", Fields::NonEmpty), want(&[(0, "h"), (3, "9")]));
+        assert_eq!(
+            fields("\"h\",,\"\",9", Fields::NonEmpty),
+            want(&[(0, "h"), (3, "9")])
+        );
     }
 
     #[test]
