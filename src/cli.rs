@@ -40,6 +40,45 @@ pub enum Command {
     Help,
 }
 
+/// `--servers`, shared by the commands that read the server list.
+#[derive(Debug, Args)]
+pub struct ServersArg {
+    /// Server list: one host token per line (name[=addr[:port]]), # comments allowed
+    #[arg(
+        long = "servers",
+        value_name = "FILE",
+        env = "MX_SERVERS",
+        hide_env_values = true,
+        default_value = "servers.txt"
+    )]
+    pub path: PathBuf,
+}
+
+/// `--tx-size` and `--rx-size`, shared by the commands that shape packets.
+#[derive(Debug, Args)]
+pub struct PacketSizes {
+    /// Bytes every request carries (the UDP payload, 32-byte header included; 32..65507)
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub tx_size: i64,
+
+    /// Bytes every reply carries (32..65507)
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub rx_size: i64,
+}
+
+impl PacketSizes {
+    /// The (request, reply) sizes, refused when out of range.
+    pub fn checked(&self) -> crate::error::Result<(u32, u32)> {
+        let check = |flag, bytes| {
+            crate::matrix::packet_size(flag, bytes).map_err(crate::error::Error::refused)
+        };
+        Ok((
+            check("--tx-size", self.tx_size)?,
+            check("--rx-size", self.rx_size)?,
+        ))
+    }
+}
+
 /// A packet rate on the command line: a number, or `max` for unpaced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PpsArg {
@@ -71,15 +110,8 @@ pub fn parse_pps(text: &str) -> Result<PpsArg, String> {
                   cycle measures every ordered pair exactly once."
 )]
 pub struct GenArgs {
-    /// Server list: one host token per line (name[=addr[:port]]), # comments allowed
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "MX_SERVERS",
-        hide_env_values = true,
-        default_value = "servers.txt"
-    )]
-    pub servers: PathBuf,
+    #[command(flatten)]
+    pub servers: ServersArg,
 
     /// Requests per second per pair, or 'max' for unpaced [default: 10000]
     #[arg(long, value_name = "N|max", value_parser = parse_pps, allow_negative_numbers = true,
@@ -90,13 +122,8 @@ pub struct GenArgs {
     #[arg(long, value_name = "G", allow_negative_numbers = true)]
     pub gbps: Option<f64>,
 
-    /// Bytes every request carries (the UDP payload, 32-byte header included; 32..65507)
-    #[arg(long, value_name = "BYTES", default_value_t = 64)]
-    pub tx_size: i64,
-
-    /// Bytes every reply carries (32..65507)
-    #[arg(long, value_name = "BYTES", default_value_t = 64)]
-    pub rx_size: i64,
+    #[command(flatten)]
+    pub sizes: PacketSizes,
 
     /// UDP port the agents listen on, for hosts whose token names none
     #[arg(long, value_name = "PORT", default_value_t = 5300,
@@ -157,15 +184,8 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Without a sizing switch, prints the cheat sheet: goal -> command.")]
 pub struct HintsArgs {
-    /// Server list to size the run for
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "MX_SERVERS",
-        hide_env_values = true,
-        default_value = "servers.txt"
-    )]
-    pub servers: PathBuf,
+    #[command(flatten)]
+    pub servers: ServersArg,
 
     /// Size the run for this many requests/s per pair
     #[arg(long, value_name = "N")]
@@ -183,13 +203,8 @@ pub struct HintsArgs {
     #[arg(long, value_name = "K")]
     pub peers: Option<i64>,
 
-    /// Request size in bytes
-    #[arg(long, value_name = "BYTES", default_value_t = 64)]
-    pub tx_size: i64,
-
-    /// Reply size in bytes
-    #[arg(long, value_name = "BYTES", default_value_t = 64)]
-    pub rx_size: i64,
+    #[command(flatten)]
+    pub sizes: PacketSizes,
 }
 
 #[cfg(test)]

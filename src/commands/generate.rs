@@ -10,7 +10,7 @@ use crate::matrix::build::{Shape, Traffic, build};
 use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
-use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES, Matrix, Rate};
+use crate::matrix::{Matrix, Rate};
 use crate::plan::{per_host, pps_for_gbps};
 use crate::units::{self, bits, payload_bits, pps, wire_bits};
 
@@ -18,10 +18,9 @@ use crate::units::{self, bits, payload_bits, pps, wire_bits};
 const DEFAULT_PPS: f64 = 10_000.0;
 
 pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
-    let hosts = read_servers(&args.servers)?;
+    let hosts = read_servers(&args.servers.path)?;
     let n = hosts.len();
-    let tx_size = packet_size("--tx-size", args.tx_size)?;
-    let rx_size = packet_size("--rx-size", args.rx_size)?;
+    let (tx_size, rx_size) = args.sizes.checked()?;
     let shape = shape(args, n)?;
     let peers = match shape {
         Shape::FullMesh => n - 1,
@@ -43,16 +42,6 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
     matrix.save(&args.output)?;
     print_summary(out, &matrix, args, shape, peers)?;
     Ok(0)
-}
-
-fn packet_size(flag: &str, size: i64) -> Result<u32> {
-    if (i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&size) {
-        Ok(size as u32)
-    } else {
-        Err(Error::refused(format!(
-            "{flag} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {size})"
-        )))
-    }
 }
 
 /// The shape the flags ask for, checked in the original's order (facts.md 1.7).

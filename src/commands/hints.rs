@@ -7,7 +7,6 @@ use std::io::Write;
 use crate::cli::HintsArgs;
 use crate::error::{Error, Result};
 use crate::matrix::servers::read_servers;
-use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES};
 use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
 use crate::units::{bits, pps, wire_bits};
 
@@ -21,16 +20,16 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         out.write_all(CHEAT_SHEET.as_bytes())?;
         return Ok(0);
     }
-    if !args.servers.exists() {
+    let servers = &args.servers.path;
+    if !servers.exists() {
         return Err(Error::refused(format!(
             "sizing a run needs the server list: --servers {} not found",
-            args.servers.display()
+            servers.display()
         )));
     }
-    let hosts = read_servers(&args.servers)?;
+    let hosts = read_servers(servers)?;
     let n = hosts.len();
-    let tx = size("--tx-size", args.tx_size)?;
-    let rx = size("--rx-size", args.rx_size)?;
+    let (tx, rx) = args.sizes.checked()?;
     let peers = match args.peers {
         None => n - 1,
         Some(k) if k >= 1 && (k as usize) < n => k as usize,
@@ -78,7 +77,7 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
     writeln!(
         out,
         "  mx gen --servers {}{peers_flag} --pps {:.0} --tx-size {tx} --rx-size {rx}",
-        args.servers.display(),
+        servers.display(),
         per_pair
     )?;
     writeln!(
@@ -154,16 +153,6 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         "  a bigger --rx-size makes the reply direction the heavy one."
     )?;
     Ok(0)
-}
-
-fn size(flag: &str, value: i64) -> Result<u32> {
-    if (i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&value) {
-        Ok(value as u32)
-    } else {
-        Err(Error::refused(format!(
-            "{flag} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {value})"
-        )))
-    }
 }
 
 fn positive(flag: &str, value: f64) -> Result<f64> {

@@ -40,6 +40,17 @@ pub const MAX_HOSTS: usize = u16::MAX as usize;
 /// Version of the file format, written in its first line (`# mx matrix v1`).
 pub const FORMAT_VERSION: u32 = 1;
 
+/// Checks a request or reply size; the error names `what` (a key or a flag).
+pub fn packet_size(what: &str, bytes: i64) -> Result<u32, String> {
+    if (i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&bytes) {
+        Ok(bytes as u32)
+    } else {
+        Err(format!(
+            "{what} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {bytes})"
+        ))
+    }
+}
+
 /// A flow's packet rate in requests per second; `UNPACED` sends as fast as it can.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rate(f64);

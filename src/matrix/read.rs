@@ -17,10 +17,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::shape::LayerPlan;
-use super::{
-    Cell, Config, HostToken, MAX_HOSTS, MAX_PACKET_BYTES, MIN_PACKET_BYTES, Matrix, Rate, Rotation,
-    ShuffleKey,
-};
+use super::{Cell, Config, HostToken, MAX_HOSTS, Matrix, Rate, Rotation, ShuffleKey};
 use super::{Host, token::TokenError};
 use crate::error::{Error, Result};
 
@@ -365,15 +362,7 @@ impl<'a> GridReader<'a> {
             ("rx_size", &mut config.rx_size),
         ] {
             if let Some((size, line)) = self.int(key)? {
-                if !(i64::from(MIN_PACKET_BYTES)..=i64::from(MAX_PACKET_BYTES)).contains(&size) {
-                    return Err(self.refuse_at(
-                        line,
-                        format!(
-                            "{key} must be between {MIN_PACKET_BYTES} and {MAX_PACKET_BYTES} bytes (got {size})"
-                        ),
-                    ));
-                }
-                *slot = size as u32;
+                *slot = super::packet_size(key, size).map_err(|e| self.refuse_at(line, e))?;
             }
         }
         if let Some((port, line)) = self.int("port")? {
