@@ -36,6 +36,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Goal -> command: the settings for what you want, with the arithmetic
     Hints(HintsArgs),
+    /// The agent every host runs: answer requests, send the matrix's flows, report
+    Agent(AgentArgs),
     /// Every command, every switch, on one page
     Help,
 }
@@ -205,6 +207,55 @@ pub struct HintsArgs {
 
     #[command(flatten)]
     pub sizes: PacketSizes,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Writes report.csv (one row per flow per interval), and beside it agent.pid and \
+                  agent.stamp (what it loaded, and these flags). SIGTERM or SIGINT: a final \
+                  flush, then exit 0."
+)]
+pub struct AgentArgs {
+    /// The matrix to run
+    #[arg(long, value_name = "FILE", default_value = "matrix.csv")]
+    pub matrix: PathBuf,
+
+    /// Which matrix host this is (default: the hostname, else the one local address)
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+
+    /// Where to append the report rows
+    #[arg(long, value_name = "FILE", default_value = "report.csv")]
+    pub report: PathBuf,
+
+    /// Seconds per report interval; rows land on wall-clock multiples of it
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub interval: f64,
+
+    /// Stop by itself after this many seconds (0 = run until signalled)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub duration: f64,
+
+    /// Worker threads: 'auto' = one per core, capped at flows x streams + 1
+    #[arg(long, value_name = "auto|N", default_value = "auto",
+          value_parser = crate::agent::parse_workers)]
+    pub workers: crate::agent::WorkersArg,
+
+    /// Sockets per peer; the pair's rate is split across them (1..256)
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub streams: u32,
+
+    /// Bind every socket to this interface or address (must be this host's matrix address)
+    #[arg(long, value_name = "IFACE|ADDR")]
+    pub bind: Option<String>,
+
+    /// SO_SNDBUF of every socket, bytes (0 = kernel default)
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub sndbuf: usize,
+
+    /// SO_RCVBUF of every socket, bytes (0 = kernel default; 8 MiB on the responders)
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub rcvbuf: usize,
 }
 
 #[cfg(test)]

@@ -9,13 +9,19 @@
 //! - [`matrix`]: `matrix.csv` and the shapes `mx gen` draws (full mesh, `--peers`,
 //!   `--dwell` layers), bit-compatible with the original Python tool;
 //! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
+//! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`wire`]
+//!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
 //! - [`commands`]: one module per sub-command, printing what the user sees;
 //! - [`cli`]: the command line, declared once and rendered into every help text;
 //! - [`units`], [`error`]: shared number formats and the exit-code contract.
 
+pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod matrix;
 pub mod plan;
+pub mod report;
+pub mod stamp;
 pub mod units;
+pub mod wire;

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
+use matrix_orchestrator::agent;
 use matrix_orchestrator::cli::{Cli, Command, ENV_DEFAULTS};
 use matrix_orchestrator::commands::{check, generate, help, hints};
 use matrix_orchestrator::error::Result;
@@ -35,6 +36,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Gen(args)) => generate::run(&args, out),
         Some(Command::Check(args)) => check::run(&args, out),
         Some(Command::Hints(args)) => hints::run(&args, out),
+        Some(Command::Agent(args)) => agent::run(&args),
         Some(Command::Help) => help::run(out),
     }
 }

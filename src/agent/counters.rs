@@ -1,0 +1,103 @@
+//! What a worker counts, and the batch it hands the reporter once per interval.
+//!
+//! Counters are plain integers owned by one worker thread: no atomics, no locks
+//! on the hot path. At each report tick the worker moves them into a [`Batch`]
+//! (resetting its own) and sends it down a channel: one message per worker per
+//! interval.
+
+use super::rtt::Compact;
+
+/// One flow socket's traffic in an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxCounts {
+    /// Requests handed to the kernel.
+    pub sent: u64,
+    pub sent_bytes: u64,
+    /// Replies received (first arrivals only; duplicates are counted apart).
+    pub replies: u64,
+    pub reply_bytes: u64,
+    pub rtt_sum_ns: u64,
+    pub rtt_count: u64,
+    pub dup: u64,
+    pub ooo: u64,
+    /// Sends the kernel refused (e.g. ECONNREFUSED after an ICMP unreachable).
+    pub send_errors: u64,
+}
+
+impl TxCounts {
+    pub fn add(&mut self, o: &TxCounts) {
+        self.sent += o.sent;
+        self.sent_bytes += o.sent_bytes;
+        self.replies += o.replies;
+        self.reply_bytes += o.reply_bytes;
+        self.rtt_sum_ns += o.rtt_sum_ns;
+        self.rtt_count += o.rtt_count;
+        self.dup += o.dup;
+        self.ooo += o.ooo;
+        self.send_errors += o.send_errors;
+    }
+}
+
+/// Requests from one peer and the replies sent back to it, in an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxCounts {
+    /// Requests that arrived (first arrivals; duplicates are dropped, counted apart).
+    pub requests: u64,
+    pub request_bytes: u64,
+    /// Replies the kernel took.
+    pub replies: u64,
+    pub reply_bytes: u64,
+    pub dup: u64,
+    pub ooo: u64,
+}
+
+impl RxCounts {
+    pub fn is_empty(&self) -> bool {
+        self.requests == 0 && self.replies == 0 && self.dup == 0
+    }
+
+    pub fn add(&mut self, o: &RxCounts) {
+        self.requests += o.requests;
+        self.request_bytes += o.request_bytes;
+        self.replies += o.replies;
+        self.reply_bytes += o.reply_bytes;
+        self.dup += o.dup;
+        self.ooo += o.ooo;
+    }
+}
+
+/// One flow socket's report for an interval.
+#[derive(Debug, Clone)]
+pub struct FlowReport {
+    pub peer: u32,
+    pub layer: Option<u32>,
+    /// A flow of a finished layer, kept open to catch replies still in flight.
+    pub draining: bool,
+    /// Target rate of this socket (`None`: unpaced, or draining).
+    pub target: Option<f64>,
+    pub counts: TxCounts,
+    pub rtt: Compact,
+    /// Largest RTT since the socket opened (a running maximum), ns.
+    pub rtt_max_ns: u64,
+}
+
+/// What one worker measured over one interval.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    pub worker: usize,
+    /// Wall-clock tick (Unix seconds) this batch ends at.
+    pub tick: f64,
+    /// Seconds since this worker's previous batch, on the monotonic clock.
+    pub elapsed: f64,
+    /// CPU seconds the worker thread used in that time.
+    pub cpu: f64,
+    pub flows: Vec<FlowReport>,
+    pub rx: Vec<(u32, RxCounts)>,
+    /// Datagrams that were not ours: too short, bad magic or kind, unknown
+    /// index, or a source that is not a matrix host. Never answered.
+    pub stray: u64,
+    /// The layer the worker's live flows belong to.
+    pub layer: Option<u32>,
+    /// The worker's last batch (stop, deadline): a partial interval.
+    pub last: bool,
+}

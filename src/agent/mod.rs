@@ -1,0 +1,406 @@
+//! `mx agent`: the program every host of the fleet runs.
+//!
+//! It reads the matrix, answers every request it receives with a reply of
+//! rx_size bytes, sends its own flows' requests at their target rates, times
+//! what comes back, and appends one report row per flow per interval.
+//!
+//! Threads: `--workers` worker threads each run one event loop over their own
+//! SO_REUSEPORT responder socket and their shard of the flow sockets
+//! ([`worker`]); the main thread is the reporter, which merges the workers'
+//! per-interval batches into rows on wall-clock boundaries ([`reporter`]).
+//! Workers and reporter share nothing mutable but a stop flag.
+
+pub mod counters;
+pub mod cpu;
+pub mod identity;
+pub mod limits;
+pub mod pacing;
+pub mod plan;
+pub mod reporter;
+pub mod rtt;
+pub mod sequence;
+pub mod udp;
+pub mod worker;
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::cli::AgentArgs;
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::stamp;
+use crate::units;
+
+use counters::Batch;
+use plan::AgentPlan;
+use reporter::Reporter;
+use udp::Buffers;
+use worker::{Worker, wall_now};
+
+/// Most streams per pair: beyond this it is a typo, not a plan.
+pub const MAX_STREAMS: u32 = 256;
+/// The responder's receive buffer when `--rcvbuf` is not given: 8 MiB absorbs a
+/// burst of requests from many peers while the worker is busy sending.
+const DEFAULT_RESPONDER_RCVBUF: usize = 8 << 20;
+
+/// Names of the files the agent keeps beside its report.
+pub const PID_FILE: &str = "agent.pid";
+pub const STAMP_FILE: &str = "agent.stamp";
+
+/// `--workers`: `auto` or a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkersArg {
+    Auto,
+    Count(usize),
+}
+
+pub fn parse_workers(text: &str) -> std::result::Result<WorkersArg, String> {
+    let t = text.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("auto") {
+        return Ok(WorkersArg::Auto);
+    }
+    match t.parse::<usize>() {
+        Ok(0) => Err("--workers must be at least 1".to_string()),
+        Ok(n) => Ok(WorkersArg::Count(n)),
+        Err(_) => Err(format!("--workers wants a number or 'auto' (got '{text}')")),
+    }
+}
+
+/// Worker threads for `flow_sockets` sockets: `auto` is one per core; either way
+/// capped at flows + 1, since a worker without a flow only answers requests.
+pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize {
+    let wanted = match arg {
+        WorkersArg::Auto => cores.max(1),
+        WorkersArg::Count(n) => n,
+    };
+    if flow_sockets > 0 {
+        wanted.min(flow_sockets + 1)
+    } else {
+        wanted
+    }
+    .max(1)
+}
+
+/// The flags the agent was started with, as the stamp records them for reload.
+fn stamped_flags(args: &AgentArgs) -> Vec<String> {
+    let mut flags = vec!["--interval".to_string(), units::g(args.interval)];
+    if args.duration != 0.0 {
+        flags.extend(["--duration".to_string(), units::g(args.duration)]);
+    }
+    if let WorkersArg::Count(n) = args.workers {
+        flags.extend(["--workers".to_string(), n.to_string()]);
+    }
+    if args.streams != 1 {
+        flags.extend(["--streams".to_string(), args.streams.to_string()]);
+    }
+    if let Some(bind) = &args.bind {
+        flags.extend(["--bind".to_string(), bind.clone()]);
+    }
+    if args.sndbuf != 0 {
+        flags.extend(["--sndbuf".to_string(), args.sndbuf.to_string()]);
+    }
+    if args.rcvbuf != 0 {
+        flags.extend(["--rcvbuf".to_string(), args.rcvbuf.to_string()]);
+    }
+    flags
+}
+
+/// The first report tick: the next multiple of the interval on the wall clock,
+/// or the one after if that is under half an interval away (no sliver rows).
+fn first_tick(now: f64, interval: f64) -> f64 {
+    let next = (now / interval).floor() * interval + interval;
+    if next - now < interval / 2.0 {
+        next + interval
+    } else {
+        next
+    }
+}
+
+/// Writes `text` to `path` through a temp file and a rename.
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    crate::matrix::write::write_atomically(path, |out| {
+        std::io::Write::write_all(out, text.as_bytes())
+    })
+}
+
+pub fn run(args: &AgentArgs) -> Result<u8> {
+    if !(args.interval > 0.0 && args.interval.is_finite()) {
+        return Err(Error::refused(format!(
+            "--interval must be a positive number of seconds (got {})",
+            units::g(args.interval)
+        )));
+    }
+    if !(args.duration >= 0.0 && args.duration.is_finite()) {
+        return Err(Error::refused(format!(
+            "--duration must be 0 (run until stopped) or a number of seconds (got {})",
+            units::g(args.duration)
+        )));
+    }
+    // 1. The matrix, held to the agent's stricter standard.
+    let matrix = Matrix::load(&args.matrix)?;
+    matrix.check_layer_zero(&args.matrix.display().to_string())?;
+    // 2. Who am I.
+    let me = identity::who_am_i(&matrix, args.host.as_deref())?;
+    let me_host = matrix.hosts()[me as usize].clone();
+    let my_addr = identity::resolve(&me_host);
+    // 3. --bind: the address every socket binds to, which must be ours in the matrix.
+    let bound = match &args.bind {
+        None => None,
+        Some(spec) => {
+            let (interface, ip) = identity::bind_address(spec)?;
+            identity::check_bind_matches(ip, &interface, &me_host, my_addr)?;
+            println!("bind: '{spec}' -> {ip} ({interface})");
+            Some(ip)
+        }
+    };
+    // 4. Streams.
+    if args.streams < 1 {
+        return Err(Error::refused("--streams must be at least 1"));
+    }
+    if args.streams > MAX_STREAMS {
+        return Err(Error::refused(format!(
+            "--streams above {MAX_STREAMS} is almost certainly a mistake (got {})",
+            args.streams
+        )));
+    }
+    // 5. Peers, resolved once.
+    let peer_addrs: Vec<Option<SocketAddrV4>> =
+        matrix.hosts().iter().map(identity::resolve).collect();
+    let allowed_sources = peer_addrs.iter().flatten().map(|a| *a.ip()).collect();
+    // Requests leave from our matrix address when it is local, so responders
+    // recognise the source as a matrix host.
+    let local_ip = bound.or_else(|| {
+        my_addr
+            .map(|a| *a.ip())
+            .filter(|ip| identity::is_local(*ip))
+    });
+    // Responders listen on that address too, so replies leave from the address
+    // the peer sent to: a connected flow socket accepts nothing else.
+    let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
+
+    let now = wall_now();
+    let mut plan = AgentPlan {
+        matrix,
+        me,
+        streams: args.streams as u16,
+        workers: 1,
+        peer_addrs,
+        allowed_sources,
+        local_ip,
+        listen,
+        responder_buffers: Buffers {
+            send: args.sndbuf,
+            recv: if args.rcvbuf == 0 {
+                DEFAULT_RESPONDER_RCVBUF
+            } else {
+                args.rcvbuf
+            },
+        },
+        client_buffers: Buffers {
+            send: args.sndbuf,
+            recv: args.rcvbuf,
+        },
+        interval: args.interval,
+        first_tick: first_tick(now, args.interval),
+        deadline: (args.duration > 0.0)
+            .then(|| Instant::now() + Duration::from_secs_f64(args.duration)),
+    };
+    let layered = plan.matrix.config.rotation.is_some();
+    // 6. A dwell the ticks cannot land on.
+    if let Some(rotation) = plan.matrix.config.rotation {
+        let ratio = rotation.dwell / args.interval;
+        if rotation.dwell < args.interval || (ratio - ratio.round()).abs() > 0.01 {
+            eprintln!(
+                "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
+                units::g(rotation.dwell),
+                units::g(args.interval)
+            );
+        }
+    }
+    // 7. Workers.
+    let flow_sockets = plan.flow_sockets();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    plan.workers = worker_count(args.workers, flow_sockets, cores);
+    if plan.workers > cores {
+        eprintln!(
+            "workers: {} on a {cores}-core box. Each worker wants a core; expect them to share.",
+            plan.workers
+        );
+    }
+    // 8. File descriptors.
+    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered)? {
+        println!("{line}");
+    }
+
+    let plan = Arc::new(plan);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| Error::refused(format!("cannot handle signals: {e}")))?;
+    }
+    let mut reporter = Reporter::open(&args.report, &plan)
+        .map_err(|e| Error::io(&args.report, "cannot open the report", &e))?;
+    let (tx, rx) = mpsc::channel::<Batch>();
+    let mut threads = Vec::new();
+    for id in 0..plan.workers {
+        let worker = Worker::new(id, Arc::clone(&plan), Arc::clone(&stop), tx.clone())
+            .map_err(|e| Error::refused(format!("worker {id}: {e}")))?;
+        let thread = std::thread::Builder::new()
+            .name(format!("mx-worker-{id}"))
+            .spawn(move || worker.run())
+            .map_err(|e| Error::refused(format!("cannot start worker {id}: {e}")))?;
+        threads.push(thread);
+    }
+    drop(tx);
+
+    // 10-11. Banner, then the files that say this agent is up.
+    let peers: Vec<&str> = {
+        let schedule = plan.schedule();
+        let layer = schedule.layer_at(now).unwrap_or(0);
+        let mut p: Vec<&str> = schedule
+            .layer_flows(me, layer)
+            .map(|c| plan.matrix.hosts()[c.dst as usize].name.as_str())
+            .collect();
+        p.sort_unstable();
+        p
+    };
+    println!(
+        "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}",
+        env!("CARGO_PKG_VERSION"),
+        me_host.name,
+        me_host.port,
+        if peers.is_empty() {
+            "-".to_string()
+        } else {
+            peers.join(",")
+        },
+        args.streams,
+        flow_sockets,
+        plan.matrix.config.tx_size,
+        plan.matrix.config.rx_size,
+        plan.workers,
+        args.report.display()
+    );
+    if let (Some(key), Some(rotation)) = (plan.matrix.config.shuffle, plan.matrix.config.rotation) {
+        let schedule = plan.schedule();
+        println!(
+            "mx agent: layered -- {} layers of {} peers{}, dwell {}s, cycle {}; starting in layer {}",
+            rotation.layers,
+            key.peers,
+            if rotation.fill { ", equal layers" } else { "" },
+            units::g(rotation.dwell),
+            units::duration(schedule.cycle_seconds().unwrap_or(0.0)),
+            schedule.layer_at(now).unwrap_or(0)
+        );
+    }
+    let dir = args
+        .report
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let pid_path = dir.join(PID_FILE);
+    write_file(&pid_path, &format!("{}\n", std::process::id()))?;
+    let fingerprint = stamp::fingerprint(&plan.matrix, me);
+    write_file(
+        &dir.join(STAMP_FILE),
+        &stamp::stamp_text(&fingerprint, &stamped_flags(args)),
+    )?;
+
+    let result = report_loop(&plan, &rx, &mut reporter);
+    stop.store(true, Ordering::SeqCst);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    remove_pid_file(&pid_path);
+    result?;
+    println!("mx agent: stopped");
+    Ok(0)
+}
+
+/// Removes the pid file if it is still ours (a restart may have replaced it).
+fn remove_pid_file(path: &PathBuf) {
+    if std::fs::read_to_string(path).is_ok_and(|t| t.trim() == std::process::id().to_string()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Collects batches tick by tick and writes them; returns when every worker has
+/// sent its last batch (the workers watch the stop flag a signal sets, and the
+/// --duration deadline, themselves).
+fn report_loop(
+    plan: &AgentPlan,
+    rx: &mpsc::Receiver<Batch>,
+    reporter: &mut Reporter,
+) -> Result<()> {
+    // A tick waits this long after its boundary for slow workers (facts.md 3.5).
+    let grace = (plan.interval / 2.0).min(1.0 + 0.01 * plan.workers as f64);
+    let key = |tick: f64| (tick * 1000.0).round() as i64;
+    let mut pending: BTreeMap<i64, Vec<Batch>> = BTreeMap::new();
+    let mut last: Vec<Batch> = Vec::new();
+    let write = |reporter: &mut Reporter, ts: i64, batches: &[Batch], complete: bool| {
+        reporter
+            .write_tick(ts, batches, complete)
+            .map_err(|e| Error::refused(format!("cannot write the report: {e}")))
+    };
+    while last.len() < plan.workers {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(batch) if batch.last => last.push(batch),
+            Ok(batch) => pending.entry(key(batch.tick)).or_default().push(batch),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        let now = wall_now();
+        while let Some(entry) = pending.first_entry() {
+            let tick = entry.get()[0].tick;
+            let complete = entry.get().len() == plan.workers;
+            if !complete && now < tick + grace {
+                break;
+            }
+            let batches = entry.remove();
+            let status = write(reporter, tick.floor() as i64, &batches, complete)?;
+            println!("{status}");
+        }
+    }
+    // Ticks still waiting, then the interval in progress: partial, no host row.
+    for (_, batches) in std::mem::take(&mut pending) {
+        let tick = batches[0].tick;
+        let status = write(reporter, tick.floor() as i64, &batches, false)?;
+        println!("{status}");
+    }
+    if !last.is_empty() {
+        let ts = last.iter().map(|b| b.tick).fold(0.0, f64::max).ceil() as i64;
+        write(reporter, ts, &last, false)?;
+        println!("ts={ts} final partial interval written (per-peer rows, no host totals)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_auto_is_one_per_core_capped_at_flows_plus_one() {
+        assert_eq!(worker_count(WorkersArg::Auto, 100, 8), 8);
+        assert_eq!(worker_count(WorkersArg::Auto, 3, 8), 4);
+        assert_eq!(worker_count(WorkersArg::Count(32), 3, 8), 4);
+        assert_eq!(worker_count(WorkersArg::Count(2), 0, 8), 2);
+        assert_eq!(parse_workers("auto"), Ok(WorkersArg::Auto));
+        assert_eq!(parse_workers("4"), Ok(WorkersArg::Count(4)));
+        assert!(parse_workers("0").is_err());
+        assert!(parse_workers("x").is_err());
+    }
+
+    #[test]
+    fn the_first_tick_is_a_whole_interval_boundary() {
+        assert_eq!(first_tick(1000.2, 5.0), 1005.0);
+        // Under half an interval to the next boundary: the one after.
+        assert_eq!(first_tick(1003.0, 5.0), 1010.0);
+        assert_eq!(first_tick(1000.0, 1.0), 1001.0);
+    }
+}

@@ -1,0 +1,117 @@
+//! Duplicate and out-of-order detection on per-socket sequence numbers.
+//!
+//! Every client socket numbers its requests 1, 2, 3, ...; replies echo the
+//! number. A window of the last [`WINDOW`] numbers remembers which arrived: a
+//! number seen twice is a duplicate, one arriving after a higher one is out of
+//! order. Numbers older than the window cannot be told apart and count as out
+//! of order (a fabric that reorders by more than 1024 packets has bigger news).
+
+/// Sequence numbers remembered behind the highest one seen.
+pub const WINDOW: u64 = 1024;
+const WORDS: usize = (WINDOW / 64) as usize;
+
+#[derive(Debug, Clone, Default)]
+pub struct SeqWindow {
+    highest: u64,
+    /// Bit (s % WINDOW) is set when s, within WINDOW of `highest`, has arrived.
+    seen: [u64; WORDS],
+}
+
+/// What one arrival was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    InOrder,
+    OutOfOrder,
+    Duplicate,
+}
+
+impl SeqWindow {
+    pub fn observe(&mut self, seq: u64) -> Arrival {
+        if seq > self.highest {
+            // Clear the bits of the numbers skipped over: they leave the window.
+            let gap = seq - self.highest;
+            if gap >= WINDOW {
+                self.seen = [0; WORDS];
+            } else {
+                for s in self.highest + 1..seq {
+                    self.clear(s);
+                }
+            }
+            self.highest = seq;
+            self.set(seq);
+            return Arrival::InOrder;
+        }
+        if self.highest - seq >= WINDOW {
+            return Arrival::OutOfOrder;
+        }
+        if self.is_set(seq) {
+            Arrival::Duplicate
+        } else {
+            self.set(seq);
+            Arrival::OutOfOrder
+        }
+    }
+
+    fn bit(seq: u64) -> (usize, u64) {
+        let i = seq % WINDOW;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    fn set(&mut self, seq: u64) {
+        let (w, b) = Self::bit(seq);
+        self.seen[w] |= b;
+    }
+
+    fn clear(&mut self, seq: u64) {
+        let (w, b) = Self::bit(seq);
+        self.seen[w] &= !b;
+    }
+
+    fn is_set(&self, seq: u64) -> bool {
+        let (w, b) = Self::bit(seq);
+        self.seen[w] & b != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Arrival::*;
+
+    #[test]
+    fn in_order_duplicates_and_reordering() {
+        let mut w = SeqWindow::default();
+        let got: Vec<Arrival> = [1, 2, 4, 3, 3, 5, 2, 5]
+            .iter()
+            .map(|&s| w.observe(s))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                InOrder, InOrder, InOrder, OutOfOrder, Duplicate, InOrder, Duplicate, Duplicate
+            ]
+        );
+    }
+
+    #[test]
+    fn losses_are_neither() {
+        let mut w = SeqWindow::default();
+        let got: Vec<Arrival> = [1, 5, 9, 2000].iter().map(|&s| w.observe(s)).collect();
+        assert_eq!(got, [InOrder; 4]);
+        // A number that fell out of the window is late, not a duplicate.
+        assert_eq!(w.observe(9), OutOfOrder);
+        // One skipped over but still in the window arrives late.
+        assert_eq!(w.observe(1999), OutOfOrder);
+        assert_eq!(w.observe(1999), Duplicate);
+    }
+
+    #[test]
+    fn the_window_slides_without_stale_bits() {
+        let mut w = SeqWindow::default();
+        for s in 1..=3000 {
+            assert_eq!(w.observe(s), InOrder);
+        }
+        // 3000 - 1024 + 1 = 1977 is the oldest remembered: seen, so a duplicate.
+        assert_eq!(w.observe(1977), Duplicate);
+    }
+}

@@ -1,0 +1,110 @@
+//! The stamp an agent leaves beside its report: a fingerprint of what it loaded
+//! and the flags it was started with. `mx reload` compares fingerprints to
+//! restart only the hosts an edit touched, and restarts them with the same
+//! flags (facts.md 4.9). The terms are the original's, so stamps compare across
+//! the two implementations.
+
+use sha2::{Digest, Sha256};
+
+use crate::matrix::Matrix;
+use crate::units::g;
+
+/// First 16 hex digits of SHA-256 over the terms that decide host `me`'s traffic.
+pub fn fingerprint(matrix: &Matrix, me: u32) -> String {
+    let c = &matrix.config;
+    let mut terms = vec![
+        "mx-stamp-v1".to_string(),
+        format!("tx={}", c.tx_size),
+        format!("rx={}", c.rx_size),
+        format!("port={}", c.port),
+    ];
+    if let (Some(key), Some(r)) = (c.shuffle, c.rotation) {
+        terms.push(format!(
+            "rotation={},{},{},{},{}",
+            key.peers,
+            r.layers,
+            g(r.dwell),
+            key.seed,
+            u8::from(r.fill)
+        ));
+    }
+    for host in matrix.hosts() {
+        terms.push(format!("host={},{},{}", host.name, host.addr, host.port));
+    }
+    terms.push(format!("me={}", matrix.hosts()[me as usize].name));
+    for cell in matrix.row(me) {
+        let rate = cell.rate.pps().map_or("max".to_string(), g);
+        terms.push(format!(
+            "flow={},{rate}",
+            matrix.hosts()[cell.dst as usize].name
+        ));
+    }
+    let digest = Sha256::digest(terms.join("\n").as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Joins arguments into one shell-safe line (single quotes only where needed).
+pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
+    args.iter()
+        .map(|a| {
+            shlex::try_quote(a.as_ref())
+                .map(|q| q.into_owned())
+                .unwrap_or_else(|_| a.as_ref().replace('\0', ""))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The stamp file's text: `fp=<fingerprint>` and `flags=<agent flags>`.
+pub fn stamp_text(fingerprint: &str, flags: &[String]) -> String {
+    format!("fp={fingerprint}\nflags={}\n", shell_join(flags))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(text: &str) -> Matrix {
+        Matrix::parse(text.as_bytes(), "m.csv").unwrap()
+    }
+
+    #[test]
+    fn the_fingerprint_is_the_originals_terms() {
+        let m = matrix(
+            "# tx_size=64 rx_size=512 port=5300\nsrc\\dst,a,b=10.0.0.2:5400\na,,20000\nb,max,\n",
+        );
+        let terms = "mx-stamp-v1\ntx=64\nrx=512\nport=5300\nhost=a,a,5300\nhost=b,10.0.0.2,5400\nme=a\nflow=b,20000";
+        let want: String = Sha256::digest(terms.as_bytes())
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(fingerprint(&m, 0), want);
+        assert_eq!(fingerprint(&m, 0).len(), 16);
+    }
+
+    #[test]
+    fn what_changes_a_hosts_fingerprint() {
+        let base = "# tx_size=64\nsrc\\dst,a,b,c\na,,100,100\nb,100,,100\nc,100,100,\n";
+        let fp = |text: &str, me| fingerprint(&matrix(text), me);
+        // Another host's row: a is untouched, b changed.
+        let b_edited = base.replace("b,100,,100", "b,200,,100");
+        assert_eq!(fp(base, 0), fp(&b_edited, 0));
+        assert_ne!(fp(base, 1), fp(&b_edited, 1));
+        // Cosmetic: comments and 100 vs 100.0 change nothing.
+        let cosmetic = base.replace("a,,100,100", "# hi\na,,100.0,100");
+        assert_eq!(fp(base, 0), fp(&cosmetic, 0));
+        // The packet shape changes every host.
+        let shape = base.replace("tx_size=64", "tx_size=128");
+        assert_ne!(fp(base, 2), fp(&shape, 2));
+    }
+
+    #[test]
+    fn stamps_quote_flags_for_the_shell() {
+        let flags = ["--interval", "5", "--bind", "eth 1"].map(String::from);
+        assert_eq!(
+            stamp_text("0123456789abcdef", &flags),
+            "fp=0123456789abcdef\nflags=--interval 5 --bind 'eth 1'\n"
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! The MXO1 header every request and reply starts with: 32 bytes, network byte
+//! order, byte for byte the original tool's (facts.md 2), so our agents and the
+//! original's share a fleet and count each other correctly.
+//!
+//! | offset | size | field        | request                 | reply                  |
+//! |--------|------|--------------|-------------------------|------------------------|
+//! | 0      | 4    | magic        | `MXO1`                  | `MXO1`                 |
+//! | 4      | 1    | kind         | 0                       | 1                      |
+//! | 5      | 1    | flags        | 0                       | 0                      |
+//! | 6      | 2    | src index    | sender's matrix index   | responder's own index  |
+//! | 8      | 4    | packet len   | tx_size                 | the reply's size       |
+//! | 12     | 4    | reply len    | rx_size (reply to send) | 0                      |
+//! | 16     | 8    | seq          | per-socket, first = 1   | echoed                 |
+//! | 24     | 8    | t_send       | sender's clock          | echoed untouched       |
+//!
+//! The rest of the datagram is padding (zeros). `t_send` is opaque to the
+//! responder: our senders put nanoseconds of their monotonic clock there, the
+//! original puts microseconds; each side only ever compares it with its own clock.
+
+use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES};
+
+pub const HEADER_LEN: usize = 32;
+pub const MAGIC: [u8; 4] = *b"MXO1";
+pub const KIND_REQUEST: u8 = 0;
+pub const KIND_REPLY: u8 = 1;
+
+/// A decoded header (kind-independent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub kind: u8,
+    pub src_index: u16,
+    pub packet_len: u32,
+    pub reply_len: u32,
+    pub seq: u64,
+    pub t_send: u64,
+}
+
+impl Header {
+    pub fn request(src_index: u16, tx_size: u32, rx_size: u32, seq: u64, t_send: u64) -> Header {
+        Header {
+            kind: KIND_REQUEST,
+            src_index,
+            packet_len: tx_size,
+            reply_len: rx_size,
+            seq,
+            t_send,
+        }
+    }
+
+    /// The reply to `request`, sent by the host at `own_index`.
+    pub fn reply_to(request: &Header, own_index: u16) -> Header {
+        Header {
+            kind: KIND_REPLY,
+            src_index: own_index,
+            packet_len: request.reply_size(),
+            reply_len: 0,
+            seq: request.seq,
+            t_send: request.t_send,
+        }
+    }
+
+    /// The size the reply to this request must have: its reply-length field,
+    /// clamped to what a datagram can carry and the header needs.
+    pub fn reply_size(&self) -> u32 {
+        self.reply_len.clamp(MIN_PACKET_BYTES, MAX_PACKET_BYTES)
+    }
+
+    pub fn encode(&self, out: &mut [u8; HEADER_LEN]) {
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4] = self.kind;
+        out[5] = 0;
+        out[6..8].copy_from_slice(&self.src_index.to_be_bytes());
+        out[8..12].copy_from_slice(&self.packet_len.to_be_bytes());
+        out[12..16].copy_from_slice(&self.reply_len.to_be_bytes());
+        out[16..24].copy_from_slice(&self.seq.to_be_bytes());
+        out[24..32].copy_from_slice(&self.t_send.to_be_bytes());
+    }
+
+    /// Decodes the first 32 bytes of a datagram; `None` when it is too short or
+    /// does not carry the MXO1 magic.
+    pub fn decode(datagram: &[u8]) -> Option<Header> {
+        let h: &[u8; HEADER_LEN] = datagram.get(..HEADER_LEN)?.try_into().ok()?;
+        if h[0..4] != MAGIC {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_be_bytes(h[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_be_bytes(h[i..i + 8].try_into().expect("8 bytes"));
+        Some(Header {
+            kind: h[4],
+            src_index: u16::from_be_bytes([h[6], h[7]]),
+            packet_len: u32_at(8),
+            reply_len: u32_at(12),
+            seq: u64_at(16),
+            t_send: u64_at(24),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_bytes_are_the_originals() {
+        let mut buf = [0u8; HEADER_LEN];
+        Header::request(3, 64, 8192, 1, 0x0102_0304_0506_0708).encode(&mut buf);
+        // struct.pack("!4sBBHIIQQ", b"MXO1", 0, 0, 3, 64, 8192, 1, 0x0102030405060708)
+        let want: [u8; 32] = [
+            b'M', b'X', b'O', b'1', 0, 0, 0, 3, 0, 0, 0, 64, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+            1, 2, 3, 4, 5, 6, 7, 8,
+        ];
+        assert_eq!(buf, want);
+        assert_eq!(
+            Header::decode(&buf),
+            Some(Header::request(3, 64, 8192, 1, 0x0102_0304_0506_0708))
+        );
+    }
+
+    #[test]
+    fn a_reply_echoes_seq_and_t_send() {
+        let req = Header::request(7, 64, 512, 99, 123_456);
+        let rep = Header::reply_to(&req, 2);
+        assert_eq!(
+            (rep.kind, rep.src_index, rep.packet_len, rep.reply_len),
+            (KIND_REPLY, 2, 512, 0)
+        );
+        assert_eq!((rep.seq, rep.t_send), (99, 123_456));
+        // The reply size is clamped to what a datagram carries.
+        assert_eq!(Header::request(0, 64, 5, 1, 0).reply_size(), 32);
+        assert_eq!(Header::request(0, 64, 1 << 20, 1, 0).reply_size(), 65507);
+    }
+
+    #[test]
+    fn short_or_foreign_datagrams_do_not_decode() {
+        assert_eq!(Header::decode(&[0u8; 31]), None);
+        let mut buf = [0u8; 40];
+        buf[..4].copy_from_slice(b"MXO2");
+        assert_eq!(Header::decode(&buf), None);
+    }
+}
