@@ -98,11 +98,11 @@ mod tests {
         let mut p = Pacer::new(50_000.0, t0);
         let mut sent = 0;
         for i in 1..=7693u64 {
-            let n = p.available(t0 + Duration::from_micros(1300 * i), 64);
+            let n = p.available(t0 + Duration::from_micros(1300 * i), 512);
             p.spend(n);
             sent += n;
         }
-        let expected = 50_000.0 * 1.3e-6 * 7693.0;
+        let expected = 50_000.0 * 1.3e-3 * 7693.0;
         assert!(
             (sent as f64 - expected).abs() <= 250.0,
             "{sent} vs {expected}"
