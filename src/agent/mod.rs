@@ -247,9 +247,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         .map_err(|e| Error::io(&args.report, "cannot open the report", &e))?;
     let (tx, rx) = mpsc::channel::<Batch>();
     let mut threads = Vec::new();
+    let mut shards = Vec::new();
     for id in 0..plan.workers {
         let worker = Worker::new(id, Arc::clone(&plan), Arc::clone(&stop), tx.clone())
             .map_err(|e| Error::refused(format!("worker {id}: {e}")))?;
+        shards.push(worker.flow_count().to_string());
         let thread = std::thread::Builder::new()
             .name(format!("mx-worker-{id}"))
             .spawn(move || worker.run())
@@ -285,6 +287,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         plan.matrix.config.rx_size,
         plan.workers,
         args.report.display()
+    );
+    println!(
+        "workers: {} (flow sockets per worker: {})",
+        plan.workers,
+        shards.join(", ")
     );
     if let (Some(key), Some(rotation)) = (plan.matrix.config.shuffle, plan.matrix.config.rotation) {
         let schedule = plan.schedule();

@@ -232,6 +232,11 @@ impl Worker {
         }
     }
 
+    /// Flow sockets this worker holds (live and draining).
+    pub fn flow_count(&self) -> usize {
+        self.flows.iter().flatten().count()
+    }
+
     fn free_slot(&mut self) -> usize {
         if let Some(i) = self.flows.iter().position(Option::is_none) {
             i

@@ -3,8 +3,11 @@
 //! Tests that run the `mx` executable do so in a temporary directory with every
 //! `MX_*` variable removed, so the machine's environment cannot leak in.
 
+mod agents;
 mod util;
 
+mod agent_behaviour;
+mod agent_traffic;
 mod cli_help;
 mod cpython_vectors;
 mod gen_check_hints_golden;

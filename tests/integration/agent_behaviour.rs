@@ -1,0 +1,425 @@
+//! The agent's contract beyond raw traffic: report.csv's shape, SIGTERM, workers
+//! and streams, layered runs, stray packets, fd limits, --bind and --host.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddrV4;
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+use matrix_orchestrator::matrix::Matrix;
+use matrix_orchestrator::matrix::schedule::Schedule;
+use matrix_orchestrator::report::COLUMNS;
+
+use crate::agents::{Fleet, PORT, RowExt, addr, full_rows, header, mesh, plain_socket};
+use crate::util::Sandbox;
+
+#[test]
+fn agent_report_has_its_columns_blanks_and_boundaries_and_survives_sigterm() {
+    let net = 21;
+    let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    fleet.start("h2", &["--interval", "2", "--duration", "9"]);
+    fleet.start("h1", &["--interval", "2", "--workers", "2"]);
+    std::thread::sleep(Duration::from_millis(6500));
+    fleet.terminate("h1");
+    let codes = fleet.wait(Duration::from_secs(15));
+    assert!(codes.iter().all(|(_, c)| *c == 0), "{codes:?}");
+    assert!(
+        fleet.log("h1").contains("mx agent: stopped"),
+        "{}",
+        fleet.log("h1")
+    );
+
+    let text = fleet.report_text("h1");
+    let header_line = text.lines().next().unwrap();
+    assert_eq!(header_line, COLUMNS.join(","));
+    assert!(text.ends_with("\r\n") && text.lines().all(|l| !l.contains('\n')));
+    assert_eq!(
+        text.matches("\r\n").count(),
+        text.lines().count(),
+        "CRLF line ends"
+    );
+
+    let rows = fleet.report("h1");
+    let hosts: Vec<_> = rows.iter().filter(|r| r.s("dir") == "host").collect();
+    assert!(
+        hosts.len() >= 2,
+        "finished intervals on disk: {}",
+        hosts.len()
+    );
+    for h in &hosts {
+        assert_eq!(h.f("ts").unwrap() as i64 % 2, 0, "ts on a 2 s boundary");
+        assert_eq!(h.s("peer"), "*");
+        assert_eq!(h.s("workers"), "2");
+        assert_eq!(h.f("rtt_avg_us"), None, "host row has no avg");
+        assert_eq!(h.f("rtt_max_us"), None, "host row has no max");
+        assert!(h.f("cpu_pct").is_some() && h.f("agent_cpu_pct").is_some());
+        assert_eq!(h.f("stray_pkts"), Some(0.0));
+        assert_eq!(h.f("dup_pkts"), None);
+    }
+    for r in rows.iter().filter(|r| r.s("dir") == "tx") {
+        for blank in [
+            "cpu_pct",
+            "cpu_max_pct",
+            "agent_cpu_pct",
+            "workers",
+            "layer",
+            "stray_pkts",
+        ] {
+            assert_eq!(r.f(blank), None, "tx {blank}");
+        }
+        assert!(r.f("dup_pkts").is_some() && r.f("ooo_pkts").is_some());
+    }
+    for r in rows.iter().filter(|r| r.s("dir") == "rx") {
+        for blank in [
+            "target_pps",
+            "loss_pct",
+            "rtt_avg_us",
+            "rtt_p50_us",
+            "rtt_max_us",
+            "cpu_pct",
+        ] {
+            assert_eq!(r.f(blank), None, "rx {blank}");
+        }
+    }
+    for disk in &COLUMNS[21..30] {
+        assert!(
+            rows.iter().all(|r| r.s(disk).is_empty()),
+            "{disk} is never measured"
+        );
+    }
+    // The interval cut short by SIGTERM is flushed too: per-peer rows after the
+    // last host row, and no host row of their own.
+    let last_host_ts = hosts.last().unwrap().f("ts").unwrap();
+    let last_ts = rows.iter().filter_map(|r| r.f("ts")).fold(0.0, f64::max);
+    assert!(last_ts > last_host_ts, "final partial interval written");
+    assert!(
+        rows.iter()
+            .any(|r| r.s("dir") == "tx" && r.f("ts") == Some(last_ts))
+    );
+}
+
+#[test]
+fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
+    let net = 22;
+    let mut fleet = Fleet::new(&mesh(net, 2, "4000", (64, 64)));
+    for h in ["h1", "h2"] {
+        fleet.start(
+            h,
+            &[
+                "--interval",
+                "1",
+                "--duration",
+                "3.6",
+                "--workers",
+                "2",
+                "--streams",
+                "4",
+            ],
+        );
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let log = fleet.log("h1");
+    assert!(
+        log.contains("workers: 2 (flow sockets per worker: 2, 2)"),
+        "{log}"
+    );
+    assert!(log.contains("streams=4 flows=4"), "{log}");
+    let rows = fleet.report("h1");
+    let tx = full_rows(&rows, "tx", None);
+    let ticks: BTreeSet<&str> = tx.iter().map(|r| r.s("ts")).collect();
+    assert_eq!(tx.len(), ticks.len(), "one tx row per peer per interval");
+    for r in &tx {
+        assert_eq!(
+            r.f("target_pps"),
+            Some(4000.0),
+            "the streams' targets add up"
+        );
+        let pps = r.f("pps").unwrap();
+        assert!((pps - 4000.0).abs() < 40.0, "{pps}");
+    }
+    let rx = full_rows(&rows, "rx", None);
+    assert_eq!(rx.len(), ticks.len(), "one rx row per peer per interval");
+    for r in full_rows(&rows, "host", None) {
+        assert_eq!(r.s("workers"), "2");
+    }
+}
+
+#[test]
+fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
+    let net = 23;
+    let sandbox = Sandbox::new();
+    let servers: String = (1..=4)
+        .map(|i| format!("h{i}={}\n", addr(net, i)))
+        .collect();
+    sandbox.write("servers.txt", &servers);
+    let run = sandbox.mx(&[
+        "gen", "--peers", "1", "--seed", "3", "--dwell", "1", "--pps", "max", "-o", "-",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let matrix = Matrix::parse(run.stdout.as_bytes(), "layered.csv").unwrap();
+    let schedule = Schedule::new(&matrix);
+    assert_eq!(schedule.layer_count(), 3);
+
+    let mut fleet = Fleet::new(&run.stdout);
+    for h in ["h1", "h2", "h3", "h4"] {
+        fleet.start(
+            h,
+            &["--interval", "1", "--duration", "6.6", "--workers", "1"],
+        );
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(20))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let mut pairs = BTreeSet::new();
+    let mut drains = 0;
+    for (src, name) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
+        let rows = fleet.report(name);
+        assert!(
+            fleet
+                .log(name)
+                .contains("mx agent: layered -- 3 layers of 1 peers")
+        );
+        for r in full_rows(&rows, "tx", None) {
+            let ts = r.f("ts").unwrap();
+            let layer = r.f("layer").expect("tx rows carry their layer") as usize;
+            let peer = matrix.index_of(r.s("peer")).unwrap();
+            let want: Vec<u32> = schedule
+                .flows_in_layer(src as u32, layer)
+                .iter()
+                .map(|c| c.dst)
+                .collect();
+            assert_eq!(want, [peer], "{name} row {r:?} is in the wrong layer");
+            if r.f("pps").is_some() {
+                // A live row: the layer of the interval that ends at ts.
+                assert_eq!(schedule.layer_at(ts - 1.0), Some(layer), "{name} at {ts}");
+                pairs.insert((src as u32, peer));
+            } else {
+                // A drain row: replies of the layer before, send side blank.
+                assert_ne!(schedule.layer_at(ts - 1.0), Some(layer));
+                assert_eq!(r.f("target_pps"), None);
+                assert_eq!(r.f("mbps"), None);
+                assert_eq!(r.f("loss_pct"), None);
+                assert!(r.f("rep_pps").unwrap() > 0.0);
+                drains += 1;
+            }
+        }
+        for r in full_rows(&rows, "host", None) {
+            assert!(r.f("layer").is_some());
+        }
+    }
+    assert_eq!(
+        pairs.len(),
+        12,
+        "every ordered pair of 4 hosts measured: {pairs:?}"
+    );
+    assert!(drains > 0, "switches leave drain rows");
+}
+
+#[test]
+fn agent_stray_packets_are_counted_never_answered() {
+    let net = 24;
+    let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    for h in ["h1", "h2"] {
+        fleet.start(h, &["--interval", "1", "--duration", "3.6"]);
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let target = SocketAddrV4::new(addr(net, 1), PORT);
+    // From a matrix host's address (h2's, another port): junk of every kind.
+    let inside = plain_socket(addr(net, 2), 6000);
+    let mut bad_magic = header(0, 1, 64, 64, 1, 1);
+    bad_magic[..4].copy_from_slice(b"XXXX");
+    let junk: Vec<Vec<u8>> = vec![
+        (0..64u8)
+            .map(|i| i.wrapping_mul(97).wrapping_add(13))
+            .collect(),
+        bad_magic,
+        b"MXO1short".to_vec(),
+        header(0, 7, 64, 64, 1, 1),
+        header(1, 1, 64, 64, 1, 1),
+    ];
+    for packet in &junk {
+        inside.send_to(packet, target).unwrap();
+    }
+    // From an address that is not in the matrix: a perfectly valid request.
+    let outside = plain_socket(addr(net, 99), 6000);
+    outside
+        .send_to(&header(0, 1, 64, 8192, 1, 1), target)
+        .unwrap();
+    let mut buf = [0u8; 9000];
+    assert!(inside.recv_from(&mut buf).is_err(), "junk was answered");
+    assert!(
+        outside.recv_from(&mut buf).is_err(),
+        "a stranger was answered"
+    );
+
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let rows = fleet.report("h1");
+    let stray: f64 = rows
+        .iter()
+        .filter(|r| r.s("dir") == "host")
+        .filter_map(|r| r.f("stray_pkts"))
+        .sum();
+    let final_rows = rows.iter().filter(|r| r.s("dir") == "host").count();
+    assert!(final_rows >= 2);
+    assert_eq!(stray, 6.0, "all six counted as stray");
+    for r in full_rows(&rows, "tx", Some("h2")) {
+        assert!(
+            r.f("loss_pct").unwrap() < 1.0,
+            "real flows undisturbed: {r:?}"
+        );
+    }
+}
+
+/// Runs `mx agent` for h1 of a 3-host mesh with NOFILE limited to (soft, hard).
+fn agent_with_nofile(net: u8, soft: u64, hard: u64, extra: &[&str]) -> (i32, String) {
+    let fleet = Fleet::new(&mesh(net, 3, "100", (64, 64)));
+    let mut cmd = fleet.command("h1", extra);
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let status = cmd.status().unwrap();
+    (status.code().unwrap(), fleet.log("h1"))
+}
+
+#[test]
+fn agent_refuses_a_hard_fd_limit_below_the_run_and_names_the_fix() {
+    // 2 peers x 200 streams = 400 sockets + 64 spare > a hard limit of 100.
+    let (code, log) = agent_with_nofile(25, 100, 100, &["--streams", "200", "--duration", "1"]);
+    assert_eq!(code, 2, "{log}");
+    assert!(
+        log.contains("mx: this run needs ~464 file descriptors (400 flows; each is a socket) but the hard limit is 100"),
+        "{log}"
+    );
+    assert!(log.contains("limits.conf / systemd LimitNOFILE"));
+}
+
+#[test]
+fn agent_raises_its_soft_fd_limit_by_itself() {
+    let (code, log) = agent_with_nofile(
+        26,
+        100,
+        2000,
+        &["--streams", "200", "--duration", "1.2", "--interval", "1"],
+    );
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("fd limit: soft 100 -> 464 (hard 2000;"),
+        "{log}"
+    );
+}
+
+#[test]
+fn agent_bind_refusals_name_the_reason() {
+    let net = 27;
+    let fleet = Fleet::new(&mesh(net, 2, "100", (64, 64)));
+    let run = |extra: &[&str]| {
+        let out = fleet.command("h1", extra).output().unwrap();
+        (out.status.code().unwrap(), fleet.log("h1"))
+    };
+    let (code, log) = run(&["--bind", "nosuchif0"]);
+    assert_eq!(code, 2);
+    assert!(
+        log.contains("mx: --bind 'nosuchif0': no interface matched"),
+        "{log}"
+    );
+    // lo's first address is 127.0.0.1; the matrix says h1 is 127.27.0.1.
+    let (code, log) = run(&["--bind", "lo"]);
+    assert_eq!(code, 2);
+    assert!(
+        log.contains("--bind put this agent on 127.0.0.1 (lo)"),
+        "{log}"
+    );
+    assert!(log.contains("h1 is at 127.27.0.1"));
+    assert!(log.contains("100% loss, guaranteed"));
+}
+
+#[test]
+fn agent_bind_to_the_matrix_address_works() {
+    let matrix = "src\\dst,h1=127.0.0.1:5391,h2=127.28.0.2:5392\nh1,,200\nh2,200,\n";
+    let mut fleet = Fleet::new(matrix);
+    fleet.start(
+        "h1",
+        &[
+            "--bind",
+            "127.0.0.1",
+            "--interval",
+            "1",
+            "--duration",
+            "2.6",
+        ],
+    );
+    fleet.start("h2", &["--interval", "1", "--duration", "2.6"]);
+    assert!(
+        fleet
+            .wait(Duration::from_secs(10))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    assert!(
+        fleet
+            .log("h1")
+            .contains("bind: '127.0.0.1' -> 127.0.0.1 (lo)")
+    );
+    let rows = fleet.report("h1");
+    let tx = full_rows(&rows, "tx", Some("h2"));
+    assert!(!tx.is_empty() && tx.iter().all(|r| r.f("loss_pct").unwrap() < 1.0));
+    let stamp = std::fs::read_to_string(fleet.dir("h1").join("agent.stamp")).unwrap();
+    assert!(stamp.starts_with("fp="), "{stamp}");
+    assert!(
+        stamp.contains("\nflags=--interval 1 --duration 2.6 --bind 127.0.0.1\n"),
+        "{stamp}"
+    );
+    assert!(
+        !fleet.dir("h1").join("agent.pid").exists(),
+        "pid file removed on exit"
+    );
+}
+
+#[test]
+fn agent_who_am_i_refusals() {
+    let net = 29;
+    let fleet = Fleet::new(&mesh(net, 2, "100", (64, 64)));
+    let mut cmd = fleet.command("nobody", &[]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        fleet
+            .log("nobody")
+            .contains("mx: --host 'nobody' is not in the matrix (hosts: h1, h2)")
+    );
+    // Without --host, both 127.29.0.x addresses are local to this machine.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+        .current_dir(fleet.sandbox.path())
+        .args(["agent", "--matrix", "matrix.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("several matrix hosts are local addresses (h1, h2); pass --host"),
+        "{err}"
+    );
+}

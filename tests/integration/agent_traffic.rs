@@ -1,0 +1,259 @@
+//! Real agents exchanging real packets on loopback: rates, sizes, loss truth.
+
+use std::time::Duration;
+
+use crate::agents::{Fleet, PORT, RowExt, addr, full_rows, header, mesh, plain_socket};
+
+fn within(got: f64, want: f64, tolerance: f64) -> bool {
+    (got - want).abs() <= want * tolerance
+}
+
+#[test]
+fn three_agents_deliver_1k_pps_per_flow_within_1_percent() {
+    let net = 11;
+    let mut fleet = Fleet::new(&mesh(net, 3, "1000", (64, 64)));
+    for h in ["h1", "h2", "h3"] {
+        fleet.start(h, &["--interval", "1", "--duration", "4.6"]);
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    for h in ["h1", "h2", "h3"] {
+        let rows = fleet.report(h);
+        let tx = full_rows(&rows, "tx", None);
+        assert!(
+            tx.len() >= 4,
+            "{h}: {} full tx rows\n{}",
+            tx.len(),
+            fleet.log(h)
+        );
+        for r in tx {
+            assert_eq!(r.f("target_pps"), Some(1000.0));
+            let (pps, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
+            assert!(
+                within(pps, 1000.0, 0.01),
+                "{h} -> {}: {pps} pps",
+                r.s("peer")
+            );
+            assert!(
+                within(rep, 1000.0, 0.01),
+                "{h} <- {}: {rep} replies/s",
+                r.s("peer")
+            );
+            assert!(r.f("rtt_p50_us").unwrap() > 0.0);
+        }
+        // Each host serves both others: rx rows at the same rate.
+        for r in full_rows(&rows, "rx", None) {
+            assert!(within(r.f("pps").unwrap(), 1000.0, 0.01), "{h} rx {r:?}");
+        }
+    }
+}
+
+#[test]
+fn two_agents_deliver_50k_pps_per_flow_within_1_percent() {
+    let net = 12;
+    let mut fleet = Fleet::new(&mesh(net, 2, "50000", (64, 64)));
+    for h in ["h1", "h2"] {
+        fleet.start(h, &["--interval", "1", "--duration", "4.6"]);
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    for h in ["h1", "h2"] {
+        let rows = fleet.report(h);
+        let tx = full_rows(&rows, "tx", None);
+        assert!(tx.len() >= 3, "{h}\n{}", fleet.log(h));
+        for r in tx {
+            let (pps, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
+            assert!(
+                within(pps, 50_000.0, 0.01),
+                "{h}: {pps} pps\n{}",
+                fleet.log(h)
+            );
+            assert!(within(rep, 50_000.0, 0.01), "{h}: {rep} replies/s");
+        }
+    }
+}
+
+#[test]
+fn unpaced_flows_run_and_have_no_target() {
+    let net = 13;
+    let mut fleet = Fleet::new(&mesh(net, 2, "max", (64, 64)));
+    for h in ["h1", "h2"] {
+        fleet.start(h, &["--interval", "1", "--duration", "3.2"]);
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let rows = fleet.report("h1");
+    let tx = full_rows(&rows, "tx", Some("h2"));
+    assert!(!tx.is_empty());
+    for r in tx {
+        assert_eq!(r.f("target_pps"), None, "unpaced has no target");
+        assert!(r.f("pps").unwrap() > 10_000.0, "{r:?}");
+        assert!(r.f("rep_pps").unwrap() > 0.0);
+    }
+    for r in full_rows(&rows, "host", None) {
+        assert_eq!(r.f("target_pps"), None);
+    }
+}
+
+#[test]
+fn asymmetric_sizes_64_out_8192_back_are_counted_to_the_byte() {
+    let net = 14;
+    let mut fleet = Fleet::new(&mesh(net, 2, "2000", (64, 8192)));
+    for h in ["h1", "h2"] {
+        fleet.start(h, &["--interval", "1", "--duration", "3.6"]);
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let rows = fleet.report("h1");
+    for r in full_rows(&rows, "tx", Some("h2")) {
+        assert_eq!((r.s("size"), r.s("rep_size")), ("64", "8192"));
+        let (pps, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
+        // mbps = pps x bytes x 8 / 1e6, to the rounding of the columns.
+        assert!((r.f("mbps").unwrap() - pps * 64.0 * 8.0 / 1e6).abs() < 0.002);
+        assert!((r.f("rep_mbps").unwrap() - rep * 8192.0 * 8.0 / 1e6).abs() < 0.01);
+    }
+    for r in full_rows(&rows, "rx", Some("h2")) {
+        let (pps, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
+        assert!((r.f("mbps").unwrap() - pps * 64.0 * 8.0 / 1e6).abs() < 0.002);
+        assert!((r.f("rep_mbps").unwrap() - rep * 8192.0 * 8.0 / 1e6).abs() < 0.01);
+    }
+}
+
+#[test]
+fn sizes_on_the_wire_are_exactly_tx_size_and_rx_size() {
+    // h1 is an agent; h2 is this test, with a plain socket on h2's address.
+    let net = 15;
+    let mut fleet = Fleet::new(&mesh(net, 2, "500", (200, 3000)));
+    let peer = plain_socket(addr(net, 2), PORT);
+    fleet.start("h1", &["--interval", "1", "--duration", "2.5"]);
+    let mut buf = vec![0u8; 70_000];
+    // Requests from h1 arrive at exactly tx_size, asking for rx_size back.
+    let (len, _) = loop {
+        match peer.recv_from(&mut buf) {
+            Ok(got) => break got,
+            Err(_) => continue,
+        }
+    };
+    assert_eq!(len, 200);
+    assert_eq!(&buf[..4], b"MXO1");
+    assert_eq!(buf[4], 0, "kind request");
+    assert_eq!(u16::from_be_bytes([buf[6], buf[7]]), 0, "h1's index");
+    assert_eq!(u32::from_be_bytes(buf[12..16].try_into().unwrap()), 3000);
+    // A request from h2 (index 1) is answered with exactly the reply size it asks for.
+    let to = std::net::SocketAddrV4::new(addr(net, 1), PORT);
+    peer.send_to(&header(0, 1, 64, 8192, 1, 77), to).unwrap();
+    let reply_len = loop {
+        let (len, from) = peer.recv_from(&mut buf).unwrap();
+        if buf[4] == 1 {
+            assert_eq!(
+                from,
+                std::net::SocketAddr::V4(to),
+                "replies come from the address asked"
+            );
+            break len;
+        }
+    };
+    assert_eq!(reply_len, 8192);
+    assert_eq!(
+        u64::from_be_bytes(buf[16..24].try_into().unwrap()),
+        1,
+        "seq echoed"
+    );
+    assert_eq!(
+        u64::from_be_bytes(buf[24..32].try_into().unwrap()),
+        77,
+        "t_send echoed"
+    );
+    assert_eq!(
+        u16::from_be_bytes([buf[6], buf[7]]),
+        0,
+        "responder's own index"
+    );
+    fleet.wait(Duration::from_secs(10));
+}
+
+#[test]
+fn a_peer_answering_every_other_request_reads_50_percent_loss() {
+    // Known truth: the fake h2 answers exactly every other request it receives.
+    let net = 16;
+    let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    let peer = plain_socket(addr(net, 2), PORT);
+    fleet.start("h1", &["--interval", "1", "--duration", "4.6"]);
+    let mut buf = [0u8; 2048];
+    let (mut arrived, mut answered) = (0u64, 0u64);
+    let stop = std::time::Instant::now() + Duration::from_secs(6);
+    while std::time::Instant::now() < stop {
+        let Ok((len, from)) = peer.recv_from(&mut buf) else {
+            continue;
+        };
+        if len < 32 || buf[4] != 0 {
+            continue;
+        }
+        arrived += 1;
+        if arrived % 2 == 0 {
+            let mut reply = buf[..64].to_vec();
+            reply[4] = 1;
+            reply[6..8].copy_from_slice(&1u16.to_be_bytes());
+            peer.send_to(&reply, from).unwrap();
+            answered += 1;
+        }
+    }
+    fleet.wait(Duration::from_secs(10));
+    assert!(arrived > 4000, "{arrived}");
+    assert_eq!(answered, arrived / 2);
+    let rows = fleet.report("h1");
+    let tx = full_rows(&rows, "tx", Some("h2"));
+    assert!(tx.len() >= 3);
+    for r in tx {
+        let loss = r.f("loss_pct").unwrap();
+        assert!((loss - 50.0).abs() <= 1.0, "round-trip loss {loss}");
+        let rep = r.f("rep_pps").unwrap();
+        assert!(within(rep, 500.0, 0.02), "{rep}");
+    }
+}
+
+#[test]
+fn an_absent_responder_reads_100_percent_loss() {
+    let net = 17;
+    let mut fleet = Fleet::new(&mesh(net, 3, "1000", (64, 64)));
+    // h3 never starts: nobody listens on its address.
+    for h in ["h1", "h2"] {
+        fleet.start(h, &["--interval", "1", "--duration", "3.6"]);
+    }
+    assert!(
+        fleet
+            .wait(Duration::from_secs(15))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let rows = fleet.report("h1");
+    for r in full_rows(&rows, "tx", Some("h3")) {
+        assert_eq!(r.f("loss_pct"), Some(100.0), "{r:?}");
+        assert_eq!(r.f("rep_pps"), Some(0.0));
+        assert_eq!(r.f("rtt_p50_us"), None, "no RTT measured: blank");
+    }
+    for r in full_rows(&rows, "tx", Some("h2")) {
+        assert!(r.f("loss_pct").unwrap() < 1.0);
+    }
+    // Nobody at h3 sends to h1: no rx row for it.
+    assert!(
+        rows.iter()
+            .all(|r| !(r.s("dir") == "rx" && r.s("peer") == "h3"))
+    );
+}

@@ -1,0 +1,214 @@
+//! A local fleet of real `mx agent` processes on 127.<net>.0.x, for the tests.
+//!
+//! Each test takes its own `net` (the second octet) so tests running in
+//! parallel never share an address; every agent runs in its own directory, as
+//! it would on its own host. Agents are killed when the fleet is dropped.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::Sandbox;
+
+pub const PORT: u16 = 5300;
+
+/// The address of host `i` (1-based) of test network `net`.
+pub fn addr(net: u8, i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(127, net, 0, i)
+}
+
+/// A matrix text for hosts h1..hN on `net`, every cell `cell` (blank diagonal).
+pub fn mesh(net: u8, n: u8, cell: &str, sizes: (u32, u32)) -> String {
+    let mut text = format!(
+        "# tx_size={} rx_size={} port={PORT}\nsrc\\dst",
+        sizes.0, sizes.1
+    );
+    for i in 1..=n {
+        text.push_str(&format!(",h{i}={}", addr(net, i)));
+    }
+    text.push('\n');
+    for src in 1..=n {
+        text.push_str(&format!("h{src}"));
+        for dst in 1..=n {
+            text.push(',');
+            if src != dst {
+                text.push_str(cell);
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// One parsed report row: column name -> cell text.
+pub type Row = BTreeMap<String, String>;
+
+pub trait RowExt {
+    fn f(&self, column: &str) -> Option<f64>;
+    fn s(&self, column: &str) -> &str;
+}
+
+impl RowExt for Row {
+    /// The cell as a number; `None` when blank.
+    fn f(&self, column: &str) -> Option<f64> {
+        let cell = self
+            .get(column)
+            .unwrap_or_else(|| panic!("no column {column}"));
+        (!cell.is_empty()).then(|| cell.parse().unwrap_or_else(|_| panic!("{column}={cell}")))
+    }
+
+    fn s(&self, column: &str) -> &str {
+        self.get(column)
+            .unwrap_or_else(|| panic!("no column {column}"))
+    }
+}
+
+pub struct Fleet {
+    pub sandbox: Sandbox,
+    children: Vec<(String, Child)>,
+}
+
+impl Fleet {
+    /// A fleet directory holding `matrix` as matrix.csv.
+    pub fn new(matrix: &str) -> Fleet {
+        let sandbox = Sandbox::new();
+        sandbox.write("matrix.csv", matrix);
+        Fleet {
+            sandbox,
+            children: Vec::new(),
+        }
+    }
+
+    pub fn dir(&self, host: &str) -> PathBuf {
+        self.sandbox.file(host)
+    }
+
+    /// The agent command for `host`, run in its own directory.
+    pub fn command(&self, host: &str, extra: &[&str]) -> Command {
+        let dir = self.dir(host);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mx"));
+        cmd.current_dir(&dir)
+            .args(["agent", "--matrix", "../matrix.csv", "--host", host])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("agent.log")).unwrap())
+            .stderr(std::fs::File::create(dir.join("agent.err")).unwrap());
+        cmd
+    }
+
+    /// Starts `host`'s agent with `extra` flags.
+    pub fn start(&mut self, host: &str, extra: &[&str]) {
+        let child = self.command(host, extra).spawn().expect("spawn mx agent");
+        self.children.push((host.to_string(), child));
+    }
+
+    /// Waits for every agent to exit (they run with --duration); returns their codes.
+    pub fn wait(&mut self, limit: Duration) -> Vec<(String, i32)> {
+        let deadline = Instant::now() + limit;
+        let mut codes = Vec::new();
+        for (host, child) in &mut self.children {
+            loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    codes.push((host.clone(), status.code().unwrap_or(-1)));
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "agent {host} did not stop in time"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.children.clear();
+        codes
+    }
+
+    /// Sends SIGTERM to `host`'s agent.
+    pub fn terminate(&self, host: &str) {
+        let (_, child) = self.children.iter().find(|(h, _)| h == host).unwrap();
+        let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+    }
+
+    pub fn log(&self, host: &str) -> String {
+        std::fs::read_to_string(self.dir(host).join("agent.log")).unwrap_or_default()
+            + &std::fs::read_to_string(self.dir(host).join("agent.err")).unwrap_or_default()
+    }
+
+    pub fn report_text(&self, host: &str) -> String {
+        std::fs::read_to_string(self.dir(host).join("report.csv"))
+            .unwrap_or_else(|e| panic!("{host} report: {e}\n{}", self.log(host)))
+    }
+
+    /// `host`'s report rows.
+    pub fn report(&self, host: &str) -> Vec<Row> {
+        let text = self.report_text(host);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        lines
+            .map(|line| {
+                let cells: Vec<&str> = line.split(',').collect();
+                assert_eq!(cells.len(), header.len(), "row width: {line}");
+                header
+                    .iter()
+                    .zip(cells)
+                    .map(|(h, c)| (h.to_string(), c.to_string()))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Rows of `dir` (and `peer`, if given) from full intervals: after the first
+/// tick (whose interval started with the agent) and before the last partial one.
+pub fn full_rows<'a>(rows: &'a [Row], dir: &str, peer: Option<&str>) -> Vec<&'a Row> {
+    let host_ticks: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.s("dir") == "host")
+        .map(|r| r.s("ts"))
+        .collect();
+    let first = host_ticks.first().copied().unwrap_or("");
+    rows.iter()
+        .filter(|r| r.s("dir") == dir && peer.is_none_or(|p| r.s("peer") == p))
+        .filter(|r| r.s("ts") != first && host_ticks.contains(&r.s("ts")))
+        .collect()
+}
+
+/// A plain UDP socket standing in for a matrix host.
+pub fn plain_socket(ip: Ipv4Addr, port: u16) -> UdpSocket {
+    let s = UdpSocket::bind(SocketAddrV4::new(ip, port)).expect("bind test socket");
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    s
+}
+
+/// An MXO1 header (facts.md 2), big-endian.
+pub fn header(
+    kind: u8,
+    src_index: u16,
+    len: u32,
+    reply_len: u32,
+    seq: u64,
+    t_send: u64,
+) -> Vec<u8> {
+    let mut h = b"MXO1".to_vec();
+    h.extend([kind, 0]);
+    h.extend(src_index.to_be_bytes());
+    h.extend(len.to_be_bytes());
+    h.extend(reply_len.to_be_bytes());
+    h.extend(seq.to_be_bytes());
+    h.extend(t_send.to_be_bytes());
+    h
+}
