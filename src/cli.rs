@@ -253,7 +253,7 @@ pub struct AgentArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub sndbuf: usize,
 
-    /// SO_RCVBUF of every socket, bytes (0 = kernel default; 8 MiB on the responders)
+    /// SO_RCVBUF of every socket, bytes (0 = 8 MiB on the responders, 4 MiB per flow)
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub rcvbuf: usize,
 }

@@ -47,6 +47,12 @@ pub const MAX_STREAMS: u32 = 256;
 /// The responder's receive buffer when `--rcvbuf` is not given: 8 MiB absorbs a
 /// burst of requests from many peers while the worker is busy sending.
 const DEFAULT_RESPONDER_RCVBUF: usize = 8 << 20;
+/// A flow socket's receive buffer when `--rcvbuf` is not given. The kernel's
+/// default (~208 KB, about 1,500 small replies) overflows at a few hundred
+/// kpps while the worker is busy answering: measured as UdpRcvbufErrors, and
+/// it would read as return-leg loss that is the agent's own. A limit, not an
+/// allocation: memory is used only by replies actually queued.
+const DEFAULT_FLOW_RCVBUF: usize = 4 << 20;
 
 /// Names of the files the agent keeps beside its report.
 pub const PID_FILE: &str = "agent.pid";
@@ -203,7 +209,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         },
         client_buffers: Buffers {
             send: args.sndbuf,
-            recv: args.rcvbuf,
+            recv: if args.rcvbuf == 0 {
+                DEFAULT_FLOW_RCVBUF
+            } else {
+                args.rcvbuf
+            },
         },
         interval: args.interval,
         first_tick: first_tick(now, args.interval),

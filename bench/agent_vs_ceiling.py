@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""mx agent against the kernel's request/response ceiling, side by side.
+
+  bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES]
+
+Two rows, measured in the same run, interleaved A B A B (paired-bench.md):
+
+  A  ceiling: bench/rr_ceiling.c, two processes on 127.0.0.1/127.0.0.2, each
+     sending requests in batches and answering the other's (the minimal batched
+     request/response loop over raw kernel sockets: no pacing, no timing, no
+     reports). Figure: round trips per second per process.
+  B  mx: two local `mx agent --workers 1` with one paced flow each way. Figure:
+     the highest per-flow rate both deliver at >= 99.9% (replies / requests in
+     every full interval) while sending >= 99% of the target, found by ramping
+     up by 1.25x until a rate fails, then bisecting between the last pass and
+     the first fail.
+
+Prints the machine, every pair, the medians and the ratio B/A. Builds what it
+runs (cargo build --release; gcc -O2). Traffic stays on 127.0.0.0/8.
+"""
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MX = os.path.join(ROOT, "target", "release", "mx")
+CEILING = os.path.join(ROOT, "target", "rr_ceiling")
+
+
+def build():
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    subprocess.run(["gcc", "-O2", "-o", CEILING, os.path.join(ROOT, "bench", "rr_ceiling.c")], check=True)
+
+
+def machine():
+    model = "?"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    return f"{os.cpu_count()} cores, {model}, Linux {platform.release()}, mx {commit}"
+
+
+def ceiling(seconds, size):
+    """Round trips per second per process (mean of the two)."""
+    a = subprocess.Popen([CEILING, "127.0.0.1", "7101", "127.0.0.2", "7102", str(seconds), str(size)],
+                         stdout=subprocess.PIPE, text=True)
+    b = subprocess.Popen([CEILING, "127.0.0.2", "7102", "127.0.0.1", "7101", str(seconds), str(size)],
+                         stdout=subprocess.PIPE, text=True)
+    rates = []
+    for p in (a, b):
+        out, _ = p.communicate()
+        rates.append(float(out.strip().split("=")[1]))
+    return statistics.mean(rates)
+
+
+def mx_trial(rate, seconds, size):
+    """Runs two agents at `rate` per flow; True when both deliver cleanly."""
+    with tempfile.TemporaryDirectory() as d:
+        matrix = os.path.join(d, "matrix.csv")
+        with open(matrix, "w") as f:
+            f.write(f"# tx_size={size} rx_size={size} port=7200\n")
+            f.write("src\\dst,a=127.0.0.1,b=127.0.0.2\n")
+            f.write(f"a,,{rate}\nb,{rate},\n")
+        procs = []
+        for host in ("a", "b"):
+            os.makedirs(os.path.join(d, host))
+            procs.append(subprocess.Popen(
+                [MX, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
+                 "--interval", "1", "--duration", str(seconds)],
+                cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for p in procs:
+            p.wait()
+        for host in ("a", "b"):
+            rows = [line.split(",") for line in open(os.path.join(d, host, "report.csv")).read().splitlines()]
+            header, rows = rows[0], rows[1:]
+            col = {name: i for i, name in enumerate(header)}
+            host_ticks = [r[col["ts"]] for r in rows if r[col["dir"]] == "host"]
+            full = set(host_ticks[1:])  # the first interval began with the agent
+            tx = [r for r in rows if r[col["dir"]] == "tx" and r[col["ts"]] in full]
+            if len(tx) < 2:
+                return False
+            for r in tx:
+                pps, rep = float(r[col["pps"]]), float(r[col["rep_pps"]])
+                if pps < 0.99 * rate or rep < 0.999 * pps:
+                    return False
+        return True
+
+
+def mx_ceiling(start, seconds, size):
+    """Highest per-flow rate delivering >= 99.9%: ramp 1.25x, then bisect."""
+    ok, bad = None, None
+    rate = start
+    while bad is None:
+        if mx_trial(int(rate), seconds, size):
+            ok, rate = rate, rate * 1.25
+        else:
+            bad = rate
+            if ok is None:
+                ok, rate = 0, rate / 2
+                while ok == 0 and rate >= 1000:
+                    if mx_trial(int(rate), seconds, size):
+                        ok = rate
+                    else:
+                        bad, rate = rate, rate / 2
+    for _ in range(3):
+        mid = (ok + bad) / 2
+        if mx_trial(int(mid), seconds, size):
+            ok = mid
+        else:
+            bad = mid
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.5)
+    ap.add_argument("--size", type=int, default=64)
+    args = ap.parse_args()
+    build()
+    print(f"machine: {machine()}")
+    print(f"{args.size}-byte requests and replies, one pair on loopback, one worker each; {args.rounds} rounds A B\n")
+    pairs = []
+    start = 80_000
+    for i in range(args.rounds):
+        a = ceiling(args.seconds, args.size)
+        b = mx_ceiling(start, args.seconds, args.size)
+        start = b
+        pairs.append((a, b))
+        print(f"  round {i + 1}: ceiling {a / 1e3:8.1f} k round trips/s   mx {b / 1e3:8.1f} kpps loss-free   ratio {b / a:.2f}",
+              flush=True)
+    ma = statistics.median(a for a, _ in pairs)
+    mb = statistics.median(b for _, b in pairs)
+    mr = statistics.median(b / a for a, b in pairs)
+    print()
+    print("| what | median |")
+    print("|---|---|")
+    print(f"| A: raw batched request/response loop (rr_ceiling.c), per process | {ma / 1e3:.1f} k round trips/s |")
+    print(f"| B: mx agent, 1 worker, highest rate delivering >= 99.9% | {mb / 1e3:.1f} kpps per flow |")
+    print(f"| B / A (median of the paired ratios) | {mr:.2f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
