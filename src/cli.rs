@@ -228,6 +228,10 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE", default_value = "report.csv")]
     pub report: PathBuf,
 
+    /// Append the log (status lines, diagnostics) to FILE instead of stdout/stderr
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
     /// Seconds per report interval; rows land on wall-clock multiples of it
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     pub interval: f64,

@@ -134,7 +134,32 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     })
 }
 
+/// Points stdout and stderr at `path` (appending), so every line the agent and
+/// its workers print lands in one log, in order.
+fn redirect_output(path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(path, "cannot open the log", &e))?;
+    for target in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: dup2 onto the standard descriptors; `file` is open and valid.
+        if unsafe { libc::dup2(file.as_raw_fd(), target) } < 0 {
+            return Err(Error::io(
+                path,
+                "cannot log to",
+                &std::io::Error::last_os_error(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &AgentArgs) -> Result<u8> {
+    if let Some(log) = &args.log {
+        redirect_output(log)?;
+    }
     if !(args.interval > 0.0 && args.interval.is_finite()) {
         return Err(Error::refused(format!(
             "--interval must be a positive number of seconds (got {})",

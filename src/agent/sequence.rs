@@ -26,6 +26,11 @@ pub enum Arrival {
 }
 
 impl SeqWindow {
+    /// The highest sequence number seen (0 before the first).
+    pub fn highest(&self) -> u64 {
+        self.highest
+    }
+
     pub fn observe(&mut self, seq: u64) -> Arrival {
         if seq > self.highest {
             // Clear the bits of the numbers skipped over: they leave the window.

@@ -22,7 +22,7 @@ use super::counters::{Batch, FlowReport, RxCounts, TxCounts};
 use super::pacing::Pacer;
 use super::plan::{AgentPlan, FlowSpec};
 use super::rtt::FlowRtt;
-use super::sequence::{Arrival, SeqWindow};
+use super::sequence::{self, Arrival, SeqWindow};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
 use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
@@ -395,8 +395,9 @@ impl Worker {
                 };
                 let peer = usize::from(request.src_index);
                 let window = self.request_windows.entry(d.from).or_default();
-                if request.seq == 1 {
-                    // A new socket on a reused port numbers from 1 again.
+                if request.seq == 1 && window.highest() > sequence::WINDOW {
+                    // A new socket on a reused port numbers from 1 again. (A
+                    // 1 arriving twice early on is a duplicate, not a restart.)
                     *window = SeqWindow::default();
                 }
                 let counts = &mut self.rx[peer];

@@ -423,3 +423,111 @@ fn agent_who_am_i_refusals() {
         "{err}"
     );
 }
+
+#[test]
+fn agent_finds_itself_by_hostname_or_its_one_local_address() {
+    let net = 30;
+    let hostname = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    // Both addresses are local, but the hostname decides.
+    let matrix = format!(
+        "src\\dst,other={},{hostname}={}\n{hostname},,\nother,,100\n",
+        addr(net, 1),
+        addr(net, 2)
+    );
+    let fleet = Fleet::new(&matrix);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+        .current_dir(fleet.sandbox.path())
+        .args([
+            "agent",
+            "--matrix",
+            "matrix.csv",
+            "--duration",
+            "1.2",
+            "--interval",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{log}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(log.contains(&format!("host={hostname} ")), "{log}");
+
+    // One matrix address is this machine's, the other (RFC 2544 space, on no
+    // interface here) is not: the agent is the local one. It has no flows of
+    // its own, so nothing is ever sent to the other address.
+    let matrix = format!(
+        "src\\dst,h1={},h2=198.18.255.254\nh1,,\nh2,100,\n",
+        addr(net, 1)
+    );
+    let fleet = Fleet::new(&matrix);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+        .current_dir(fleet.sandbox.path())
+        .args([
+            "agent",
+            "--matrix",
+            "matrix.csv",
+            "--duration",
+            "1.2",
+            "--interval",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("host=h1 "), "{log}");
+}
+
+#[test]
+fn agent_counts_duplicated_and_reordered_requests_and_answers_each_once() {
+    let net = 31;
+    // h1 (the agent) only answers; h2 is this test.
+    let matrix = format!(
+        "src\\dst,h1={},h2={}\nh2,100,\n",
+        addr(net, 1),
+        addr(net, 2)
+    );
+    let mut fleet = Fleet::new(&matrix);
+    fleet.start(
+        "h1",
+        &["--interval", "1", "--duration", "2.5", "--log", "agent.out"],
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    let peer = plain_socket(addr(net, 2), PORT);
+    let to = SocketAddrV4::new(addr(net, 1), PORT);
+    for seq in [1u64, 1, 3, 2] {
+        peer.send_to(&header(0, 1, 64, 64, seq, 5), to).unwrap();
+    }
+    let mut buf = [0u8; 256];
+    let mut answered = Vec::new();
+    while let Ok((_, _)) = peer.recv_from(&mut buf) {
+        answered.push(u64::from_be_bytes(buf[16..24].try_into().unwrap()));
+    }
+    assert_eq!(answered, [1, 3, 2], "a duplicate is not answered again");
+    assert!(
+        fleet
+            .wait(Duration::from_secs(10))
+            .iter()
+            .all(|(_, c)| *c == 0)
+    );
+    let rows = fleet.report("h1");
+    let rx: Vec<_> = rows.iter().filter(|r| r.s("dir") == "rx").collect();
+    let sum = |col: &str| rx.iter().filter_map(|r| r.f(col)).sum::<f64>();
+    assert_eq!(sum("dup_pkts"), 1.0);
+    assert_eq!(sum("ooo_pkts"), 1.0);
+    // --log: every line of the agent went to the file, none to stdout.
+    let log = std::fs::read_to_string(fleet.dir("h1").join("agent.out")).unwrap();
+    assert!(
+        log.contains("mx agent 0.1.0: host=h1") && log.contains("mx agent: stopped"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fleet.dir("h1").join("agent.log")).unwrap(),
+        ""
+    );
+}
