@@ -214,6 +214,13 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     // the peer sent to: a connected flow socket accepts nothing else.
     let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
 
+    let rcvbuf_or = |default| {
+        if args.rcvbuf == 0 {
+            default
+        } else {
+            args.rcvbuf
+        }
+    };
     let now = wall_now();
     let mut plan = AgentPlan {
         matrix,
@@ -226,19 +233,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         listen,
         responder_buffers: Buffers {
             send: args.sndbuf,
-            recv: if args.rcvbuf == 0 {
-                DEFAULT_RESPONDER_RCVBUF
-            } else {
-                args.rcvbuf
-            },
+            recv: rcvbuf_or(DEFAULT_RESPONDER_RCVBUF),
         },
         client_buffers: Buffers {
             send: args.sndbuf,
-            recv: if args.rcvbuf == 0 {
-                DEFAULT_FLOW_RCVBUF
-            } else {
-                args.rcvbuf
-            },
+            recv: rcvbuf_or(DEFAULT_FLOW_RCVBUF),
         },
         interval: args.interval,
         first_tick: first_tick(now, args.interval),

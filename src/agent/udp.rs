@@ -92,16 +92,7 @@ impl RecvBatch {
                 std::ptr::null_mut(),
             )
         };
-        self.count = 0;
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::WouldBlock {
-                Ok(0)
-            } else {
-                Err(err)
-            };
-        }
-        self.count = n as usize;
+        self.count = batch_result(n)?;
         Ok(self.count)
     }
 
@@ -234,15 +225,20 @@ impl SendBatch {
                 libc::MSG_DONTWAIT,
             )
         };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::WouldBlock {
-                Ok(0)
-            } else {
-                Err(err)
-            };
-        }
-        Ok(n as usize)
+        batch_result(n)
+    }
+}
+
+/// A recvmmsg/sendmmsg return value: datagrams moved, 0 for "would block".
+fn batch_result(n: libc::c_int) -> io::Result<usize> {
+    if n >= 0 {
+        return Ok(n as usize);
+    }
+    let err = io::Error::last_os_error();
+    if err.kind() == io::ErrorKind::WouldBlock {
+        Ok(0)
+    } else {
+        Err(err)
     }
 }
 
@@ -318,26 +314,24 @@ pub fn client_socket(
     Ok(socket)
 }
 
-/// Monotonic clock in nanoseconds: what requests carry as `t_send`.
-pub fn monotonic_ns() -> u64 {
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec to a valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Monotonic clock in nanoseconds: what requests carry as `t_send`.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// CPU time this thread has used, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: as above.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 #[cfg(test)]

@@ -117,12 +117,7 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
             ],
         );
     }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.wait_ok();
     let log = fleet.log("h1");
     assert!(
         log.contains("workers: 2 (flow sockets per worker: 2, 2)"),
@@ -172,12 +167,7 @@ fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
             &["--interval", "1", "--duration", "6.6", "--workers", "1"],
         );
     }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(20))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.wait_ok();
     let mut pairs = BTreeSet::new();
     let mut drains = 0;
     for (src, name) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
@@ -260,12 +250,7 @@ fn agent_stray_packets_are_counted_never_answered() {
         "a stranger was answered"
     );
 
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.wait_ok();
     let rows = fleet.report("h1");
     let stray: f64 = rows
         .iter()
@@ -372,12 +357,7 @@ fn agent_bind_to_the_matrix_address_works() {
         ],
     );
     fleet.start("h2", &["--interval", "1", "--duration", "2.6"]);
-    assert!(
-        fleet
-            .wait(Duration::from_secs(10))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.wait_ok();
     assert!(
         fleet
             .log("h1")
@@ -411,11 +391,7 @@ fn agent_who_am_i_refusals() {
             .contains("mx: --host 'nobody' is not in the matrix (hosts: h1, h2)")
     );
     // Without --host, both 127.29.0.x addresses are local to this machine.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
-        .current_dir(fleet.sandbox.path())
-        .args(["agent", "--matrix", "matrix.csv"])
-        .output()
-        .unwrap();
+    let out = fleet.agent_here(&[]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -509,12 +485,7 @@ fn agent_counts_duplicated_and_reordered_requests_and_answers_each_once() {
         answered.push(u64::from_be_bytes(buf[16..24].try_into().unwrap()));
     }
     assert_eq!(answered, [1, 3, 2], "a duplicate is not answered again");
-    assert!(
-        fleet
-            .wait(Duration::from_secs(10))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.wait_ok();
     let rows = fleet.report("h1");
     let rx: Vec<_> = rows.iter().filter(|r| r.s("dir") == "rx").collect();
     let sum = |col: &str| rx.iter().filter_map(|r| r.f(col)).sum::<f64>();

@@ -12,14 +12,9 @@ fn within(got: f64, want: f64, tolerance: f64) -> bool {
 fn three_agents_deliver_1k_pps_per_flow_within_1_percent() {
     let net = 11;
     let mut fleet = Fleet::new(&mesh(net, 3, "1000", (64, 64)));
-    for h in ["h1", "h2", "h3"] {
-        fleet.start(h, &["--interval", "1", "--duration", "4.6"]);
-    }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
+    fleet.run_all(
+        &["h1", "h2", "h3"],
+        &["--interval", "1", "--duration", "4.6"],
     );
     for h in ["h1", "h2", "h3"] {
         let rows = fleet.report(h);
@@ -56,15 +51,7 @@ fn three_agents_deliver_1k_pps_per_flow_within_1_percent() {
 fn two_agents_deliver_50k_pps_per_flow_within_1_percent() {
     let net = 12;
     let mut fleet = Fleet::new(&mesh(net, 2, "50000", (64, 64)));
-    for h in ["h1", "h2"] {
-        fleet.start(h, &["--interval", "1", "--duration", "4.6"]);
-    }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "4.6"]);
     for h in ["h1", "h2"] {
         let rows = fleet.report(h);
         let tx = full_rows(&rows, "tx", None);
@@ -85,15 +72,7 @@ fn two_agents_deliver_50k_pps_per_flow_within_1_percent() {
 fn unpaced_flows_run_and_have_no_target() {
     let net = 13;
     let mut fleet = Fleet::new(&mesh(net, 2, "max", (64, 64)));
-    for h in ["h1", "h2"] {
-        fleet.start(h, &["--interval", "1", "--duration", "3.2"]);
-    }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "3.2"]);
     let rows = fleet.report("h1");
     let tx = full_rows(&rows, "tx", Some("h2"));
     assert!(!tx.is_empty());
@@ -111,15 +90,7 @@ fn unpaced_flows_run_and_have_no_target() {
 fn asymmetric_sizes_64_out_8192_back_are_counted_to_the_byte() {
     let net = 14;
     let mut fleet = Fleet::new(&mesh(net, 2, "2000", (64, 8192)));
-    for h in ["h1", "h2"] {
-        fleet.start(h, &["--interval", "1", "--duration", "3.6"]);
-    }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "3.6"]);
     let rows = fleet.report("h1");
     for r in full_rows(&rows, "tx", Some("h2")) {
         assert_eq!((r.s("size"), r.s("rep_size")), ("64", "8192"));
@@ -233,15 +204,7 @@ fn an_absent_responder_reads_100_percent_loss() {
     let net = 17;
     let mut fleet = Fleet::new(&mesh(net, 3, "1000", (64, 64)));
     // h3 never starts: nobody listens on its address.
-    for h in ["h1", "h2"] {
-        fleet.start(h, &["--interval", "1", "--duration", "3.6"]);
-    }
-    assert!(
-        fleet
-            .wait(Duration::from_secs(15))
-            .iter()
-            .all(|(_, c)| *c == 0)
-    );
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "3.6"]);
     let rows = fleet.report("h1");
     for r in full_rows(&rows, "tx", Some("h3")) {
         assert_eq!(r.f("loss_pct"), Some(100.0), "{r:?}");

@@ -126,6 +126,33 @@ impl Fleet {
         codes
     }
 
+    /// Starts every one of `hosts` with `extra` flags and waits for them all to
+    /// exit 0 (they must run with --duration).
+    pub fn run_all(&mut self, hosts: &[&str], extra: &[&str]) {
+        for host in hosts {
+            self.start(host, extra);
+        }
+        self.wait_ok();
+    }
+
+    /// Waits for every agent and asserts each exited 0.
+    pub fn wait_ok(&mut self) {
+        for (host, code) in self.wait(Duration::from_secs(30)) {
+            assert_eq!(code, 0, "{host} exited {code}\n{}", self.log(&host));
+        }
+    }
+
+    /// Runs `mx agent --matrix matrix.csv <extra>` in the fleet directory,
+    /// without --host: the agent works out which host it is.
+    pub fn agent_here(&self, extra: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_mx"))
+            .current_dir(self.sandbox.path())
+            .args(["agent", "--matrix", "matrix.csv"])
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+
     /// Sends SIGTERM to `host`'s agent.
     pub fn terminate(&self, host: &str) {
         let (_, child) = self.children.iter().find(|(h, _)| h == host).unwrap();
