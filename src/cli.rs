@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Variables that supply defaults; `main` unsets any that are set but empty.
-pub const ENV_DEFAULTS: [&str; 2] = ["MX_MATRIX", "MX_SERVERS"];
+pub const ENV_DEFAULTS: [&str; 3] = ["MX_MATRIX", "MX_SERVERS", "MX_REPORTS"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +38,8 @@ pub enum Command {
     Hints(HintsArgs),
     /// The agent every host runs: answer requests, send the matrix's flows, report
     Agent(AgentArgs),
+    /// Reports -> answers: pps, Gbps, loss by leg, RTT, per host, worst flows, advice
+    Summarize(SummarizeArgs),
     /// Every command, every switch, on one page
     Help,
 }
@@ -260,6 +262,49 @@ pub struct AgentArgs {
     /// SO_RCVBUF of every socket, bytes (0 = 8 MiB on the responders, 4 MiB per flow)
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub rcvbuf: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SummarizeArgs {
+    /// The run's matrix (host order, layers); summarizing works without it
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_MATRIX",
+        hide_env_values = true,
+        default_value = "matrix.csv"
+    )]
+    pub matrix: PathBuf,
+
+    /// Directory of report files (<host>.csv)
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "MX_REPORTS",
+        hide_env_values = true,
+        default_value = "reports"
+    )]
+    pub reports: PathBuf,
+
+    /// Seconds of the newest reports to summarize (0 = the whole history)
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    pub window: f64,
+
+    /// Worst flows to list
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Hosts to list, worst delivery first
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    pub top_hosts: usize,
+
+    /// Also write N x N grids (pps, delivered, loss, rtt_p99; coverage) into DIR
+    #[arg(long, value_name = "DIR")]
+    pub grid: Option<PathBuf>,
+
+    /// Use the reports already in --reports (collecting over ssh comes with the fleet commands)
+    #[arg(long)]
+    pub no_collect: bool,
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
 //! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`wire`]
 //!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
+//! - [`summary`]: `mx summarize`, report sets turned into answers;
 //! - [`commands`]: one module per sub-command, printing what the user sees;
 //! - [`cli`]: the command line, declared once and rendered into every help text;
 //! - [`units`], [`error`]: shared number formats and the exit-code contract.
@@ -23,5 +24,6 @@ pub mod matrix;
 pub mod plan;
 pub mod report;
 pub mod stamp;
+pub mod summary;
 pub mod units;
 pub mod wire;

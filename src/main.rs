@@ -5,10 +5,10 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
-use matrix_orchestrator::agent;
 use matrix_orchestrator::cli::{Cli, Command, ENV_DEFAULTS};
 use matrix_orchestrator::commands::{check, generate, help, hints};
 use matrix_orchestrator::error::Result;
+use matrix_orchestrator::{agent, summary};
 
 fn main() -> ExitCode {
     unset_empty_defaults();
@@ -37,6 +37,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Check(args)) => check::run(&args, out),
         Some(Command::Hints(args)) => hints::run(&args, out),
         Some(Command::Agent(args)) => agent::run(&args),
+        Some(Command::Summarize(args)) => summary::run(&args, out),
         Some(Command::Help) => help::run(out),
     }
 }

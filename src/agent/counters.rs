@@ -77,7 +77,8 @@ pub struct FlowReport {
     pub target: Option<f64>,
     pub counts: TxCounts,
     pub rtt: Compact,
-    /// Largest RTT since the socket opened (a running maximum), ns.
+    /// Largest RTT of the interval, ns (the original kept a running maximum
+    /// since the socket opened, which could predate any window summarized).
     pub rtt_max_ns: u64,
 }
 

@@ -175,7 +175,7 @@ impl Reporter {
             r.rtt_p50_us = row.rtt.quantile_us(0.50);
             r.rtt_p99_us = row.rtt.quantile_us(0.99);
             r.rtt_p999_us = row.rtt.quantile_us(0.999);
-            r.rtt_max_us = Some(row.rtt_max_ns as f64 / 1000.0);
+            r.rtt_max_us = (row.rtt_count > 0).then(|| row.rtt_max_ns as f64 / 1000.0);
             r.dup_pkts = Some(row.dup);
             r.ooo_pkts = Some(row.ooo);
             r.write_csv(&mut out);
@@ -209,6 +209,7 @@ impl Reporter {
             r.rtt_p50_us = host_rtt.quantile_us(0.50);
             r.rtt_p99_us = host_rtt.quantile_us(0.99);
             r.rtt_p999_us = host_rtt.quantile_us(0.999);
+            r.rtt_hist = host_rtt.encode();
             r.cpu_pct = cpu.map(|c| c.0);
             r.cpu_max_pct = cpu.map(|c| c.1);
             r.agent_cpu_pct = busiest_worker;

@@ -8,6 +8,8 @@
 //! hand over only the non-empty buckets ([`Compact`]), which the reporter merges
 //! exactly, per peer and per host.
 
+use std::fmt::Write as _;
+
 use hdrhistogram::Histogram;
 
 const LOWEST_NS: u64 = 1;
@@ -51,6 +53,12 @@ impl FlowRtt {
 #[derive(Clone)]
 pub struct MergedRtt(Histogram<u64>);
 
+impl std::fmt::Debug for MergedRtt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MergedRtt({} samples)", self.0.len())
+    }
+}
+
 impl Default for MergedRtt {
     fn default() -> Self {
         MergedRtt(
@@ -73,6 +81,35 @@ impl MergedRtt {
 
     pub fn count(&self) -> u64 {
         self.0.len()
+    }
+
+    /// The report's `rtt_hist` text: `ns:count` for each non-empty bucket,
+    /// `;`-separated (`None` when empty). Summarize merges these exactly.
+    pub fn encode(&self) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut text = String::new();
+        for v in self.0.iter_recorded() {
+            if !text.is_empty() {
+                text.push(';');
+            }
+            let _ = write!(text, "{}:{}", v.value_iterated_to(), v.count_at_value());
+        }
+        Some(text)
+    }
+
+    /// Adds an `rtt_hist` text to this histogram; `Err` names what is malformed.
+    pub fn add_encoded(&mut self, text: &str) -> Result<(), String> {
+        for pair in text.split(';').filter(|p| !p.is_empty()) {
+            let parsed = pair
+                .split_once(':')
+                .and_then(|(v, c)| Some((v.parse::<u64>().ok()?, c.parse::<u64>().ok()?)));
+            let (value, count) = parsed.ok_or_else(|| format!("bad histogram bucket '{pair}'"))?;
+            self.0
+                .saturating_record_n(value.clamp(LOWEST_NS, HIGHEST_NS), count);
+        }
+        Ok(())
     }
 
     /// The `q` quantile (0..=1) in microseconds; `None` when nothing was recorded.
@@ -102,6 +139,24 @@ mod tests {
         // take() leaves the flow's histogram empty for the next interval.
         assert!(flow.take().is_empty());
         assert_eq!(MergedRtt::default().quantile_us(0.5), None);
+    }
+
+    #[test]
+    fn the_report_encoding_round_trips_exactly() {
+        let mut flow = FlowRtt::default();
+        for ns in [15_000u64, 15_100, 15_100, 250_000, 9_000_000] {
+            flow.record(ns);
+        }
+        let mut merged = MergedRtt::default();
+        merged.add(&flow.take());
+        let text = merged.encode().unwrap();
+        assert!(!text.contains(','), "fits in a CSV cell unquoted");
+        let mut back = MergedRtt::default();
+        back.add_encoded(&text).unwrap();
+        assert_eq!(back.encode().unwrap(), text);
+        assert_eq!(back.count(), 5);
+        assert!(back.add_encoded("12:x").is_err());
+        assert_eq!(MergedRtt::default().encode(), None);
     }
 
     #[test]

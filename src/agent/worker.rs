@@ -298,7 +298,7 @@ impl Worker {
                 target: if flow.draining { None } else { flow.spec.rate },
                 counts,
                 rtt: flow.rtt.take(),
-                rtt_max_ns: flow.rtt_max_ns,
+                rtt_max_ns: std::mem::take(&mut flow.rtt_max_ns),
             });
         }
         let rx = self

@@ -2,19 +2,23 @@
 //!
 //! The original's 30 columns in its order and formats (facts.md 3.9), then ours,
 //! appended so that readers of the original format keep working (design.md):
-//! `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`. A blank cell means "not
-//! measured", never zero. Lines end in CRLF, as Python's csv writer wrote them.
+//! `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`, and `rtt_hist`: on host rows,
+//! the interval's RTT histogram (`ns:count` per non-empty bucket, `;` between),
+//! from which summarize computes fleet-wide percentiles exactly instead of
+//! averaging percentiles. A blank cell means "not measured", never zero. Lines
+//! end in CRLF, as Python's csv writer wrote them.
 //!
 //! Row kinds (`dir`): `tx`, this host as a client towards `peer` (requests sent,
 //! replies back, RTT); `rx`, this host as a server for `peer` (requests arrived,
 //! replies sent); `host`, one per interval with the totals and CPU numbers.
 
+pub mod read;
 pub mod row;
 
 pub use row::{Dir, ReportRow};
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 34] = [
+pub const COLUMNS: [&str; 35] = [
     "ts",
     "host",
     "dir",
@@ -49,6 +53,7 @@ pub const COLUMNS: [&str; 34] = [
     "ooo_pkts",
     "rtt_p999_us",
     "stray_pkts",
+    "rtt_hist",
 ];
 
 /// Columns of the original tool's reports (ours add the rest).

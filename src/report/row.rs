@@ -49,6 +49,7 @@ pub struct ReportRow {
     pub ooo_pkts: Option<u64>,
     pub rtt_p999_us: Option<f64>,
     pub stray_pkts: Option<u64>,
+    pub rtt_hist: Option<String>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -100,8 +101,9 @@ impl ReportRow {
         int(out, self.dup_pkts);
         int(out, self.ooo_pkts);
         fixed(out, self.rtt_p999_us, 0);
-        if let Some(v) = self.stray_pkts {
-            let _ = write!(out, "{v}");
+        int(out, self.stray_pkts);
+        if let Some(hist) = &self.rtt_hist {
+            out.push_str(hist);
         }
         out.push_str("\r\n");
     }
@@ -146,12 +148,12 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 34);
+        assert_eq!(header_line().trim_end().split(',').count(), 35);
     }
 }

@@ -1,0 +1,218 @@
+//! WHAT TO DO NEXT: read the numbers, name the knob (facts.md 5, the rules in
+//! their order; the original's disk rules have no place here). Each group adds
+//! at most its first matching entry.
+
+use super::aggregate::ReportSet;
+use super::figures::{Context, Fleet, FlowFigures, HostFigures, percent};
+use crate::plan::WORKER_EXCHANGES_PER_SECOND;
+use crate::units::{self, bits, pps, wire_bits};
+
+/// A core this busy is not available to anything else.
+const HOT_CORE_PCT: f64 = 85.0;
+/// An agent worker this busy is the ceiling of its host.
+const BUSY_WORKER_PCT: f64 = 75.0;
+/// Loss on one leg worth a hint.
+const LEG_LOSS_PCT: f64 = 1.0;
+/// A row or column is sick when its loss is this many times the fleet's typical.
+const SICK_FACTOR: f64 = 5.0;
+
+fn worst_by(
+    hosts: &[HostFigures],
+    key: impl Fn(&HostFigures) -> Option<f64>,
+) -> Option<(&HostFigures, f64)> {
+    hosts
+        .iter()
+        .filter_map(|h| key(h).map(|v| (h, v)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Hosts whose flows all lose far more than the fleet's typical flow: as
+/// senders (a dark row of the grid) or as receivers (a dark column).
+fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
+    let typical = median(flows.iter().map(|f| f.loss).collect());
+    let mut lines = Vec::new();
+    for (side, key) in [("sender", 0usize), ("receiver", 1usize)] {
+        let mut by_host: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+        for f in flows {
+            let host = if key == 0 { f.host } else { f.peer };
+            by_host.entry(host).or_default().push(f.loss);
+        }
+        for (host, losses) in by_host {
+            if losses.len() < 2 {
+                continue;
+            }
+            let least = losses.iter().copied().fold(f64::INFINITY, f64::min);
+            if least > LEG_LOSS_PCT && least > SICK_FACTOR * typical {
+                let name = set.name(host);
+                lines.push(if key == 0 {
+                    format!(
+                        "{name} is a sick {side}: every flow it sends loses at least {least:.1}% while a typical flow loses {typical:.2}% -- look at {name}'s NIC, cable and switch port (a dark row in `mx summarize --grid`)"
+                    )
+                } else {
+                    format!(
+                        "{name} is a sick {side}: every flow into it loses at least {least:.1}% while a typical flow loses {typical:.2}% -- look at {name}'s NIC, cable and switch port (a dark column in `mx summarize --grid`)"
+                    )
+                });
+            }
+        }
+    }
+    lines
+}
+
+pub fn advice(
+    set: &ReportSet,
+    ctx: &Context,
+    fleet: &Fleet,
+    hosts: &[HostFigures],
+    flows: &[FlowFigures],
+    coverage: Option<(usize, usize, f64)>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let req = fleet.requests;
+    let short = fleet.target > 0.0 && req < 0.95 * fleet.target;
+    let achieved = percent(req, fleet.target);
+    let hot: Vec<&HostFigures> = hosts
+        .iter()
+        .filter(|h| h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT))
+        .collect();
+    let busy = worst_by(hosts, |h| h.agent_cpu.filter(|&a| a >= BUSY_WORKER_PCT));
+
+    // 2. A layered run that has not yet measured every pair.
+    if let Some((measured, total, cycle)) = coverage
+        && measured < total
+    {
+        out.push(format!(
+            "coverage is {measured} of {total} pairs ({:.1}%): one full rotation takes {}; run at least that long: `mx run --for {}`",
+            percent(measured as f64, total as f64),
+            units::duration(cycle),
+            (cycle + (cycle / 10.0).floor()) as u64
+        ));
+    }
+    // 3. The tool or the CPU is the ceiling.
+    if let Some((h, agent)) = busy {
+        let name = set.name(h.id);
+        let prefix = if short {
+            format!("sending {achieved:.1}% of target, and ")
+        } else {
+            String::new()
+        };
+        out.push(format!(
+            "{prefix}the busiest agent worker on {name} is at {agent:.0}% of a core: the tool is the ceiling here, not the network (one worker sends or answers ~{} of requests)",
+            pps(WORKER_EXCHANGES_PER_SECOND)
+        ));
+        let workers = h.workers.unwrap_or(1);
+        if workers as usize <= h.peers + 1 {
+            out.push(format!(
+                "{name} is running {workers} worker(s) for {} peer(s): workers are capped at flows + 1, so more of them cannot help until each pair has more sockets. Add `mx start --streams 8`",
+                h.peers
+            ));
+        } else {
+            out.push(format!(
+                "raise `mx start --workers {}` while {name} has spare cores; past that, add hosts or lower --pps",
+                workers * 2
+            ));
+        }
+    } else if short && !hot.is_empty() {
+        let names: Vec<&str> = hot.iter().take(3).map(|h| set.name(h.id)).collect();
+        out.push(format!(
+            "sending {achieved:.1}% of target and {} host(s) have a core at >= {HOT_CORE_PCT:.0}% ({}): the senders are CPU bound, not the network",
+            hot.len(),
+            names.join(", ")
+        ));
+    } else if short {
+        out.push(format!(
+            "sending only {achieved:.1}% of target with CPU to spare: a flow may have failed to open (`mx logs`), or the run was too short to ramp"
+        ));
+    }
+    // 4. Requests lost on the way out.
+    let forward = fleet.forward_loss();
+    if forward > LEG_LOSS_PCT {
+        if hot.is_empty() && busy.is_none() {
+            out.push(format!(
+                "{forward:.2}% of requests never reached their receiver, with CPU to spare everywhere: the fabric is dropping. Lower --pps until it stops, or `mx summarize --grid g` and look for a dark row or column"
+            ));
+        } else {
+            out.push(format!(
+                "{forward:.2}% of requests were lost on the way in while receivers are busy: likely dropped in software, on the receiving host. Try `mx start --workers 4 --rcvbuf 16777216`"
+            ));
+        }
+    }
+    // 5. Replies lost on the way back.
+    let back = fleet.return_loss();
+    if back > LEG_LOSS_PCT {
+        out.push(format!(
+            "{back:.2}% of replies were lost on the way back while the requests arrived: the reply path only. Replies are {} bytes ({} on the wire); a smaller --rx-size would tell whether size is the problem",
+            ctx.rx_size,
+            bits(wire_bits(fleet.replies, ctx.rx_size))
+        ));
+    }
+    // A sick row or column.
+    out.extend(sick_lines(set, flows));
+    // 6. The tail lifting off the median.
+    let (p50, p99) = match (fleet.exact, fleet.worst_flow) {
+        (Some((p50, p99, _)), _) => (Some(p50), Some(p99)),
+        (None, Some((_, _, p50, p99))) => (p50, Some(p99)),
+        _ => (None, None),
+    };
+    if let (Some(p50), Some(p99)) = (p50, p99)
+        && p50 > 0.0
+        && p99 > 5.0 * p50
+        && p99 > 1000.0
+    {
+        out.push(format!(
+            "p99 ({}) is {:.0}x the p50 ({}): queues are building somewhere. Lower the rate until the tail collapses; that rate is the fabric's clean limit",
+            units::micros(Some(p99)),
+            p99 / p50,
+            units::micros(Some(p50))
+        ));
+    }
+    // 7. Nothing to fix.
+    if out.is_empty() {
+        if fleet.target > 0.0 && req >= 0.98 * fleet.target && percent(fleet.replies, req) >= 99.5 {
+            out.push(
+                "everything is landing at the target rate: raise --pps (or `mx gen --pps max`) to find where it stops"
+                    .to_string(),
+            );
+        } else {
+            out.push("nothing looks wrong. `mx hints` lists what else to try".to_string());
+        }
+    }
+    out
+}
+
+/// Wraps `text` to 78 columns: `    * ` before the first line, 6 spaces before the rest.
+pub fn wrap(text: &str) -> String {
+    const WIDTH: usize = 78;
+    let mut out = String::new();
+    let mut line = String::from("    * ");
+    let mut fresh = true;
+    for word in text.split_whitespace() {
+        if !fresh && line.len() + 1 + word.len() > WIDTH {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = String::from("      ");
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+        }
+        line.push_str(word);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}

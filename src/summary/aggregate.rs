@@ -1,0 +1,331 @@
+//! One streaming pass over a report set: everything the summary, the grids and
+//! the export need, accumulated per pair, per host and per layer, in memory
+//! proportional to the fleet (pairs and hosts), never to the rows.
+//!
+//! Means use only non-blank cells: a blank is "not measured", and averaging it
+//! as zero would poison the figure (a drain row's blank pps, a host that had
+//! not started). Percentiles are never averaged: per flow the window's p50/p99
+//! is its worst interval's (an upper bound, said as such); fleet-wide and
+//! per-host percentiles come exactly from the host rows' RTT histograms when
+//! every reporting host carries them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use crate::agent::rtt::MergedRtt;
+use crate::error::Result;
+use crate::report::read::{Kind, RowView, for_each_row, latest_ts, report_files};
+
+/// A mean over the non-blank cells of a column.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Mean {
+    sum: f64,
+    n: u64,
+}
+
+impl Mean {
+    pub fn add(&mut self, value: Option<f64>) {
+        if let Some(v) = value {
+            self.sum += v;
+            self.n += 1;
+        }
+    }
+
+    /// The mean, or 0 when nothing was measured (for sums of means).
+    pub fn mean(&self) -> f64 {
+        self.get().unwrap_or(0.0)
+    }
+
+    /// The mean, `None` when nothing was measured.
+    pub fn get(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A tx pair (this host -> peer) over the window.
+#[derive(Debug, Clone, Default)]
+pub struct TxPair {
+    pub pps: Mean,
+    pub rep_pps: Mean,
+    pub mbps: Mean,
+    pub rep_mbps: Mean,
+    pub target: Mean,
+    /// Σ pps and Σ rep_pps over its rows, drains included (layered arithmetic).
+    pub sum_pps: f64,
+    pub sum_rep_pps: f64,
+    /// Σ rtt_avg x rep_pps and Σ rep_pps of rows with an average: the exact
+    /// mean RTT over replies (intervals are equal).
+    pub rtt_weighted: f64,
+    pub rtt_weight: f64,
+    /// Worst interval's percentiles, and the largest RTT seen.
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub p999: Option<f64>,
+    pub rtt_max: Option<f64>,
+    pub dup: f64,
+    pub ooo: f64,
+    pub layer: Option<u32>,
+}
+
+impl TxPair {
+    pub fn rtt_avg(&self) -> Option<f64> {
+        (self.rtt_weight > 0.0).then(|| self.rtt_weighted / self.rtt_weight)
+    }
+}
+
+/// An rx pair (this host served requests from peer) over the window.
+#[derive(Debug, Clone, Default)]
+pub struct RxPair {
+    pub pps: Mean,
+    pub rep_pps: Mean,
+    pub sum_pps: f64,
+    pub sum_rep_pps: f64,
+    pub dup: f64,
+    pub ooo: f64,
+}
+
+/// A host's own rows over the window.
+#[derive(Debug, Clone, Default)]
+pub struct HostAgg {
+    pub pps: Mean,
+    pub rep_pps: Mean,
+    pub mbps: Mean,
+    pub rep_mbps: Mean,
+    pub target: Mean,
+    pub cpu: Mean,
+    pub cpu_core: Mean,
+    pub agent_cpu: Mean,
+    /// Host rows with a measured pps (complete intervals).
+    pub nticks: u64,
+    pub host_rows: u64,
+    pub workers: Option<u32>,
+    pub stray: f64,
+    /// Merged RTT histograms of its host rows, and how many rows had one.
+    pub rtt: MergedRtt,
+    pub rtt_rows: u64,
+    pub layer: Option<u32>,
+}
+
+/// A layer over the window (layered runs).
+#[derive(Debug, Clone, Default)]
+pub struct LayerAgg {
+    pub pairs: BTreeSet<(u32, u32)>,
+    pub ticks: BTreeSet<i64>,
+    pub sum_pps: f64,
+    pub sum_rep_pps: f64,
+    pub worst_p99: Option<f64>,
+}
+
+/// Everything summarize and export need from a report set.
+#[derive(Debug, Default)]
+pub struct ReportSet {
+    /// Host names, interned: pairs are keyed by index into this.
+    pub names: Vec<String>,
+    ids: HashMap<String, u32>,
+    pub latest: i64,
+    pub earliest_in_window: Option<i64>,
+    /// First timestamp kept (inclusive); `i64::MIN` for the whole history.
+    pub start: i64,
+    pub tx: BTreeMap<(u32, u32), TxPair>,
+    pub rx: BTreeMap<(u32, u32), RxPair>,
+    pub hosts: BTreeMap<u32, HostAgg>,
+    pub layers: BTreeMap<u32, LayerAgg>,
+    /// Whole history: intervals in which each ordered pair was measured (pps > 0).
+    pub coverage: BTreeMap<(u32, u32), u64>,
+    /// Whole history: the newest timestamp of each host.
+    pub last_seen: BTreeMap<u32, i64>,
+    /// Whole history: each layer first seen per pair (export's `layer=`).
+    pub sizes: Option<(u32, u32)>,
+    pub any_layer: bool,
+    pub rows_in_window: u64,
+    pub files: usize,
+}
+
+impl ReportSet {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn id_of(&self, name: &str) -> Option<u32> {
+        self.ids.get(name).copied()
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// Reads every report in `dir`, keeping rows of the newest `window` seconds
+    /// (0 = the whole history) and the coverage of the whole history.
+    pub fn read(dir: &Path, window: f64) -> Result<ReportSet> {
+        let files = report_files(dir)?;
+        let mut latest = None;
+        for file in &files {
+            if let Some(ts) = latest_ts(file)? {
+                latest = Some(latest.map_or(ts, |l: i64| l.max(ts)));
+            }
+        }
+        let Some(latest) = latest else {
+            return Err(crate::error::Error::refused(
+                "reports are empty -- give the agents an interval or two, then retry",
+            ));
+        };
+        let mut set = ReportSet {
+            latest,
+            start: if window > 0.0 {
+                latest - window as i64
+            } else {
+                i64::MIN
+            },
+            files: files.len(),
+            ..ReportSet::default()
+        };
+        for file in &files {
+            for_each_row(file, |row| set.add(row))?;
+        }
+        Ok(set)
+    }
+
+    fn add(&mut self, row: &RowView<'_>) {
+        let kind = row.kind();
+        if kind == Kind::Other {
+            return;
+        }
+        let host = self.id(row.host());
+        let seen = self.last_seen.entry(host).or_insert(row.ts);
+        *seen = (*seen).max(row.ts);
+        let layer = row.num("layer").map(|l| l as u32);
+        self.any_layer |= layer.is_some();
+        let pps = row.num("pps");
+        if kind == Kind::Tx && pps.is_some_and(|p| p > 0.0) {
+            let peer = self.id(row.peer());
+            *self.coverage.entry((host, peer)).or_default() += 1;
+        }
+        if row.ts < self.start {
+            return;
+        }
+        self.rows_in_window += 1;
+        self.earliest_in_window = Some(self.earliest_in_window.map_or(row.ts, |e| e.min(row.ts)));
+        if self.sizes.is_none()
+            && let (Some(size), Some(rep)) = (row.num("size"), row.num("rep_size"))
+        {
+            self.sizes = Some((size as u32, rep as u32));
+        }
+        let rep_pps = row.num("rep_pps");
+        match kind {
+            Kind::Tx => {
+                let peer = self.id(row.peer());
+                let p = self.tx.entry((host, peer)).or_default();
+                p.pps.add(pps);
+                p.rep_pps.add(rep_pps);
+                p.mbps.add(row.num("mbps"));
+                p.rep_mbps.add(row.num("rep_mbps"));
+                p.target.add(row.num("target_pps"));
+                p.sum_pps += pps.unwrap_or(0.0);
+                p.sum_rep_pps += rep_pps.unwrap_or(0.0);
+                if let (Some(avg), Some(rep)) = (row.num("rtt_avg_us"), rep_pps)
+                    && rep > 0.0
+                {
+                    p.rtt_weighted += avg * rep;
+                    p.rtt_weight += rep;
+                }
+                let p99 = row.num("rtt_p99_us");
+                p.p50 = max_opt(p.p50, row.num("rtt_p50_us"));
+                p.p99 = max_opt(p.p99, p99);
+                p.p999 = max_opt(p.p999, row.num("rtt_p999_us"));
+                p.rtt_max = max_opt(p.rtt_max, row.num("rtt_max_us"));
+                p.dup += row.num("dup_pkts").unwrap_or(0.0);
+                p.ooo += row.num("ooo_pkts").unwrap_or(0.0);
+                p.layer = p.layer.or(layer);
+                if let Some(l) = layer {
+                    let agg = self.layers.entry(l).or_default();
+                    agg.sum_pps += pps.unwrap_or(0.0);
+                    agg.sum_rep_pps += rep_pps.unwrap_or(0.0);
+                    agg.worst_p99 = max_opt(agg.worst_p99, p99);
+                    if pps.is_some() {
+                        agg.pairs.insert((host, peer));
+                        agg.ticks.insert(row.ts);
+                    }
+                }
+            }
+            Kind::Rx => {
+                let peer = self.id(row.peer());
+                let p = self.rx.entry((host, peer)).or_default();
+                p.pps.add(pps);
+                p.rep_pps.add(rep_pps);
+                p.sum_pps += pps.unwrap_or(0.0);
+                p.sum_rep_pps += rep_pps.unwrap_or(0.0);
+                p.dup += row.num("dup_pkts").unwrap_or(0.0);
+                p.ooo += row.num("ooo_pkts").unwrap_or(0.0);
+            }
+            Kind::Host => {
+                let h = self.hosts.entry(host).or_default();
+                h.host_rows += 1;
+                if pps.is_some() {
+                    h.nticks += 1;
+                }
+                h.pps.add(pps);
+                h.rep_pps.add(rep_pps);
+                h.mbps.add(row.num("mbps"));
+                h.rep_mbps.add(row.num("rep_mbps"));
+                h.target.add(row.num("target_pps"));
+                h.cpu.add(row.num("cpu_pct"));
+                h.cpu_core.add(row.num("cpu_max_pct"));
+                h.agent_cpu.add(row.num("agent_cpu_pct"));
+                h.workers = row.num("workers").map(|w| w as u32).or(h.workers);
+                h.stray += row.num("stray_pkts").unwrap_or(0.0);
+                h.layer = layer.or(h.layer);
+                let hist = row.text("rtt_hist");
+                if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
+                    h.rtt_rows += 1;
+                }
+            }
+            Kind::Other => {}
+        }
+    }
+
+    /// Hosts with any row in the window, by name.
+    pub fn window_hosts(&self) -> Vec<u32> {
+        let mut hosts: BTreeSet<u32> = self.hosts.keys().copied().collect();
+        hosts.extend(self.tx.keys().map(|k| k.0));
+        hosts.extend(self.rx.keys().map(|k| k.0));
+        let mut v: Vec<u32> = hosts.into_iter().collect();
+        v.sort_by(|a, b| self.name(*a).cmp(self.name(*b)));
+        v
+    }
+
+    /// Fleet-wide RTT histogram, when every host that measured RTTs in the
+    /// window carries histograms on its host rows (reports of this mx); `None`
+    /// for reports of the original, which carry only percentiles.
+    pub fn fleet_rtt(&self) -> Option<MergedRtt> {
+        let mut merged = MergedRtt::default();
+        let mut any = false;
+        for (id, h) in &self.hosts {
+            let measured = self
+                .tx
+                .iter()
+                .any(|((src, _), p)| src == id && p.p50.is_some());
+            if measured && h.rtt_rows == 0 {
+                return None;
+            }
+            if h.rtt_rows > 0 {
+                merged.merge(&h.rtt);
+                any = true;
+            }
+        }
+        any.then_some(merged)
+    }
+}

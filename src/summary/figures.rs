@@ -1,0 +1,363 @@
+//! The numbers of a summary, computed once from a [`ReportSet`] by the rules of
+//! facts.md 5 (the export reuses them, so both print the same figures).
+//!
+//! Fixed matrix: a pair's rate is the mean of its rows. Layered matrix: most
+//! pairs are idle most of the window, so rates come from the host rows (time
+//! averages), and a pair's delivery from its sums, drain rows included.
+
+use super::aggregate::{ReportSet, TxPair};
+use crate::matrix::Matrix;
+use crate::units::wire_bits;
+
+/// What the summary knows besides the reports.
+pub struct Context {
+    pub layered: bool,
+    pub tx_size: u32,
+    pub rx_size: u32,
+    pub matrix: Option<Matrix>,
+}
+
+impl Context {
+    /// Sizes from the reports, else the matrix, else the defaults (64/64).
+    pub fn new(set: &ReportSet, matrix: Option<Matrix>) -> Context {
+        let (tx_size, rx_size) = set.sizes.unwrap_or_else(|| {
+            matrix
+                .as_ref()
+                .map_or((64, 64), |m| (m.config.tx_size, m.config.rx_size))
+        });
+        let layered = match &matrix {
+            Some(m) => m.config.rotation.is_some(),
+            None => set.any_layer,
+        };
+        Context {
+            layered,
+            tx_size,
+            rx_size,
+            matrix,
+        }
+    }
+}
+
+/// Percent `part` of `whole`; 0 when `whole` is 0.
+pub fn percent(part: f64, whole: f64) -> f64 {
+    if whole == 0.0 {
+        0.0
+    } else {
+        part / whole * 100.0
+    }
+}
+
+/// The fleet lines.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    pub requests: f64,
+    pub request_payload: f64,
+    pub replies: f64,
+    pub reply_payload: f64,
+    pub target: f64,
+    /// Requests the receivers counted (the forward leg's truth).
+    pub delivered: f64,
+    pub rtt_avg: Option<f64>,
+    /// Fleet-wide percentiles from merged histograms, when the reports carry them.
+    pub exact: Option<(f64, f64, f64)>,
+    /// The flow with the worst p99 (worst interval) and its p50/p99.
+    pub worst_flow: Option<(u32, u32, Option<f64>, f64)>,
+    pub rtt_max: Option<f64>,
+}
+
+impl Fleet {
+    pub fn round_trip_loss(&self) -> f64 {
+        (100.0 - percent(self.replies, self.requests)).max(0.0) * f64::from(self.requests > 0.0)
+    }
+
+    pub fn forward_loss(&self) -> f64 {
+        (100.0 - percent(self.delivered, self.requests)).max(0.0) * f64::from(self.requests > 0.0)
+    }
+
+    pub fn return_loss(&self) -> f64 {
+        (self.round_trip_loss() - self.forward_loss()).max(0.0)
+    }
+}
+
+pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
+    let mut f = Fleet::default();
+    if ctx.layered {
+        for h in set.hosts.values() {
+            f.requests += h.pps.mean();
+            f.request_payload += h.mbps.mean() * 1e6;
+            f.replies += h.rep_pps.mean();
+            f.reply_payload += h.rep_mbps.mean() * 1e6;
+            f.target += h.target.mean();
+        }
+        for ((receiver, _), p) in &set.rx {
+            let ticks = set.hosts.get(receiver).map_or(0, |h| h.nticks);
+            if ticks > 0 {
+                f.delivered += p.sum_pps / ticks as f64;
+            }
+        }
+    } else {
+        for p in set.tx.values() {
+            f.requests += p.pps.mean();
+            f.request_payload += p.mbps.mean() * 1e6;
+            f.replies += p.rep_pps.mean();
+            f.reply_payload += p.rep_mbps.mean() * 1e6;
+            f.target += p.target.mean();
+        }
+        f.delivered = set.rx.values().map(|p| p.pps.mean()).sum();
+    }
+    let (mut weighted, mut weight) = (0.0, 0.0);
+    for (&(src, dst), p) in &set.tx {
+        weighted += p.rtt_weighted;
+        weight += p.rtt_weight;
+        if let Some(p99) = p.p99
+            && f.worst_flow.is_none_or(|w| p99 > w.3)
+        {
+            f.worst_flow = Some((src, dst, p.p50, p99));
+        }
+        f.rtt_max = match (f.rtt_max, p.rtt_max) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    f.rtt_avg = (weight > 0.0).then(|| weighted / weight);
+    f.exact = set.fleet_rtt().and_then(|h| {
+        Some((
+            h.quantile_us(0.5)?,
+            h.quantile_us(0.99)?,
+            h.quantile_us(0.999)?,
+        ))
+    });
+    f
+}
+
+/// A host's line of the per-host table (and its export overlays).
+#[derive(Debug, Clone, Default)]
+pub struct HostFigures {
+    pub id: u32,
+    pub sent: f64,
+    pub back: f64,
+    pub serving: f64,
+    /// Replies this host sent to the requests it served.
+    pub served_replies: f64,
+    pub egress_bits: f64,
+    pub loss: f64,
+    pub rtt_p99: Option<f64>,
+    pub rtt_p50: Option<f64>,
+    pub rtt_avg: Option<f64>,
+    pub rtt_max: Option<f64>,
+    pub cpu: Option<f64>,
+    pub cpu_core: Option<f64>,
+    pub agent_cpu: Option<f64>,
+    pub target: f64,
+    pub workers: Option<u32>,
+    /// Tx pairs in the window.
+    pub peers: usize,
+    pub nticks: u64,
+    pub has_rx: bool,
+    /// Requests this host's peers counted arriving from it, when every peer
+    /// reported (the forward leg); `None` when some peer did not.
+    pub arrived: Option<f64>,
+    pub dup: f64,
+    pub ooo: f64,
+    pub stray: f64,
+}
+
+impl HostFigures {
+    /// Delivery (back/sent %) for sorting; a host that sent nothing sorts last.
+    pub fn delivery(&self) -> f64 {
+        if self.sent > 0.0 {
+            percent(self.back, self.sent)
+        } else {
+            100.0
+        }
+    }
+
+    pub fn forward_loss(&self) -> Option<f64> {
+        let arrived = self.arrived?;
+        (self.sent > 0.0).then(|| (100.0 - percent(arrived, self.sent)).max(0.0))
+    }
+
+    pub fn return_loss(&self) -> Option<f64> {
+        let arrived = self.arrived?;
+        (self.sent > 0.0)
+            .then(|| (percent(arrived, self.sent) - percent(self.back, self.sent)).max(0.0))
+    }
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Every host of the window, worst delivery first (ties by name).
+pub fn hosts(set: &ReportSet, ctx: &Context) -> Vec<HostFigures> {
+    let mut out: Vec<HostFigures> = set
+        .window_hosts()
+        .into_iter()
+        .map(|id| host(set, ctx, id))
+        .collect();
+    out.sort_by(|a, b| {
+        a.delivery()
+            .total_cmp(&b.delivery())
+            .then_with(|| set.name(a.id).cmp(set.name(b.id)))
+    });
+    out
+}
+
+fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
+    let own = set.hosts.get(&id);
+    let ticks = own.map_or(0, |h| h.nticks);
+    let mut h = HostFigures {
+        id,
+        nticks: ticks,
+        workers: own.and_then(|h| h.workers),
+        cpu: own.and_then(|h| h.cpu.get()),
+        cpu_core: own.and_then(|h| h.cpu_core.get()),
+        agent_cpu: own.and_then(|h| h.agent_cpu.get()),
+        stray: own.map_or(0.0, |h| h.stray),
+        ..HostFigures::default()
+    };
+    let tx: Vec<(&(u32, u32), &TxPair)> = set.tx.range((id, 0)..=(id, u32::MAX)).collect();
+    h.peers = tx.len();
+    let (mut weighted, mut weight) = (0.0, 0.0);
+    for (_, p) in &tx {
+        if !ctx.layered {
+            h.sent += p.pps.mean();
+            h.back += p.rep_pps.mean();
+            h.target += p.target.mean();
+        }
+        h.rtt_p99 = max_opt(h.rtt_p99, p.p99);
+        h.rtt_p50 = max_opt(h.rtt_p50, p.p50);
+        h.rtt_max = max_opt(h.rtt_max, p.rtt_max);
+        weighted += p.rtt_weighted;
+        weight += p.rtt_weight;
+        h.dup += p.dup;
+        h.ooo += p.ooo;
+    }
+    h.rtt_avg = (weight > 0.0).then(|| weighted / weight);
+    if ctx.layered
+        && let Some(own) = own
+    {
+        h.sent = own.pps.mean();
+        h.back = own.rep_pps.mean();
+        h.target = own.target.mean();
+    }
+    for (_, p) in set.rx.range((id, 0)..=(id, u32::MAX)) {
+        h.has_rx = true;
+        if ctx.layered {
+            if ticks > 0 {
+                h.serving += p.sum_pps / ticks as f64;
+                h.served_replies += p.sum_rep_pps / ticks as f64;
+            }
+        } else {
+            h.serving += p.pps.mean();
+            h.served_replies += p.rep_pps.mean();
+        }
+        h.dup += p.dup;
+        h.ooo += p.ooo;
+    }
+    h.egress_bits = wire_bits(h.sent, ctx.tx_size) + wire_bits(h.served_replies, ctx.rx_size);
+    h.loss = if h.sent > 0.0 {
+        (100.0 - percent(h.back, h.sent)).max(0.0)
+    } else {
+        0.0
+    };
+    // The forward leg, from the peers' rx rows about this host: known only
+    // when every peer it sent to reported one.
+    let mut arrived = 0.0;
+    let mut known = !tx.is_empty();
+    let mut sum_tx = 0.0;
+    let mut sum_rx = 0.0;
+    for &(&(_, peer), p) in &tx {
+        match set.rx.get(&(peer, id)) {
+            Some(rx) if !ctx.layered => arrived += rx.pps.mean(),
+            Some(rx) if set.hosts.get(&peer).is_some_and(|h| h.nticks > 0) => {
+                sum_rx += rx.sum_pps;
+                sum_tx += p.sum_pps;
+            }
+            _ => known = false,
+        }
+    }
+    if ctx.layered && known {
+        arrived = h.sent * if sum_tx > 0.0 { sum_rx / sum_tx } else { 0.0 };
+    }
+    h.arrived = known.then_some(arrived);
+    h
+}
+
+/// A flow of the worst-flows list.
+#[derive(Debug, Clone)]
+pub struct FlowFigures {
+    pub host: u32,
+    pub peer: u32,
+    pub sent: f64,
+    pub back: f64,
+    /// Replies back / requests sent, 0..=1.
+    pub delivery: f64,
+    /// Requests the peer counted arriving, when it reported.
+    pub arrived: Option<f64>,
+    pub p99: Option<f64>,
+    pub p50: Option<f64>,
+    pub layer: Option<u32>,
+    pub loss: f64,
+}
+
+/// Every flow that sent in the window, worst delivery first.
+pub fn flows(set: &ReportSet, ctx: &Context) -> Vec<FlowFigures> {
+    let mut out = Vec::new();
+    for (&(host, peer), p) in &set.tx {
+        let sent = p.pps.mean();
+        if sent <= 0.0 {
+            continue;
+        }
+        let (delivery, arrived) = if ctx.layered {
+            let delivery = if p.sum_pps > 0.0 {
+                p.sum_rep_pps / p.sum_pps
+            } else {
+                0.0
+            };
+            let arrived = set.rx.get(&(peer, host)).map(|rx| {
+                sent * if p.sum_pps > 0.0 {
+                    rx.sum_pps / p.sum_pps
+                } else {
+                    0.0
+                }
+            });
+            (delivery, arrived)
+        } else {
+            (
+                p.rep_pps.mean() / sent,
+                set.rx.get(&(peer, host)).map(|rx| rx.pps.mean()),
+            )
+        };
+        out.push(FlowFigures {
+            host,
+            peer,
+            sent,
+            back: sent * delivery,
+            delivery,
+            arrived,
+            p99: p.p99,
+            p50: p.p50,
+            layer: p.layer,
+            loss: (100.0 - delivery * 100.0).max(0.0),
+        });
+    }
+    out.sort_by(|a, b| {
+        a.delivery
+            .total_cmp(&b.delivery)
+            .then_with(|| set.name(a.host).cmp(set.name(b.host)))
+            .then_with(|| set.name(a.peer).cmp(set.name(b.peer)))
+    });
+    out
+}
+
+/// Wire rates of the fleet lines, in bits per second.
+pub fn wire(fleet: &Fleet, ctx: &Context) -> (f64, f64) {
+    (
+        wire_bits(fleet.requests, ctx.tx_size),
+        wire_bits(fleet.replies, ctx.rx_size),
+    )
+}

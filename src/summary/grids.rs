@@ -1,0 +1,115 @@
+//! `--grid DIR`: N x N CSVs in the matrix's own order (rows send, columns
+//! receive): a dark row is a sick sender, a dark column a sick receiver. A cell
+//! is blank where nothing was measured, never 0.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::aggregate::ReportSet;
+use super::figures::Context;
+use crate::error::Result;
+use crate::matrix::write::write_atomically;
+
+/// Host ids in grid order: the matrix's, else sorted by name; hosts only in
+/// the reports come after the matrix's.
+pub fn order(set: &ReportSet, ctx: &Context) -> Vec<u32> {
+    let mut ids: Vec<u32> = Vec::new();
+    if let Some(m) = &ctx.matrix {
+        ids.extend(m.hosts().iter().filter_map(|h| set.id_of(&h.name)));
+    }
+    let mut rest: Vec<u32> = set
+        .window_hosts()
+        .into_iter()
+        .filter(|id| !ids.contains(id))
+        .collect();
+    rest.sort_by(|a, b| set.name(*a).cmp(set.name(*b)));
+    ids.extend(rest);
+    ids
+}
+
+/// Names of the matrix's hosts that have no id (never reported), for headers.
+fn grid_text(set: &ReportSet, order: &[u32], cell: impl Fn(u32, u32) -> Option<String>) -> String {
+    let mut text = String::from("src\\dst");
+    for &id in order {
+        text.push(',');
+        text.push_str(set.name(id));
+    }
+    text.push_str("\r\n");
+    for &src in order {
+        text.push_str(set.name(src));
+        for &dst in order {
+            text.push(',');
+            if src != dst
+                && let Some(value) = cell(src, dst)
+            {
+                text.push_str(&value);
+            }
+        }
+        text.push_str("\r\n");
+    }
+    text
+}
+
+fn one_decimal(v: f64) -> String {
+    let mut s = String::new();
+    let _ = write!(s, "{v:.1}");
+    s
+}
+
+/// Writes the grids into `dir`; returns the file names written.
+pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<String>> {
+    std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, "cannot create", &e))?;
+    let order = order(set, ctx);
+    let mut grids: Vec<(&str, String)> = vec![
+        (
+            "pps_grid.csv",
+            grid_text(set, &order, |s, d| {
+                set.tx
+                    .get(&(s, d))
+                    .and_then(|p| p.pps.get())
+                    .map(one_decimal)
+            }),
+        ),
+        (
+            "delivered_grid.csv",
+            grid_text(set, &order, |s, d| {
+                set.rx
+                    .get(&(d, s))
+                    .and_then(|p| p.pps.get())
+                    .map(one_decimal)
+            }),
+        ),
+        (
+            "loss_grid.csv",
+            grid_text(set, &order, |s, d| {
+                let p = set.tx.get(&(s, d))?;
+                let pps = p.pps.get().filter(|&v| v > 0.0)?;
+                Some(one_decimal(
+                    (100.0 - p.rep_pps.mean() / pps * 100.0).max(0.0),
+                ))
+            }),
+        ),
+        (
+            "rtt_p99_grid.csv",
+            grid_text(set, &order, |s, d| {
+                set.tx.get(&(s, d)).and_then(|p| p.p99).map(one_decimal)
+            }),
+        ),
+    ];
+    if ctx.layered {
+        grids.push((
+            "coverage_grid.csv",
+            grid_text(set, &order, |s, d| {
+                set.coverage.get(&(s, d)).map(|n| n.to_string())
+            }),
+        ));
+    }
+    let mut written = Vec::new();
+    for (name, text) in grids {
+        write_atomically(&dir.join(name), |out| {
+            std::io::Write::write_all(out, text.as_bytes())
+        })?;
+        written.push(name.to_string());
+    }
+    Ok(written)
+}

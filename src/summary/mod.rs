@@ -1,0 +1,399 @@
+//! `mx summarize`: turn a directory of report.csv files into the answer.
+//!
+//! The text is the original's, line for line (facts.md 5): the fleet lines,
+//! the per-host table (worst delivery first), the worst flows, the layered
+//! sections, and WHAT TO DO NEXT. Where it departs, it departs towards honesty:
+//! a blank is never averaged as zero, percentiles are never averaged (the
+//! fleet's come exactly from histograms when the reports carry them, else the
+//! worst flow's worst interval is shown and said to be), and `--window 0` means
+//! the whole history.
+//!
+//! [`aggregate`] reads the reports in one streaming pass, [`figures`] computes
+//! the numbers, [`advice`] reads them, [`grids`] writes the N x N CSVs.
+
+pub mod advice;
+pub mod aggregate;
+pub mod figures;
+pub mod grids;
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::SummarizeArgs;
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
+use crate::units::{self, bits, micros, pps};
+
+use aggregate::ReportSet;
+use figures::{Context, percent};
+
+/// Loads the matrix for names, order and layers when it is there; a summary
+/// of reports alone still works without it.
+pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
+    if path.exists() {
+        Matrix::load(path).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
+    let mut set = ReportSet::read(&args.reports, args.window)?;
+    let matrix = optional_matrix(&args.matrix)?;
+    if let Some(m) = &matrix {
+        for host in m.hosts() {
+            set.id(&host.name);
+        }
+    }
+    if set.tx.is_empty() {
+        return Err(Error::refused(format!(
+            "no client rows in the last {}s -- are the agents still running?",
+            units::g(args.window)
+        )));
+    }
+    let ctx = Context::new(&set, matrix);
+    let mut text = render(&set, &ctx, args)?;
+    if let Some(dir) = &args.grid {
+        let written = grids::write_grids(dir, &set, &ctx)?;
+        if ctx.layered {
+            let _ = writeln!(
+                text,
+                "  wrote {}/coverage_grid.csv (cells: intervals measured; empty = never yet)\n",
+                dir.display()
+            );
+        }
+        let _ = writeln!(
+            text,
+            "  wrote {}/{{{}}}\n",
+            dir.display(),
+            written.join(",")
+        );
+    }
+    text.push_str(&what_to_do_next(&set, &ctx));
+    out.write_all(text.as_bytes())?;
+    Ok(0)
+}
+
+/// Coverage of a layered run over its whole history: (measured, total, cycle s).
+fn coverage(set: &ReportSet, ctx: &Context) -> Option<(usize, usize, f64)> {
+    let m = ctx.matrix.as_ref()?;
+    let rotation = m.config.rotation?;
+    let n = m.host_count();
+    let measured = m
+        .hosts()
+        .iter()
+        .flat_map(|s| m.hosts().iter().map(move |d| (s, d)))
+        .filter(|(s, d)| s.name != d.name)
+        .filter(|(s, d)| {
+            matches!((set.id_of(&s.name), set.id_of(&d.name)), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
+        })
+        .count();
+    Some((
+        measured,
+        n * (n - 1),
+        f64::from(rotation.layers) * rotation.dwell,
+    ))
+}
+
+fn what_to_do_next(set: &ReportSet, ctx: &Context) -> String {
+    let fleet = figures::fleet(set, ctx);
+    let hosts = figures::hosts(set, ctx);
+    let flows = figures::flows(set, ctx);
+    let mut text = String::from("  WHAT TO DO NEXT\n");
+    for hint in advice::advice(set, ctx, &fleet, &hosts, &flows, coverage(set, ctx)) {
+        text.push_str(&advice::wrap(&hint));
+    }
+    text
+}
+
+fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String> {
+    let mut t = String::new();
+    let fleet = figures::fleet(set, ctx);
+    let hosts = figures::hosts(set, ctx);
+    let flows = figures::flows(set, ctx);
+    let window = if args.window > 0.0 {
+        format!("last {}s", units::g(args.window))
+    } else {
+        "whole history".to_string()
+    };
+    let _ = writeln!(
+        t,
+        "mx summarize -- {window}, {} hosts, {} flows, {} bytes out -> {} bytes back",
+        hosts.len(),
+        set.tx.len(),
+        ctx.tx_size,
+        ctx.rx_size
+    );
+    if ctx.layered {
+        match ctx
+            .matrix
+            .as_ref()
+            .and_then(|m| Some((m.config.shuffle?, m.config.rotation?)))
+        {
+            Some((key, r)) => {
+                let _ = writeln!(
+                    t,
+                    "layered -- {} layers of {} peers rotating every {}s; rates are time averages over the window",
+                    r.layers,
+                    key.peers,
+                    units::g(r.dwell)
+                );
+            }
+            None => {
+                let _ = writeln!(t, "layered -- rates are time averages over the window");
+            }
+        }
+    }
+    t.push('\n');
+
+    let (req_wire, rep_wire) = figures::wire(&fleet, ctx);
+    let _ = writeln!(
+        t,
+        "  {:<10}{:>14}{:>16} wire{:>16} payload",
+        "REQUESTS",
+        pps(fleet.requests),
+        bits(req_wire),
+        bits(fleet.request_payload)
+    );
+    let delivered = if fleet.requests > 0.0 {
+        format!("{:.2}%", percent(fleet.delivered, fleet.requests))
+    } else {
+        "-".to_string()
+    };
+    let _ = writeln!(
+        t,
+        "  {:<10}{:>14}{delivered:>9} of what was sent",
+        "DELIVERED",
+        pps(fleet.delivered)
+    );
+    let _ = writeln!(
+        t,
+        "  {:<10}{:>14}{:>16} wire{:>16} payload",
+        "REPLIES",
+        pps(fleet.replies),
+        bits(rep_wire),
+        bits(fleet.reply_payload)
+    );
+    if fleet.target > 0.0 {
+        let _ = writeln!(
+            t,
+            "  {:<10}{:>14}{:>9} achieved",
+            "TARGET",
+            pps(fleet.target),
+            format!("{:.1}%", percent(fleet.requests, fleet.target))
+        );
+    }
+    let _ = writeln!(
+        t,
+        "  {:<10}{:>14}{:>16} wire, both directions",
+        "TOTAL",
+        pps(fleet.requests + fleet.replies),
+        bits(req_wire + rep_wire)
+    );
+    let _ = writeln!(
+        t,
+        "  {:<10}{:>13}   round trip ({:.2}% forward, {:.2}% on the way back)",
+        "LOSS",
+        format!("{:.2}%", fleet.round_trip_loss()),
+        fleet.forward_loss(),
+        fleet.return_loss()
+    );
+    let avg = fleet.rtt_avg.map_or("avg -".to_string(), |a| {
+        format!("avg {} over all replies", micros(Some(a)))
+    });
+    let max = micros(fleet.rtt_max);
+    let rtt = match (fleet.exact, fleet.worst_flow) {
+        (Some((p50, p99, p999)), _) => format!(
+            "{avg}; p50 {}  p99 {}  p99.9 {} fleet-wide (exact, from every host's histogram); max {max}",
+            micros(Some(p50)),
+            micros(Some(p99)),
+            micros(Some(p999))
+        ),
+        (None, Some((src, dst, p50, p99))) => format!(
+            "{avg}; worst flow p50 {}  p99 {} ({} -> {}, its worst interval); max {max}",
+            micros(p50),
+            micros(Some(p99)),
+            set.name(src),
+            set.name(dst)
+        ),
+        (None, None) => "not measured: no reply came back in the window".to_string(),
+    };
+    let _ = writeln!(t, "  {:<10}{rtt}", "RTT");
+    t.push('\n');
+
+    host_table(&mut t, set, &hosts, args.top_hosts);
+    worst_flows(&mut t, set, &flows, args.top);
+    if ctx.layered {
+        layered_sections(&mut t, set, ctx);
+    }
+    Ok(t)
+}
+
+fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], top: usize) {
+    let width = hosts
+        .iter()
+        .map(|h| set.name(h.id).len() + 2)
+        .max()
+        .unwrap_or(0)
+        .max(20);
+    // Our extra columns, only when they have something to say.
+    let dup = hosts.iter().any(|h| h.dup > 0.0);
+    let ooo = hosts.iter().any(|h| h.ooo > 0.0);
+    let stray = hosts.iter().any(|h| h.stray > 0.0);
+    let _ = write!(
+        t,
+        "  {:<width$}{:>12}{:>12}{:>12}{:>11}{:>9}{:>10}{:>6}{:>8}{:>7}",
+        "host", "sent", "back", "serving", "egress", "loss", "rtt p99", "cpu", "1 core", "agent"
+    );
+    for (on, name) in [(dup, "dup"), (ooo, "reorder"), (stray, "stray")] {
+        if on {
+            let _ = write!(t, "{name:>9}");
+        }
+    }
+    t.push('\n');
+    let percent_or_dash = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}%"));
+    for h in hosts.iter().take(top) {
+        let _ = write!(
+            t,
+            "  {:<width$}{:>12}{:>12}{:>12}{:>11}{:>9}{:>10}{:>6}{:>8}{:>7}",
+            set.name(h.id),
+            pps(h.sent),
+            pps(h.back),
+            pps(h.serving),
+            bits(h.egress_bits),
+            format!("{:.2}%", h.loss),
+            micros(h.rtt_p99),
+            percent_or_dash(h.cpu),
+            percent_or_dash(h.cpu_core),
+            percent_or_dash(h.agent_cpu)
+        );
+        for (on, value) in [(dup, h.dup), (ooo, h.ooo), (stray, h.stray)] {
+            if on {
+                let _ = write!(t, "{:>9}", value as u64);
+            }
+        }
+        t.push('\n');
+    }
+    if hosts.len() > top {
+        let _ = writeln!(
+            t,
+            "  ... {} more hosts (raise --top-hosts)",
+            hosts.len() - top
+        );
+    }
+    t.push('\n');
+}
+
+fn worst_flows(t: &mut String, set: &ReportSet, flows: &[figures::FlowFigures], top: usize) {
+    let _ = writeln!(
+        t,
+        "  WORST FLOWS (of {}; delivery = replies back / requests sent)",
+        flows.len()
+    );
+    let lossy: Vec<&figures::FlowFigures> = flows.iter().filter(|f| f.delivery < 0.995).collect();
+    if lossy.is_empty() {
+        let _ = writeln!(t, "  every flow is delivering >= 99.5% of its replies");
+    }
+    for f in lossy.iter().take(top) {
+        let forward = f.arrived.map_or(String::new(), |a| {
+            format!("  forward {:.1}%", percent(a, f.sent))
+        });
+        let _ = writeln!(
+            t,
+            "    {} -> {}: {} sent, {} back ({:.1}%){forward}  p99 {}",
+            set.name(f.host),
+            set.name(f.peer),
+            pps(f.sent),
+            pps(f.back),
+            f.delivery * 100.0,
+            micros(f.p99)
+        );
+    }
+    if lossy.len() > top {
+        let _ = writeln!(
+            t,
+            "    ... {} more lossy flows (raise --top)",
+            lossy.len() - top
+        );
+    }
+    t.push('\n');
+}
+
+fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
+    if let (Some((measured, total, cycle)), Some(m)) = (coverage(set, ctx), ctx.matrix.as_ref()) {
+        let rotation = m.config.rotation.expect("coverage needs a rotation");
+        let _ = writeln!(
+            t,
+            "  COVERAGE  {measured} of {total} ordered pairs measured so far ({:.1}%)",
+            percent(measured as f64, total as f64)
+        );
+        let _ = writeln!(
+            t,
+            "            {} layers x {}s dwell = one full cycle every {}",
+            rotation.layers,
+            units::g(rotation.dwell),
+            units::duration(cycle)
+        );
+        if measured < total {
+            let missing: Vec<String> = m
+                .hosts()
+                .iter()
+                .flat_map(|s| m.hosts().iter().map(move |d| (s, d)))
+                .filter(|(s, d)| s.name != d.name)
+                .filter(|(s, d)| {
+                    !matches!((set.id_of(&s.name), set.id_of(&d.name)), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
+                })
+                .map(|(s, d)| format!("{}->{}", s.name, d.name))
+                .collect();
+            let shown = missing
+                .iter()
+                .take(4)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let more = if missing.len() > 4 {
+                format!(" (+{} more)", missing.len() - 4)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(t, "            still unmeasured: {shown}{more}");
+        }
+        t.push('\n');
+    }
+    let total_layers = ctx
+        .matrix
+        .as_ref()
+        .and_then(|m| m.config.rotation)
+        .map_or(set.layers.len(), |r| r.layers as usize);
+    let _ = writeln!(
+        t,
+        "  LAYERS in the window: {} of {total_layers}",
+        set.layers.len()
+    );
+    let _ = writeln!(t, "    layer    pairs         sent   delivery  worst p99");
+    let shown = if set.layers.len() > 11 {
+        10
+    } else {
+        set.layers.len()
+    };
+    for (layer, agg) in set.layers.iter().take(shown) {
+        let ticks = agg.ticks.len().max(1) as f64;
+        let delivery = if agg.sum_pps > 0.0 {
+            format!("{:.2}%", agg.sum_rep_pps / agg.sum_pps * 100.0)
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(
+            t,
+            "    {layer:>5}{:>9}{:>13}{delivery:>11}{:>11}",
+            agg.pairs.len(),
+            pps(agg.sum_pps / ticks),
+            micros(agg.worst_p99)
+        );
+    }
+    if set.layers.len() > shown {
+        let _ = writeln!(t, "  ... {} more layers", set.layers.len() - shown);
+    }
+    t.push('\n');
+}
