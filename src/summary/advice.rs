@@ -20,10 +20,14 @@ fn worst_by(
     hosts: &[HostFigures],
     key: impl Fn(&HostFigures) -> Option<f64>,
 ) -> Option<(&HostFigures, f64)> {
+    // The first of equals wins, so ties name the first host in table order.
     hosts
         .iter()
         .filter_map(|h| key(h).map(|v| (h, v)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .fold(None, |best, (h, v)| match best {
+            Some((_, b)) if b >= v => best,
+            _ => Some((h, v)),
+        })
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -138,7 +142,7 @@ pub fn advice(
         ));
     }
     // 4. Requests lost on the way out.
-    let forward = fleet.forward_loss();
+    let forward = fleet.forward_loss().unwrap_or(0.0);
     if forward > LEG_LOSS_PCT {
         if hot.is_empty() && busy.is_none() {
             out.push(format!(
@@ -151,7 +155,7 @@ pub fn advice(
         }
     }
     // 5. Replies lost on the way back.
-    let back = fleet.return_loss();
+    let back = fleet.return_loss().unwrap_or(0.0);
     if back > LEG_LOSS_PCT {
         out.push(format!(
             "{back:.2}% of replies were lost on the way back while the requests arrived: the reply path only. Replies are {} bytes ({} on the wire); a smaller --rx-size would tell whether size is the problem",

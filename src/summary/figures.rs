@@ -55,8 +55,9 @@ pub struct Fleet {
     pub replies: f64,
     pub reply_payload: f64,
     pub target: f64,
-    /// Requests the receivers counted (the forward leg's truth).
-    pub delivered: f64,
+    /// Requests the receivers counted (the forward leg's truth); `None` when no
+    /// receiver reported an rx row in the window (then the legs are unknown).
+    pub delivered: Option<f64>,
     pub rtt_avg: Option<f64>,
     /// Fleet-wide percentiles from merged histograms, when the reports carry them.
     pub exact: Option<(f64, f64, f64)>,
@@ -70,12 +71,13 @@ impl Fleet {
         (100.0 - percent(self.replies, self.requests)).max(0.0) * f64::from(self.requests > 0.0)
     }
 
-    pub fn forward_loss(&self) -> f64 {
-        (100.0 - percent(self.delivered, self.requests)).max(0.0) * f64::from(self.requests > 0.0)
+    pub fn forward_loss(&self) -> Option<f64> {
+        let delivered = self.delivered?;
+        Some((100.0 - percent(delivered, self.requests)).max(0.0) * f64::from(self.requests > 0.0))
     }
 
-    pub fn return_loss(&self) -> f64 {
-        (self.round_trip_loss() - self.forward_loss()).max(0.0)
+    pub fn return_loss(&self) -> Option<f64> {
+        Some((self.round_trip_loss() - self.forward_loss()?).max(0.0))
     }
 }
 
@@ -89,12 +91,14 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
             f.reply_payload += h.rep_mbps.mean() * 1e6;
             f.target += h.target.mean();
         }
+        let mut delivered = 0.0;
         for ((receiver, _), p) in &set.rx {
             let ticks = set.hosts.get(receiver).map_or(0, |h| h.nticks);
             if ticks > 0 {
-                f.delivered += p.sum_pps / ticks as f64;
+                delivered += p.sum_pps / ticks as f64;
             }
         }
+        f.delivered = Some(delivered);
     } else {
         for p in set.tx.values() {
             f.requests += p.pps.mean();
@@ -103,7 +107,10 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
             f.reply_payload += p.rep_mbps.mean() * 1e6;
             f.target += p.target.mean();
         }
-        f.delivered = set.rx.values().map(|p| p.pps.mean()).sum();
+        f.delivered = Some(set.rx.values().map(|p| p.pps.mean()).sum());
+    }
+    if set.rx.is_empty() {
+        f.delivered = None;
     }
     let (mut weighted, mut weight) = (0.0, 0.0);
     for (&(src, dst), p) in &set.tx {

@@ -156,17 +156,28 @@ fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String
         bits(req_wire),
         bits(fleet.request_payload)
     );
-    let delivered = if fleet.requests > 0.0 {
-        format!("{:.2}%", percent(fleet.delivered, fleet.requests))
-    } else {
-        "-".to_string()
-    };
-    let _ = writeln!(
-        t,
-        "  {:<10}{:>14}{delivered:>9} of what was sent",
-        "DELIVERED",
-        pps(fleet.delivered)
-    );
+    match fleet.delivered {
+        Some(delivered) => {
+            let share = if fleet.requests > 0.0 {
+                format!("{:.2}%", percent(delivered, fleet.requests))
+            } else {
+                "-".to_string()
+            };
+            let _ = writeln!(
+                t,
+                "  {:<10}{:>14}{share:>9} of what was sent",
+                "DELIVERED",
+                pps(delivered)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "  {:<10}{:>14}   not reported: no receiver wrote rx rows",
+                "DELIVERED", "-"
+            );
+        }
+    }
     let _ = writeln!(
         t,
         "  {:<10}{:>14}{:>16} wire{:>16} payload",
@@ -191,13 +202,15 @@ fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String
         pps(fleet.requests + fleet.replies),
         bits(req_wire + rep_wire)
     );
+    let legs = match (fleet.forward_loss(), fleet.return_loss()) {
+        (Some(fwd), Some(back)) => format!("({fwd:.2}% forward, {back:.2}% on the way back)"),
+        _ => "(forward/return split unknown: no receiver reported)".to_string(),
+    };
     let _ = writeln!(
         t,
-        "  {:<10}{:>13}   round trip ({:.2}% forward, {:.2}% on the way back)",
+        "  {:<10}{:>13}   round trip {legs}",
         "LOSS",
-        format!("{:.2}%", fleet.round_trip_loss()),
-        fleet.forward_loss(),
-        fleet.return_loss()
+        format!("{:.2}%", fleet.round_trip_loss())
     );
     let avg = fleet.rtt_avg.map_or("avg -".to_string(), |a| {
         format!("avg {} over all replies", micros(Some(a)))

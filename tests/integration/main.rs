@@ -15,3 +15,4 @@ mod hand_edited;
 mod malformed_input;
 mod properties;
 mod schedule;
+mod summarize;

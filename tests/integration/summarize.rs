@@ -1,0 +1,549 @@
+//! `mx summarize` on hand-written report sets whose answers are known, and on
+//! a real run of local agents.
+
+use std::collections::BTreeMap;
+
+use matrix_orchestrator::report::row::header_line;
+use matrix_orchestrator::report::{Dir, ReportRow};
+
+use crate::agents::{Fleet, addr, mesh};
+use crate::util::Sandbox;
+
+/// A report set under construction: rows per host file.
+#[derive(Default)]
+struct Reports {
+    files: BTreeMap<String, String>,
+}
+
+fn row(ts: i64, host: &str, dir: Dir, peer: &str) -> ReportRow {
+    ReportRow {
+        ts,
+        host: host.into(),
+        dir: Some(dir),
+        peer: peer.into(),
+        size: 64,
+        rep_size: 64,
+        ..ReportRow::default()
+    }
+}
+
+impl Reports {
+    fn push(&mut self, r: ReportRow) {
+        let file = self.files.entry(r.host.clone()).or_insert_with(header_line);
+        r.write_csv(file);
+    }
+
+    /// A tx row: `pps` sent at `target`, `rep` back, RTT p50/p99 in us.
+    #[allow(clippy::too_many_arguments)]
+    fn tx(
+        &mut self,
+        ts: i64,
+        host: &str,
+        peer: &str,
+        target: Option<f64>,
+        pps: f64,
+        rep: f64,
+        p50: f64,
+        p99: f64,
+    ) {
+        let mut r = row(ts, host, Dir::Tx, peer);
+        r.target_pps = target;
+        r.pps = Some(pps);
+        r.mbps = Some(pps * 64.0 * 8.0 / 1e6);
+        r.rep_pps = Some(rep);
+        r.rep_mbps = Some(rep * 64.0 * 8.0 / 1e6);
+        r.loss_pct = Some(100.0 - rep / pps * 100.0);
+        if rep > 0.0 {
+            r.rtt_avg_us = Some(p50 * 1.2);
+            r.rtt_p50_us = Some(p50);
+            r.rtt_p99_us = Some(p99);
+            r.rtt_max_us = Some(p99 * 2.0);
+        }
+        r.dup_pkts = Some(0);
+        r.ooo_pkts = Some(0);
+        self.push(r);
+    }
+
+    /// An rx row: `pps` requests arrived from `peer`, `rep` replies sent.
+    fn rx(&mut self, ts: i64, host: &str, peer: &str, pps: f64, rep: f64) {
+        let mut r = row(ts, host, Dir::Rx, peer);
+        r.pps = Some(pps);
+        r.mbps = Some(pps * 64.0 * 8.0 / 1e6);
+        r.rep_pps = Some(rep);
+        r.rep_mbps = Some(rep * 64.0 * 8.0 / 1e6);
+        self.push(r);
+    }
+
+    /// A host row with its totals and CPU figures.
+    #[allow(clippy::too_many_arguments)]
+    fn host(
+        &mut self,
+        ts: i64,
+        host: &str,
+        target: f64,
+        pps: f64,
+        rep: f64,
+        cpu: f64,
+        core: f64,
+        agent: f64,
+        workers: u32,
+    ) {
+        let mut r = row(ts, host, Dir::Host, "*");
+        r.target_pps = Some(target);
+        r.pps = Some(pps);
+        r.mbps = Some(pps * 64.0 * 8.0 / 1e6);
+        r.rep_pps = Some(rep);
+        r.rep_mbps = Some(rep * 64.0 * 8.0 / 1e6);
+        r.cpu_pct = Some(cpu);
+        r.cpu_max_pct = Some(core);
+        r.agent_cpu_pct = Some(agent);
+        r.workers = Some(workers);
+        r.stray_pkts = Some(0);
+        self.push(r);
+    }
+
+    fn write(&self, sb: &Sandbox) {
+        std::fs::create_dir_all(sb.file("reports")).unwrap();
+        for (host, text) in &self.files {
+            sb.write(&format!("reports/{host}.csv"), text);
+        }
+    }
+}
+
+/// A full mesh of `hosts` at 1000 pps for 3 intervals; `rep(src, dst)` says
+/// what fraction comes back, `fwd(src, dst)` what fraction arrives.
+fn mesh_reports(
+    hosts: &[&str],
+    fwd: impl Fn(&str, &str) -> f64,
+    rep: impl Fn(&str, &str) -> f64,
+) -> Reports {
+    let mut r = Reports::default();
+    for ts in [100, 101, 102] {
+        for &src in hosts {
+            let mut back = 0.0;
+            for &dst in hosts.iter().filter(|&&d| d != src) {
+                let p99 = if rep(src, dst) < 1.0 { 400.0 } else { 100.0 };
+                r.tx(
+                    ts,
+                    src,
+                    dst,
+                    Some(1000.0),
+                    1000.0,
+                    1000.0 * rep(src, dst),
+                    50.0,
+                    p99,
+                );
+                back += 1000.0 * rep(src, dst);
+            }
+            for &from in hosts.iter().filter(|&&s| s != src) {
+                let arrived = 1000.0 * fwd(from, src);
+                r.rx(ts, src, from, arrived, arrived);
+            }
+            let sent = 1000.0 * (hosts.len() - 1) as f64;
+            r.host(ts, src, sent, sent, back, 10.0, 20.0, 5.0, 2);
+        }
+    }
+    r
+}
+
+fn summarize(sb: &Sandbox, extra: &[&str]) -> String {
+    let mut args = vec!["summarize", "--no-collect", "--window", "0"];
+    args.extend_from_slice(extra);
+    let run = sb.mx(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+}
+
+/// The WHAT TO DO NEXT hints, unwrapped: one line each.
+fn advice(text: &str) -> Vec<String> {
+    let mut hints: Vec<String> = Vec::new();
+    for line in text
+        .lines()
+        .skip_while(|l| !l.starts_with("  WHAT TO DO NEXT"))
+        .skip(1)
+    {
+        match line.strip_prefix("    * ") {
+            Some(first) => hints.push(first.to_string()),
+            None => {
+                let last = hints.last_mut().expect("a continuation follows a hint");
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+        }
+    }
+    hints
+}
+
+fn advises(text: &str, want: &str) {
+    assert!(
+        advice(text).iter().any(|h| h.contains(want)),
+        "no hint says {want:?}:\n{text}"
+    );
+}
+
+fn has_line(text: &str, want: &str) {
+    assert!(
+        text.lines().any(|l| l.trim_end() == want),
+        "missing line:\n{want}\nin:\n{text}"
+    );
+}
+
+#[test]
+fn a_sick_receiver_column() {
+    // Everything into d loses 20% on the way in; replies all come back.
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let into_d = |_: &str, dst: &str| if dst == "d" { 0.8 } else { 1.0 };
+    mesh_reports(&hosts, into_d, into_d).write(&sb);
+    let out = summarize(&sb, &["--grid", "g"]);
+    // 12 flows x 1000 sent; 9 x 1000 + 3 x 800 = 11,400 arrived and came back.
+    has_line(
+        &out,
+        "mx summarize -- whole history, 4 hosts, 12 flows, 64 bytes out -> 64 bytes back",
+    );
+    has_line(
+        &out,
+        "  REQUESTS       12.0 kpps       12.5 Mbps wire        6.1 Mbps payload",
+    );
+    has_line(&out, "  DELIVERED      11.4 kpps   95.00% of what was sent");
+    has_line(
+        &out,
+        "  REPLIES        11.4 kpps       11.9 Mbps wire        5.8 Mbps payload",
+    );
+    has_line(&out, "  TARGET         12.0 kpps   100.0% achieved");
+    has_line(
+        &out,
+        "  LOSS              5.00%   round trip (5.00% forward, 0.00% on the way back)",
+    );
+    // a, b and c each lose 1 of 3 flows at 20%: 6.67%; d's own flows are clean.
+    has_line(
+        &out,
+        "  a                       3.0 kpps    2.8 kpps    3.0 kpps   6.2 Mbps    6.67%     400us   10%     20%     5%",
+    );
+    has_line(
+        &out,
+        "  d                       3.0 kpps    3.0 kpps    2.4 kpps   5.6 Mbps    0.00%     100us   10%     20%     5%",
+    );
+    has_line(
+        &out,
+        "    a -> d: 1.0 kpps sent, 800 pps back (80.0%)  forward 80.0%  p99 400us",
+    );
+    advises(
+        &out,
+        "d is a sick receiver: every flow into it loses at least 20.0% while a typical flow loses 0.00%",
+    );
+    assert!(!out.contains("sick sender"), "{out}");
+    advises(
+        &out,
+        "5.00% of requests never reached their receiver, with CPU to spare everywhere",
+    );
+    let grid = sb.read("g/loss_grid.csv");
+    assert_eq!(
+        grid,
+        "src\\dst,a,b,c,d\r\na,,0.0,0.0,20.0\r\nb,0.0,,0.0,20.0\r\nc,0.0,0.0,,20.0\r\nd,0.0,0.0,0.0,\r\n"
+    );
+    let delivered = sb.read("g/delivered_grid.csv");
+    assert!(
+        delivered.contains("\r\na,,1000.0,1000.0,800.0\r\n"),
+        "{delivered}"
+    );
+}
+
+#[test]
+fn a_sick_sender_row() {
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let from_c = |src: &str, _: &str| if src == "c" { 0.7 } else { 1.0 };
+    mesh_reports(&hosts, from_c, from_c).write(&sb);
+    let out = summarize(&sb, &[]);
+    advises(
+        &out,
+        "c is a sick sender: every flow it sends loses at least 30.0%",
+    );
+    assert!(!out.contains("sick receiver"), "{out}");
+    // c is the worst host: 30% loss, listed first.
+    let table: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("  host"))
+        .collect();
+    assert!(table[1].starts_with("  c "), "{out}");
+    has_line(
+        &out,
+        "  LOSS              7.50%   round trip (7.50% forward, 0.00% on the way back)",
+    );
+}
+
+#[test]
+fn loss_only_on_the_return_leg() {
+    // Every request arrives; 5% of replies do not make it back.
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "b", "c"], |_, _| 1.0, |_, _| 0.95).write(&sb);
+    let out = summarize(&sb, &[]);
+    has_line(&out, "  DELIVERED       6.0 kpps  100.00% of what was sent");
+    has_line(
+        &out,
+        "  LOSS              5.00%   round trip (0.00% forward, 5.00% on the way back)",
+    );
+    advises(
+        &out,
+        "5.00% of replies were lost on the way back while the requests arrived",
+    );
+    assert!(!out.contains("never reached their receiver"), "{out}");
+}
+
+#[test]
+fn a_pegged_worker_points_at_streams() {
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for ts in [100, 101, 102] {
+        for (src, dst) in [("a", "b"), ("b", "a")] {
+            r.tx(ts, src, dst, Some(1000.0), 800.0, 800.0, 50.0, 100.0);
+            r.rx(ts, src, dst, 800.0, 800.0);
+            r.host(ts, src, 1000.0, 800.0, 800.0, 55.0, 99.0, 98.0, 2);
+        }
+    }
+    r.write(&sb);
+    let out = summarize(&sb, &[]);
+    has_line(&out, "  TARGET          2.0 kpps    80.0% achieved");
+    advises(
+        &out,
+        "sending 80.0% of target, and the busiest agent worker on a is at 98% of a core",
+    );
+    advises(&out, "a is running 2 worker(s) for 1 peer(s)");
+    advises(&out, "Add `mx start --streams 8`");
+}
+
+#[test]
+fn a_layered_run_with_a_pair_never_measured() {
+    let net = 42;
+    let sb = Sandbox::new();
+    let servers: String = (1..=4)
+        .map(|i| format!("h{i}={}\n", addr(net, i)))
+        .collect();
+    sb.write("servers.txt", &servers);
+    assert_eq!(
+        sb.mx(&[
+            "gen", "--peers", "1", "--seed", "3", "--dwell", "1", "--pps", "1000"
+        ])
+        .code,
+        0
+    );
+    // Three intervals, one per layer; every pair measured but h1 -> h3, whose
+    // interval was lost. Each switch leaves a drain row (pps blank).
+    let matrix = matrix_orchestrator::matrix::Matrix::load(&sb.file("matrix.csv")).unwrap();
+    let schedule = matrix_orchestrator::matrix::schedule::Schedule::new(&matrix);
+    let mut r = Reports::default();
+    let name = |i: u32| format!("h{}", i + 1);
+    for (ts, layer) in [(3001i64, 0usize), (3002, 1), (3003, 2)] {
+        for src in 0..4u32 {
+            let flows = schedule.flows_in_layer(src, layer);
+            let dst = name(flows[0].dst);
+            let measured = !(src == 0 && dst == "h3");
+            let mut t = row(ts, &name(src), Dir::Tx, &dst);
+            t.layer = Some(layer as u32);
+            t.target_pps = Some(1000.0);
+            t.pps = Some(if measured { 1000.0 } else { 0.0 });
+            t.rep_pps = Some(if measured { 1000.0 } else { 0.0 });
+            r.push(t);
+            if layer > 0 {
+                let before = schedule.flows_in_layer(src, layer - 1);
+                let mut d = row(ts, &name(src), Dir::Tx, &name(before[0].dst));
+                d.layer = Some(layer as u32 - 1);
+                d.rep_pps = Some(3.0);
+                r.push(d);
+            }
+            if measured {
+                let mut x = row(ts, &dst, Dir::Rx, &name(src));
+                x.pps = Some(1000.0);
+                x.rep_pps = Some(1000.0);
+                r.push(x);
+            }
+            let mut h = row(ts, &name(src), Dir::Host, "*");
+            h.pps = Some(if measured { 1000.0 } else { 0.0 });
+            h.rep_pps = h.pps;
+            h.target_pps = Some(1000.0);
+            h.layer = Some(layer as u32);
+            r.push(h);
+        }
+    }
+    r.write(&sb);
+    let out = summarize(&sb, &["--grid", "g"]);
+    has_line(
+        &out,
+        "layered -- 3 layers of 1 peers rotating every 1s; rates are time averages over the window",
+    );
+    has_line(
+        &out,
+        "  COVERAGE  11 of 12 ordered pairs measured so far (91.7%)",
+    );
+    has_line(
+        &out,
+        "            3 layers x 1s dwell = one full cycle every 3s",
+    );
+    has_line(&out, "            still unmeasured: h1->h3");
+    has_line(&out, "  LAYERS in the window: 3 of 3");
+    advises(
+        &out,
+        "coverage is 11 of 12 pairs (91.7%): one full rotation takes 3s; run at least that long: `mx run --for 3`",
+    );
+    // Time averages from the host rows: 3 hosts x 1000 + h1 at 1000, 1000, 0.
+    has_line(
+        &out,
+        "  REQUESTS        3.7 kpps        3.8 Mbps wire          0 kbps payload",
+    );
+    // Every request that was sent arrived: no forward loss.
+    has_line(
+        &out,
+        "  LOSS              0.00%   round trip (0.00% forward, 0.00% on the way back)",
+    );
+    let coverage = sb.read("g/coverage_grid.csv");
+    assert!(
+        coverage.contains("\r\nh1,,1,,1\r\n"),
+        "h1 -> h3 never measured: {coverage}"
+    );
+    assert!(
+        !coverage.contains(",0"),
+        "never measured is blank, not 0: {coverage}"
+    );
+    // Drain rows' blank pps is never averaged in: every measured pair reads 1000.
+    let pps = sb.read("g/pps_grid.csv");
+    assert!(!pps.contains("500.0") && !pps.contains(",3.0"), "{pps}");
+}
+
+#[test]
+fn windows_keep_the_newest_seconds() {
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    // 100..109 at 1000 pps, then 110..114 at 2000 pps.
+    for ts in 100..115 {
+        let rate = if ts < 110 { 1000.0 } else { 2000.0 };
+        for (src, dst) in [("a", "b"), ("b", "a")] {
+            r.tx(ts, src, dst, None, rate, rate, 50.0, 100.0);
+            r.rx(ts, src, dst, rate, rate);
+            r.host(ts, src, 0.0, rate, rate, 1.0, 1.0, 1.0, 1);
+        }
+    }
+    r.write(&sb);
+    let run = sb.mx(&["summarize", "--no-collect", "--window", "4"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    has_line(
+        &run.stdout,
+        "  REQUESTS        4.0 kpps        4.2 Mbps wire        2.0 Mbps payload",
+    );
+    assert!(!run.stdout.contains("TARGET"), "unpaced: no target line");
+    let all = summarize(&sb, &[]);
+    // The whole history: (10 x 1000 + 5 x 2000) / 15 per flow.
+    has_line(
+        &all,
+        "  REQUESTS        2.7 kpps        2.8 Mbps wire        1.4 Mbps payload",
+    );
+}
+
+#[test]
+fn reports_in_every_state_still_read() {
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for ts in [100, 101] {
+        r.tx(ts, "a", "b", Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
+        r.rx(ts, "a", "b", 1000.0, 1000.0);
+    }
+    r.write(&sb);
+    // b died mid-write: a truncated last line.
+    let mut b = header_line();
+    let mut full = row(100, "b", Dir::Tx, "a");
+    full.pps = Some(1000.0);
+    full.rep_pps = Some(1000.0);
+    full.write_csv(&mut b);
+    b.push_str("101,b,tx,a,64,64,1000.0,99");
+    sb.write("reports/b.csv", &b);
+    // c never got going: an empty file.
+    sb.write("reports/c.csv", "");
+    // d ran the original Python agent: 30 columns, rtt columns blank.
+    sb.write(
+        "reports/d.csv",
+        "ts,host,dir,peer,size,rep_size,target_pps,pps,mbps,rep_pps,rep_mbps,loss_pct,rtt_avg_us,rtt_p50_us,rtt_p99_us,rtt_max_us,cpu_pct,cpu_max_pct,agent_cpu_pct,workers,layer,disk_rd_iops,disk_rd_mb_s,disk_rd_avg_us,disk_rd_p99_us,disk_wr_iops,disk_wr_mb_s,disk_wr_avg_us,disk_wr_p99_us,disk_busy_pct\r\n\
+         101,d,tx,a,64,64,,500.0,0.256,500.0,0.256,0.000,,,,0,,,,,,,,,,,,,,\r\n",
+    );
+    let out = summarize(&sb, &[]);
+    has_line(
+        &out,
+        "mx summarize -- whole history, 3 hosts, 3 flows, 64 bytes out -> 64 bytes back",
+    );
+    // a file that is not a report at all is named.
+    sb.write("reports/notes.csv", "hello,world\r\n1,2\r\n");
+    let run = sb.mx(&["summarize", "--no-collect"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .starts_with("mx: reports/notes.csv: not an mx report"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn summarize_refusals() {
+    let sb = Sandbox::new();
+    let run = sb.mx(&["summarize", "--no-collect"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: no reports in reports/ -- is the run started? (mx status)\n"
+    );
+    std::fs::create_dir_all(sb.file("reports")).unwrap();
+    sb.write("reports/a.csv", "");
+    let run = sb.mx(&["summarize", "--no-collect"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: reports are empty -- give the agents an interval or two, then retry\n"
+    );
+}
+
+#[test]
+fn agent_run_summarized_end_to_end() {
+    let net = 43;
+    let mut fleet = Fleet::new(&mesh(net, 3, "2000", (64, 512)));
+    fleet.run_all(
+        &["h1", "h2", "h3"],
+        &["--interval", "1", "--duration", "6.6"],
+    );
+    let reports = fleet.sandbox.file("reports");
+    std::fs::create_dir_all(&reports).unwrap();
+    for h in ["h1", "h2", "h3"] {
+        std::fs::copy(
+            fleet.dir(h).join("report.csv"),
+            reports.join(format!("{h}.csv")),
+        )
+        .unwrap();
+    }
+    // The newest 3 s: every agent up, no start-up or shutdown edge.
+    let run = fleet.sandbox.mx(&[
+        "summarize",
+        "--no-collect",
+        "--window",
+        "3",
+        "--matrix",
+        "matrix.csv",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = run.stdout;
+    has_line(
+        &out,
+        "mx summarize -- last 3s, 3 hosts, 6 flows, 64 bytes out -> 512 bytes back",
+    );
+    assert!(
+        out.contains("fleet-wide (exact, from every host's histogram)"),
+        "{out}"
+    );
+    let requests = out.lines().find(|l| l.starts_with("  REQUESTS")).unwrap();
+    assert!(requests.contains("12.0 kpps"), "{out}");
+    assert!(
+        out.contains("every flow is delivering >= 99.5% of its replies"),
+        "{out}"
+    );
+    assert!(
+        out.contains("everything is landing at the target rate"),
+        "{out}"
+    );
+}
