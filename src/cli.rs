@@ -40,6 +40,8 @@ pub enum Command {
     Agent(AgentArgs),
     /// Reports -> answers: pps, Gbps, loss by leg, RTT, per host, worst flows, advice
     Summarize(SummarizeArgs),
+    /// The run as overlays for the datacenter floor-plan viewer (results TSV or NDJSON)
+    Export(ExportArgs),
     /// Every command, every switch, on one page
     Help,
 }
@@ -305,6 +307,81 @@ pub struct SummarizeArgs {
     /// Use the reports already in --reports (collecting over ssh comes with the fleet commands)
     #[arg(long)]
     pub no_collect: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The run's matrix (names, layers, hosts that never reported); optional
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_MATRIX",
+        hide_env_values = true,
+        default_value = "matrix.csv"
+    )]
+    pub matrix: PathBuf,
+
+    /// Directory of report files (<host>.csv)
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "MX_REPORTS",
+        hide_env_values = true,
+        default_value = "reports"
+    )]
+    pub reports: PathBuf,
+
+    /// Seconds of the newest reports to reduce over (0 = the whole history)
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    pub window: f64,
+
+    /// Use the reports already in --reports (collecting over ssh comes with the fleet commands)
+    #[arg(long)]
+    pub no_collect: bool,
+
+    /// Where to write ('-' = standard output)
+    #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "-")]
+    pub output: PathBuf,
+
+    /// Append to --output instead of replacing it
+    #[arg(long)]
+    pub append: bool,
+
+    /// NDJSON instead of the viewer's TSV
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also one sample per host per interval (tagged ts=) for the host-row figures
+    #[arg(long)]
+    pub raw: bool,
+
+    /// Also one sample per flow, tagged peer= (and layer= on layered runs)
+    #[arg(long)]
+    pub peers: bool,
+
+    /// NIC line rate in Gb/s: adds line_util and pins the Gb/s overlays to 0..G
+    #[arg(long, value_name = "G")]
+    pub nic_gbps: Option<f64>,
+
+    /// File of `mxname target` lines mapping host names to floor-plan targets
+    #[arg(long, value_name = "FILE")]
+    pub names: Option<PathBuf>,
+
+    /// Prefix for every target (e.g. DH1/A/)
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub target_prefix: String,
+
+    /// Prefix for every overlay name
+    #[arg(long, value_name = "PREFIX", default_value = "mx_")]
+    pub test_prefix: String,
+
+    /// Tag every sample run=LABEL
+    #[arg(long, value_name = "LABEL")]
+    pub run: Option<String>,
+
+    /// Leave out the !test lines
+    #[arg(long)]
+    pub no_meta: bool,
 }
 
 #[cfg(test)]

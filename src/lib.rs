@@ -11,7 +11,8 @@
 //! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
 //! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`wire`]
 //!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
-//! - [`summary`]: `mx summarize`, report sets turned into answers;
+//! - [`summary`]: `mx summarize`, report sets turned into answers, and
+//!   [`export`], the same numbers as floor-plan overlays;
 //! - [`commands`]: one module per sub-command, printing what the user sees;
 //! - [`cli`]: the command line, declared once and rendered into every help text;
 //! - [`units`], [`error`]: shared number formats and the exit-code contract.
@@ -20,6 +21,7 @@ pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod error;
+pub mod export;
 pub mod matrix;
 pub mod plan;
 pub mod report;

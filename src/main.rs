@@ -8,7 +8,7 @@ use clap::Parser;
 use matrix_orchestrator::cli::{Cli, Command, ENV_DEFAULTS};
 use matrix_orchestrator::commands::{check, generate, help, hints};
 use matrix_orchestrator::error::Result;
-use matrix_orchestrator::{agent, summary};
+use matrix_orchestrator::{agent, export, summary};
 
 fn main() -> ExitCode {
     unset_empty_defaults();
@@ -38,6 +38,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Hints(args)) => hints::run(&args, out),
         Some(Command::Agent(args)) => agent::run(&args),
         Some(Command::Summarize(args)) => summary::run(&args, out),
+        Some(Command::Export(args)) => export::run(&args, out),
         Some(Command::Help) => help::run(out),
     }
 }

@@ -10,6 +10,7 @@ mod agent_behaviour;
 mod agent_traffic;
 mod cli_help;
 mod cpython_vectors;
+mod export;
 mod gen_check_hints_golden;
 mod hand_edited;
 mod malformed_input;

@@ -11,11 +11,11 @@ use crate::util::Sandbox;
 
 /// A report set under construction: rows per host file.
 #[derive(Default)]
-struct Reports {
+pub struct Reports {
     files: BTreeMap<String, String>,
 }
 
-fn row(ts: i64, host: &str, dir: Dir, peer: &str) -> ReportRow {
+pub fn row(ts: i64, host: &str, dir: Dir, peer: &str) -> ReportRow {
     ReportRow {
         ts,
         host: host.into(),
@@ -28,14 +28,14 @@ fn row(ts: i64, host: &str, dir: Dir, peer: &str) -> ReportRow {
 }
 
 impl Reports {
-    fn push(&mut self, r: ReportRow) {
+    pub fn push(&mut self, r: ReportRow) {
         let file = self.files.entry(r.host.clone()).or_insert_with(header_line);
         r.write_csv(file);
     }
 
     /// A tx row: `pps` sent at `target`, `rep` back, RTT p50/p99 in us.
     #[allow(clippy::too_many_arguments)]
-    fn tx(
+    pub fn tx(
         &mut self,
         ts: i64,
         host: &str,
@@ -65,7 +65,7 @@ impl Reports {
     }
 
     /// An rx row: `pps` requests arrived from `peer`, `rep` replies sent.
-    fn rx(&mut self, ts: i64, host: &str, peer: &str, pps: f64, rep: f64) {
+    pub fn rx(&mut self, ts: i64, host: &str, peer: &str, pps: f64, rep: f64) {
         let mut r = row(ts, host, Dir::Rx, peer);
         r.pps = Some(pps);
         r.mbps = Some(pps * 64.0 * 8.0 / 1e6);
@@ -76,7 +76,7 @@ impl Reports {
 
     /// A host row with its totals and CPU figures.
     #[allow(clippy::too_many_arguments)]
-    fn host(
+    pub fn host(
         &mut self,
         ts: i64,
         host: &str,
@@ -102,7 +102,7 @@ impl Reports {
         self.push(r);
     }
 
-    fn write(&self, sb: &Sandbox) {
+    pub fn write(&self, sb: &Sandbox) {
         std::fs::create_dir_all(sb.file("reports")).unwrap();
         for (host, text) in &self.files {
             sb.write(&format!("reports/{host}.csv"), text);
@@ -112,7 +112,7 @@ impl Reports {
 
 /// A full mesh of `hosts` at 1000 pps for 3 intervals; `rep(src, dst)` says
 /// what fraction comes back, `fwd(src, dst)` what fraction arrives.
-fn mesh_reports(
+pub fn mesh_reports(
     hosts: &[&str],
     fwd: impl Fn(&str, &str) -> f64,
     rep: impl Fn(&str, &str) -> f64,

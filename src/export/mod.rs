@@ -1,0 +1,663 @@
+//! `mx export`: a run as overlays for the datacenter floor-plan viewer, one
+//! sample per host per overlay: `test <TAB> target <TAB> value [<TAB> k=v ...]`,
+//! with `!test` lines that carry each overlay's unit, direction, decimals,
+//! pinned scale and preset aggregation (facts.md 6).
+//!
+//! The numbers are summarize's ([`crate::summary::figures`]), by the same rules:
+//! an overlay is emitted only when the number behind it was measured, never as
+//! a zero that a rack average would swallow.
+
+pub mod overlays;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::ExportArgs;
+use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::report::read::{Kind, for_each_row, report_files};
+use crate::summary::aggregate::ReportSet;
+use crate::summary::figures::{self, Context, HostFigures};
+use crate::units::{self, wire_bits};
+
+use overlays::Overlay;
+
+/// One exported value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub overlay: Overlay,
+    pub target: String,
+    pub value: Value,
+    pub extras: Vec<(&'static str, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Number(f64),
+    Text(&'static str),
+}
+
+/// `%.4g`, or `%.0f` where that would use an exponent (so 12345 stays 12345).
+pub fn value_text(v: f64) -> String {
+    let g = g4(v);
+    if g.contains('e') {
+        format!("{v:.0}")
+    } else {
+        g
+    }
+}
+
+/// C's `%.4g`.
+fn g4(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let sci = format!("{v:.3e}");
+    let exponent: i32 = sci
+        .split_once('e')
+        .map_or(0, |(_, e)| e.parse().unwrap_or(0));
+    if (-4..4).contains(&exponent) {
+        let fixed = format!("{:.*}", (3 - exponent).max(0) as usize, v);
+        if fixed.contains('.') {
+            fixed
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
+        } else {
+            fixed
+        }
+    } else {
+        sci
+    }
+}
+
+/// `mxname target` lines of a --names file.
+fn read_names(path: &Path) -> Result<HashMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io(path, "cannot read the names", &e))?;
+    let mut names = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let content = line.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = content
+            .split(|c: char| c.is_whitespace() || c == '=')
+            .filter(|f| !f.is_empty())
+            .collect();
+        if fields.len() != 2 {
+            return Err(Error::refused(format!(
+                "{} line {}: want `mxname target`, got '{line}'",
+                path.display(),
+                i + 1
+            )));
+        }
+        names.insert(fields[0].to_string(), fields[1].to_string());
+    }
+    Ok(names)
+}
+
+fn check_field(what: &str, text: &str) -> Result<()> {
+    if text
+        .chars()
+        .any(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '"'))
+    {
+        return Err(Error::refused(format!(
+            "{what} '{text}' holds a space, tab, line break or quote, which the results format cannot carry"
+        )));
+    }
+    Ok(())
+}
+
+fn local_time(ts: i64) -> String {
+    let t: libc::time_t = ts as libc::time_t;
+    // SAFETY: localtime_r fills a caller-owned tm from a valid time_t.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&t, &mut tm) };
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+struct Builder<'a> {
+    samples: Vec<Sample>,
+    target_of: &'a dyn Fn(&str) -> String,
+    run: Option<&'a str>,
+}
+
+impl Builder<'_> {
+    fn push(
+        &mut self,
+        overlay: Overlay,
+        host: &str,
+        value: Option<f64>,
+        mut extras: Vec<(&'static str, String)>,
+    ) {
+        let Some(v) = value.filter(|v| v.is_finite()) else {
+            return;
+        };
+        if let Some(run) = self.run {
+            extras.push(("run", run.to_string()));
+        }
+        self.samples.push(Sample {
+            overlay,
+            target: (self.target_of)(host),
+            value: Value::Number(v),
+            extras,
+        });
+    }
+
+    fn state(&mut self, host: &str, state: &'static str) {
+        let mut extras = Vec::new();
+        if let Some(run) = self.run {
+            extras.push(("run", run.to_string()));
+        }
+        self.samples.push(Sample {
+            overlay: overlays::STATE,
+            target: (self.target_of)(host),
+            value: Value::Text(state),
+            extras,
+        });
+    }
+}
+
+pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
+    if let Some(run) = &args.run {
+        check_field("--run", run)?;
+    }
+    let names = match &args.names {
+        Some(path) => read_names(path)?,
+        None => HashMap::new(),
+    };
+    let mut set = ReportSet::read(&args.reports, args.window)?;
+    let matrix = if args.matrix.exists() {
+        Some(crate::matrix::Matrix::load(&args.matrix)?)
+    } else {
+        eprintln!(
+            "[mx] export: no matrix at {}: exporting the reports alone (no NO-DATA states, no coverage)",
+            args.matrix.display()
+        );
+        None
+    };
+    if set.rows_in_window == 0 {
+        return Err(Error::refused(format!(
+            "no rows in the last {}s -- widen --window, or --window 0 for the whole history",
+            units::g(args.window)
+        )));
+    }
+    if let Some(m) = &matrix {
+        for h in m.hosts() {
+            set.id(&h.name);
+        }
+    }
+    let ctx = Context::new(&set, matrix);
+    let prefix = args.target_prefix.clone();
+    let target_of =
+        |host: &str| format!("{prefix}{}", names.get(host).map_or(host, String::as_str));
+    for id in set.window_hosts() {
+        check_field("target", &target_of(set.name(id)))?;
+    }
+
+    let hosts = figures::hosts(&set, &ctx);
+    let mut by_name: Vec<&HostFigures> = hosts.iter().collect();
+    by_name.sort_by(|a, b| set.name(a.id).cmp(set.name(b.id)));
+    let mut b = Builder {
+        samples: Vec::new(),
+        target_of: &target_of,
+        run: args.run.as_deref(),
+    };
+    let fold = args.peers && !ctx.layered;
+
+    // Raw per-interval host-row samples, in file order.
+    if args.raw {
+        raw_samples(&mut b, &args.reports, set.start)?;
+    }
+    let senders: Vec<f64> = hosts.iter().map(|h| h.sent).filter(|&s| s > 0.0).collect();
+    let median = {
+        let mut v = senders.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        }
+    };
+    let nic_bits = args.nic_gbps.map(|g| g * 1e9);
+    for h in &by_name {
+        let name = set.name(h.id);
+        let own = set.hosts.get(&h.id);
+        if !args.raw {
+            if !fold {
+                b.push(overlays::PPS_O, name, Some(h.sent), vec![]);
+            }
+            b.push(overlays::REP_PPS, name, Some(h.back), vec![]);
+            if !fold && h.sent > 0.0 {
+                b.push(overlays::LOSS, name, Some(h.loss), vec![]);
+            }
+            if h.target > 0.0 {
+                b.push(
+                    overlays::ACHIEVED,
+                    name,
+                    Some(h.sent / h.target * 100.0),
+                    vec![],
+                );
+            }
+            b.push(
+                overlays::RTT_AVG,
+                name,
+                h.rtt_avg.filter(|&v| v > 0.0),
+                vec![],
+            );
+            b.push(
+                overlays::RTT_P50,
+                name,
+                h.rtt_p50.filter(|&v| v > 0.0),
+                vec![],
+            );
+            if !fold {
+                b.push(
+                    overlays::RTT_P99,
+                    name,
+                    h.rtt_p99.filter(|&v| v > 0.0),
+                    vec![],
+                );
+            }
+            b.push(
+                overlays::RTT_MAX,
+                name,
+                h.rtt_max.filter(|&v| v > 0.0),
+                vec![],
+            );
+            b.push(overlays::CPU, name, own.and_then(|o| o.cpu.get()), vec![]);
+            b.push(
+                overlays::CPU_CORE,
+                name,
+                own.and_then(|o| o.cpu_core.get()),
+                vec![],
+            );
+            b.push(
+                overlays::AGENT_CPU,
+                name,
+                own.and_then(|o| o.agent_cpu.get()),
+                vec![],
+            );
+        }
+        if h.sent > 0.0 {
+            b.push(
+                overlays::REQUEST_GBPS,
+                name,
+                Some(wire_bits(h.sent, ctx.tx_size) / 1e9),
+                vec![],
+            );
+        }
+        if senders.len() >= 2 {
+            b.push(
+                overlays::REL_MEDIAN,
+                name,
+                median.map(|m| h.sent / m * 100.0),
+                vec![],
+            );
+        }
+        if h.has_rx {
+            b.push(overlays::SERVED_PPS, name, Some(h.serving), vec![]);
+            b.push(
+                overlays::EGRESS_GBPS,
+                name,
+                Some(h.egress_bits / 1e9),
+                vec![],
+            );
+            if let Some(nic) = nic_bits {
+                b.push(
+                    overlays::LINE_UTIL,
+                    name,
+                    Some(h.egress_bits / nic * 100.0),
+                    vec![],
+                );
+            }
+        }
+        b.push(overlays::FORWARD_LOSS, name, h.forward_loss(), vec![]);
+        b.push(overlays::RETURN_LOSS, name, h.return_loss(), vec![]);
+        if ctx.layered
+            && let Some(m) = &ctx.matrix
+        {
+            let covered = set.coverage.keys().filter(|(src, _)| *src == h.id).count();
+            let others = m.host_count().saturating_sub(1).max(1);
+            b.push(
+                overlays::COVERAGE,
+                name,
+                Some(covered as f64 / others as f64 * 100.0),
+                vec![],
+            );
+        }
+        b.push(overlays::PEERS, name, Some(h.peers as f64), vec![]);
+        b.push(overlays::INTERVALS, name, Some(h.nticks as f64), vec![]);
+        b.push(overlays::WORKERS, name, h.workers.map(f64::from), vec![]);
+    }
+    // Did each host report? Silent: rows only before the window.
+    for h in &by_name {
+        b.state(set.name(h.id), "REPORTING");
+    }
+    let reporting: Vec<u32> = by_name.iter().map(|h| h.id).collect();
+    let mut silent: Vec<&str> = set
+        .last_seen
+        .keys()
+        .filter(|id| !reporting.contains(id))
+        .map(|&id| set.name(id))
+        .collect();
+    silent.sort_unstable();
+    for host in &silent {
+        b.state(host, "SILENT");
+    }
+    if args.peers {
+        peer_samples(&mut b, &set, &ctx, fold);
+    }
+    let never: Vec<String> = ctx.matrix.as_ref().map_or(Vec::new(), |m| {
+        m.hosts()
+            .iter()
+            .filter(|h| {
+                set.id_of(&h.name)
+                    .is_none_or(|id| !set.last_seen.contains_key(&id))
+            })
+            .map(|h| h.name.clone())
+            .collect()
+    });
+    for host in &never {
+        b.state(host, "NO-DATA");
+    }
+
+    let measured = b.samples.iter().any(|s| s.overlay != overlays::STATE);
+    if !measured {
+        eprintln!(
+            "mx: nothing to export from {}/ -- no measured rows in the window",
+            args.reports.display()
+        );
+        return Ok(EXIT_PROBLEMS);
+    }
+    let text = render(
+        args,
+        &set,
+        &ctx,
+        &b.samples,
+        reporting.len(),
+        &silent,
+        &never,
+        fold,
+    );
+    let destination = if args.output == Path::new("-") {
+        out.write_all(text.as_bytes())?;
+        "stdout".to_string()
+    } else {
+        write_output(&args.output, &text, args.append)?;
+        args.output.display().to_string()
+    };
+    let overlays_used: std::collections::BTreeSet<&str> =
+        b.samples.iter().map(|s| s.overlay.name).collect();
+    eprintln!(
+        "[mx] export: {} sample(s) over {} overlay(s) on {} host(s) -> {destination}",
+        b.samples.len(),
+        overlays_used.len(),
+        reporting.len()
+    );
+    let no_rx: Vec<&str> = hosts
+        .iter()
+        .filter(|h| !h.has_rx)
+        .map(|h| set.name(h.id))
+        .collect();
+    if !no_rx.is_empty() {
+        eprintln!(
+            "[mx] no rx rows for {} host(s) (no served_pps/egress_gbps): {}",
+            no_rx.len(),
+            no_rx.join(", ")
+        );
+    }
+    let no_split: Vec<&str> = hosts
+        .iter()
+        .filter(|h| h.sent > 0.0 && h.arrived.is_none())
+        .map(|h| set.name(h.id))
+        .collect();
+    if !no_split.is_empty() {
+        eprintln!(
+            "[mx] loss split unknown for {} host(s) (a peer did not report): {}",
+            no_split.len(),
+            no_split.join(", ")
+        );
+    }
+    Ok(0)
+}
+
+fn write_output(path: &Path, text: &str, append: bool) -> Result<()> {
+    if append {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(path, "cannot append to", &e))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| Error::io(path, "cannot append to", &e))
+    } else {
+        crate::matrix::write::write_atomically(path, |out| out.write_all(text.as_bytes()))
+    }
+}
+
+/// `--raw`: every windowed host row's own figures, tagged `ts=`.
+fn raw_samples(b: &mut Builder<'_>, dir: &Path, start: i64) -> Result<()> {
+    for file in report_files(dir)? {
+        for_each_row(&file, |row| {
+            if row.kind() != Kind::Host || row.ts < start {
+                return;
+            }
+            let host = row.host().to_string();
+            let ts = vec![("ts", row.ts.to_string())];
+            for (overlay, column) in [
+                (overlays::PPS_O, "pps"),
+                (overlays::REP_PPS, "rep_pps"),
+                (overlays::LOSS, "loss_pct"),
+                (overlays::RTT_P50, "rtt_p50_us"),
+                (overlays::RTT_P99, "rtt_p99_us"),
+                (overlays::CPU, "cpu_pct"),
+                (overlays::CPU_CORE, "cpu_max_pct"),
+                (overlays::AGENT_CPU, "agent_cpu_pct"),
+            ] {
+                let value = row
+                    .num(column)
+                    .map(|v| if column == "loss_pct" { v.max(0.0) } else { v });
+                b.push(overlay, &host, value, ts.clone());
+            }
+            if let (Some(pps), Some(target)) = (row.num("pps"), row.num("target_pps"))
+                && target != 0.0
+            {
+                b.push(
+                    overlays::ACHIEVED,
+                    &host,
+                    Some(pps / target * 100.0),
+                    ts.clone(),
+                );
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// `--peers`: one sample per flow, tagged `peer=` (and `layer=`).
+fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, ctx: &Context, fold: bool) {
+    let (pps, loss, p99) = if fold {
+        (overlays::PPS_O, overlays::LOSS, overlays::RTT_P99)
+    } else {
+        (
+            overlays::PEER_PPS,
+            overlays::PEER_LOSS,
+            overlays::PEER_RTT_P99,
+        )
+    };
+    for f in figures::flows(set, ctx) {
+        let host = set.name(f.host).to_string();
+        let mut extras = vec![("peer", (b.target_of)(set.name(f.peer)))];
+        if let Some(layer) = f.layer {
+            extras.push(("layer", layer.to_string()));
+        }
+        b.push(pps, &host, Some(f.sent), extras.clone());
+        b.push(loss, &host, Some(f.loss), extras.clone());
+        b.push(p99, &host, f.p99.filter(|&v| v > 0.0), extras);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn render(
+    args: &ExportArgs,
+    set: &ReportSet,
+    ctx: &Context,
+    samples: &[Sample],
+    hosts: usize,
+    silent: &[&str],
+    never: &[String],
+    fold: bool,
+) -> String {
+    let mut t = String::new();
+    let window = if args.window > 0.0 {
+        format!("last {}s", units::g(args.window))
+    } else {
+        "whole history".to_string()
+    };
+    let _ = writeln!(
+        t,
+        "# mx {} export -- {hosts} host(s), {window}, {} sample(s)",
+        env!("CARGO_PKG_VERSION"),
+        samples.len()
+    );
+    let layers = ctx
+        .matrix
+        .as_ref()
+        .and_then(|m| m.config.rotation)
+        .map_or(String::new(), |r| {
+            format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
+        });
+    let _ = writeln!(
+        t,
+        "# run shape: {} bytes out -> {} bytes back{layers}",
+        ctx.tx_size, ctx.rx_size
+    );
+    let _ = writeln!(
+        t,
+        "# window covers {} .. {}",
+        local_time(set.earliest_in_window.unwrap_or(set.latest)),
+        local_time(set.latest)
+    );
+    if let Some(g) = args.nic_gbps {
+        let _ = writeln!(
+            t,
+            "# NIC line rate {} Gb/s: {}line_util included",
+            units::g(g),
+            args.test_prefix
+        );
+    }
+    let few = |names: &[String]| {
+        let mut s = names.iter().take(8).cloned().collect::<Vec<_>>().join(", ");
+        if names.len() > 8 {
+            s.push_str(&format!(" (+{} more)", names.len() - 8));
+        }
+        s
+    };
+    if !silent.is_empty() {
+        let names: Vec<String> = silent.iter().map(|s| s.to_string()).collect();
+        let _ = writeln!(
+            t,
+            "# {} host(s) went quiet before the window: {}",
+            silent.len(),
+            few(&names)
+        );
+    }
+    if !never.is_empty() {
+        let _ = writeln!(
+            t,
+            "# {} host(s) in the matrix never reported at all: {}",
+            never.len(),
+            few(never)
+        );
+    }
+    let nic = args.nic_gbps.map(units::g);
+    // One !test line per overlay, in order of first sample.
+    let mut seen: Vec<Overlay> = Vec::new();
+    for s in samples {
+        if !seen.contains(&s.overlay) {
+            seen.push(s.overlay);
+        }
+    }
+    let test_name = |o: &Overlay| format!("{}{}", args.test_prefix, o.name);
+    let meta_of = |o: &Overlay| {
+        let pin = (o.name == "request_gbps" || o.name == "egress_gbps")
+            .then(|| nic.clone())
+            .flatten();
+        o.meta(pin.as_deref(), fold && o.name == "pps")
+    };
+    if !args.no_meta {
+        for o in &seen {
+            if args.json {
+                let mut obj = serde_json::Map::new();
+                obj.insert("!test".into(), test_name(o).into());
+                for (k, v) in meta_of(o) {
+                    obj.insert(k.into(), v.trim_matches('"').to_string().into());
+                }
+                let _ = writeln!(t, "{}", serde_json::Value::Object(obj));
+            } else {
+                let meta: Vec<String> =
+                    meta_of(o).iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let _ = writeln!(t, "!test\t{}\t{}", test_name(o), meta.join(" "));
+            }
+        }
+    }
+    for s in samples {
+        let value = match s.value {
+            Value::Number(v) => value_text(v),
+            Value::Text(text) => text.to_string(),
+        };
+        if args.json {
+            let mut obj = serde_json::Map::new();
+            if !s.extras.is_empty() {
+                let meta: serde_json::Map<String, serde_json::Value> = s
+                    .extras
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone().into()))
+                    .collect();
+                obj.insert("meta".into(), meta.into());
+            }
+            obj.insert("target".into(), s.target.clone().into());
+            obj.insert("test".into(), test_name(&s.overlay).into());
+            let json_value = match value.parse::<f64>() {
+                Ok(n) => serde_json::Number::from_f64(n)
+                    .map_or(value.clone().into(), serde_json::Value::Number),
+                Err(_) => value.clone().into(),
+            };
+            obj.insert("value".into(), json_value);
+            let _ = writeln!(t, "{}", serde_json::Value::Object(obj));
+        } else {
+            let _ = write!(t, "{}\t{}\t{value}", test_name(&s.overlay), s.target);
+            for (k, v) in &s.extras {
+                let _ = write!(t, "\t{k}={v}");
+            }
+            t.push('\n');
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_as_percent_4g_or_whole_numbers() {
+        assert_eq!(value_text(1998400.0), "1998400");
+        assert_eq!(value_text(0.36), "0.36");
+        assert_eq!(value_text(12.3456), "12.35");
+        assert_eq!(value_text(100.0), "100");
+        assert_eq!(value_text(0.00001), "0");
+        assert_eq!(value_text(2.0 / 3.0), "0.6667");
+    }
+}

@@ -1,0 +1,208 @@
+//! `mx export` on hand-written reports: the overlay arithmetic, and overlays
+//! whose number was not measured are absent, never zero.
+
+use crate::summarize::{Reports, mesh_reports, row};
+use crate::util::Sandbox;
+use matrix_orchestrator::report::Dir;
+
+/// Samples of a TSV export: (test, target, value, extras).
+fn samples(tsv: &str) -> Vec<(String, String, String, String)> {
+    tsv.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("!test"))
+        .map(|l| {
+            let f: Vec<&str> = l.splitn(4, '\t').collect();
+            (
+                f[0].into(),
+                f[1].into(),
+                f[2].into(),
+                f.get(3).unwrap_or(&"").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn value(tsv: &str, test: &str, target: &str) -> Option<String> {
+    samples(tsv)
+        .into_iter()
+        .find(|s| s.0 == test && s.1 == target)
+        .map(|s| s.2)
+}
+
+fn export(sb: &Sandbox, extra: &[&str]) -> String {
+    let mut args = vec!["export", "--no-collect", "--window", "0"];
+    args.extend_from_slice(extra);
+    let run = sb.mx(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+}
+
+#[test]
+fn overlay_arithmetic_on_a_sick_receiver() {
+    let sb = Sandbox::new();
+    let into_d = |_: &str, dst: &str| if dst == "d" { 0.8 } else { 1.0 };
+    mesh_reports(&["a", "b", "c", "d"], into_d, into_d).write(&sb);
+    let out = export(&sb, &["--nic-gbps", "10"]);
+    // a: 3 flows x 1000 sent, 2 x 1000 + 800 back.
+    assert_eq!(value(&out, "mx_pps", "a").as_deref(), Some("3000"));
+    assert_eq!(value(&out, "mx_rep_pps", "a").as_deref(), Some("2800"));
+    assert_eq!(value(&out, "mx_loss", "a").as_deref(), Some("6.667"));
+    // Forward: d counted 800 of a's 1000; the rest of the loss is none.
+    assert_eq!(
+        value(&out, "mx_forward_loss", "a").as_deref(),
+        Some("6.667")
+    );
+    assert_eq!(value(&out, "mx_return_loss", "a").as_deref(), Some("0"));
+    // d served 3 x 800; egress = its requests + its replies on the wire.
+    assert_eq!(value(&out, "mx_served_pps", "d").as_deref(), Some("2400"));
+    // (3000 + 2400) x (64 + 66) x 8 bits = 5.616 Mb/s.
+    assert_eq!(
+        value(&out, "mx_egress_gbps", "d").as_deref(),
+        Some("0.005616")
+    );
+    assert_eq!(value(&out, "mx_line_util", "d").as_deref(), Some("0.05616"));
+    assert_eq!(value(&out, "mx_achieved", "a").as_deref(), Some("100"));
+    assert_eq!(value(&out, "mx_rel_median", "a").as_deref(), Some("100"));
+    assert_eq!(value(&out, "mx_rtt_p99", "a").as_deref(), Some("400"));
+    assert_eq!(value(&out, "mx_peers", "a").as_deref(), Some("3"));
+    assert_eq!(value(&out, "mx_intervals", "a").as_deref(), Some("3"));
+    assert_eq!(value(&out, "mx_state", "a").as_deref(), Some("REPORTING"));
+    assert!(out.contains("!test\tmx_egress_gbps\tunit=Gb/s higher=good decimals=2 short=EGR label=\"Egress on the wire\" min=0 max=10\n"), "{out}");
+    assert!(out.contains("!test\tmx_rel_median\tunit=% higher=good palette=rdbu min=0 max=200 agg=median decimals=0 short=REL label=\"Packet rate vs fleet median\"\n"));
+    assert!(out.starts_with("# mx "), "{out}");
+    assert!(out.contains("# NIC line rate 10 Gb/s: mx_line_util included\n"));
+}
+
+#[test]
+fn overlays_not_measured_are_absent_not_zero() {
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    // Unpaced (no target), and b never reports rx rows: nothing about what
+    // arrived at b, nor anything b served.
+    for ts in [100, 101] {
+        r.tx(ts, "a", "b", None, 1000.0, 990.0, 50.0, 100.0);
+        r.tx(ts, "b", "a", None, 1000.0, 1000.0, 50.0, 100.0);
+        r.rx(ts, "a", "b", 1000.0, 1000.0);
+        r.host(ts, "a", 0.0, 1000.0, 990.0, 5.0, 5.0, 5.0, 1);
+        let mut h = row(ts, "b", Dir::Host, "*");
+        h.pps = Some(1000.0);
+        h.rep_pps = Some(1000.0);
+        r.push(h);
+    }
+    r.write(&sb);
+    let out = export(&sb, &[]);
+    for absent in ["mx_served_pps", "mx_egress_gbps"] {
+        assert_eq!(value(&out, absent, "b"), None, "{absent} for b");
+        assert!(value(&out, absent, "a").is_some(), "{absent} for a");
+    }
+    // a's forward leg needs b's rx rows: unknown, so absent.
+    assert_eq!(value(&out, "mx_forward_loss", "a"), None);
+    assert_eq!(value(&out, "mx_return_loss", "a"), None);
+    assert_eq!(value(&out, "mx_forward_loss", "b").as_deref(), Some("0"));
+    // Unpaced: no target, no mx_achieved; b's host rows carry no CPU.
+    assert!(!out.contains("mx_achieved"));
+    assert_eq!(value(&out, "mx_cpu", "b"), None);
+    assert_eq!(value(&out, "mx_cpu", "a").as_deref(), Some("5"));
+    // A fixed matrix has no coverage overlay.
+    assert!(!out.contains("mx_coverage"));
+}
+
+#[test]
+fn silent_and_never_reporting_hosts_have_a_state() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a\nb\nc\nd\n");
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let mut r = Reports::default();
+    // c reported only early on; d never did.
+    r.tx(10, "c", "a", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+    for ts in [200, 201] {
+        r.tx(ts, "a", "b", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+        r.tx(ts, "b", "a", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+    }
+    r.write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = run.stdout;
+    assert_eq!(value(&out, "mx_state", "c").as_deref(), Some("SILENT"));
+    assert_eq!(value(&out, "mx_state", "d").as_deref(), Some("NO-DATA"));
+    assert!(
+        out.contains("# 1 host(s) went quiet before the window: c\n"),
+        "{out}"
+    );
+    assert!(out.contains("# 1 host(s) in the matrix never reported at all: d\n"));
+}
+
+#[test]
+fn peers_fold_names_json_run_and_no_meta() {
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "b"], |_, _| 1.0, |_, _| 0.9).write(&sb);
+    sb.write("hosts.map", "# exceptions only\na rack1-u01\n");
+    let out = export(
+        &sb,
+        &[
+            "--peers",
+            "--names",
+            "hosts.map",
+            "--target-prefix",
+            "DH1/",
+            "--run",
+            "n7",
+        ],
+    );
+    // A fixed matrix folds the per-flow samples into mx_pps (summed by the viewer).
+    assert!(out.contains("!test\tmx_pps\tunit=pps higher=good decimals=0 short=PPS label=\"Requests sent\" agg=sum\n"), "{out}");
+    assert!(
+        out.contains("mx_pps\tDH1/rack1-u01\t1000\tpeer=DH1/b\trun=n7\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("mx_loss\tDH1/b\t10\tpeer=DH1/rack1-u01\trun=n7\n"),
+        "{out}"
+    );
+    let json = export(&sb, &["--json", "--no-meta"]);
+    let first_sample = json.lines().find(|l| l.starts_with('{')).unwrap();
+    let v: serde_json::Value = serde_json::from_str(first_sample).unwrap();
+    assert_eq!(v["test"], "mx_pps");
+    assert_eq!(v["value"], 1000.0);
+    assert!(!json.contains("!test"));
+    let run = sb.mx(&["export", "--no-collect", "--run", "two words"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--run 'two words'"), "{}", run.stderr);
+    sb.write("bad.map", "a b c\n");
+    let run = sb.mx(&["export", "--no-collect", "--names", "bad.map"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: bad.map line 1: want `mxname target`, got 'a b c'\n"
+    );
+}
+
+#[test]
+fn raw_samples_per_interval_and_append() {
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "b"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    let out = export(&sb, &["--raw"]);
+    assert!(out.contains("mx_pps\ta\t1000\tts=100\n"), "{out}");
+    assert!(out.contains("mx_pps\ta\t1000\tts=102\n"));
+    assert!(out.contains("mx_cpu\tb\t10\tts=101\n"));
+    // -o with --append adds to the file.
+    assert_eq!(
+        sb.mx(&["export", "--no-collect", "--window", "0", "-o", "r.tsv"])
+            .code,
+        0
+    );
+    let once = sb.read("r.tsv");
+    assert_eq!(
+        sb.mx(&[
+            "export",
+            "--no-collect",
+            "--window",
+            "0",
+            "-o",
+            "r.tsv",
+            "--append"
+        ])
+        .code,
+        0
+    );
+    assert_eq!(sb.read("r.tsv"), format!("{once}{once}"));
+}
