@@ -41,7 +41,11 @@ fn generate(dir: &Path, hosts: usize, peers: usize, intervals: i64) {
                 ..ReportRow::default()
             };
             for k in 1..=peers {
-                let loss = if (h + k + t as usize) % 97 == 0 { 10.0 } else { 0.0 };
+                let loss = if (h + k + t as usize) % 97 == 0 {
+                    10.0
+                } else {
+                    0.0
+                };
                 let tx = ReportRow {
                     dir: Some(Dir::Tx),
                     peer: name((h + k) % hosts),
@@ -125,7 +129,10 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         generate(&dir, hosts, peers, intervals);
         std::fs::write(&marker, "").unwrap();
-        eprintln!("generated {hosts} x {peers} x {intervals} in {:.1}s", t.elapsed().as_secs_f64());
+        eprintln!(
+            "generated {hosts} x {peers} x {intervals} in {:.1}s",
+            t.elapsed().as_secs_f64()
+        );
     }
     let rows = hosts * intervals as usize * (2 * peers + 1);
     let bytes: u64 = std::fs::read_dir(&dir)
@@ -138,20 +145,38 @@ fn main() {
     for _ in 0..runs {
         let t = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_mx"))
-            .args(["summarize", "--no-collect", "--window", "0", "--matrix", "/nonexistent", "--reports"])
+            .args([
+                "summarize",
+                "--no-collect",
+                "--window",
+                "0",
+                "--matrix",
+                "/nonexistent",
+                "--reports",
+            ])
             .arg(&dir)
             .output()
             .expect("run mx summarize");
         times.push(t.elapsed().as_secs_f64());
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains(&format!("{hosts} hosts, {} flows", hosts * peers)), "{text}");
+        assert!(
+            text.contains(&format!("{hosts} hosts, {} flows", hosts * peers)),
+            "{text}"
+        );
     }
     times.sort_by(f64::total_cmp);
     println!(
         "summarize {rows} rows ({:.2} GB, {hosts} hosts x {peers} peers x {intervals} intervals): runs {:?} s, median {:.1} s, peak RSS {:.0} MiB",
         bytes as f64 / 1e9,
-        times.iter().map(|t| (t * 10.0).round() / 10.0).collect::<Vec<_>>(),
+        times
+            .iter()
+            .map(|t| (t * 10.0).round() / 10.0)
+            .collect::<Vec<_>>(),
         times[times.len() / 2],
         children_max_rss_mib()
     );
