@@ -41,7 +41,7 @@ fn generate(dir: &Path, hosts: usize, peers: usize, intervals: i64) {
                 ..ReportRow::default()
             };
             for k in 1..=peers {
-                let loss = if (h + k + t as usize) % 97 == 0 {
+                let loss = if (h + k + t as usize).is_multiple_of(97) {
                     10.0
                 } else {
                     0.0
