@@ -12,7 +12,17 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Variables that supply defaults; `main` unsets any that are set but empty.
-pub const ENV_DEFAULTS: [&str; 3] = ["MX_MATRIX", "MX_SERVERS", "MX_REPORTS"];
+pub const ENV_DEFAULTS: [&str; 9] = [
+    "MX_MATRIX",
+    "MX_SERVERS",
+    "MX_REPORTS",
+    "MX_USER",
+    "MX_JOBS",
+    "MX_REMOTE_DIR",
+    "MX_SSH",
+    "MX_SCP",
+    "MX_AGENT",
+];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,6 +52,22 @@ pub enum Command {
     Summarize(SummarizeArgs),
     /// The run as overlays for the datacenter floor-plan viewer (results TSV or NDJSON)
     Export(ExportArgs),
+    /// Copy the agent and the matrix to every host and start the agents
+    Start(StartArgs),
+    /// One line per host: running (and how fast), NOT-RUNNING or NOT-DEPLOYED
+    Status(StatusArgs),
+    /// Stop the agents; reports and logs stay on the hosts
+    Stop(StopArgs),
+    /// Stop everything, delete the remote directory, and verify nothing is left
+    Clean(CleanArgs),
+    /// Fetch every host's agent log
+    Logs(LogsArgs),
+    /// Fetch every host's report into --reports
+    Collect(CollectArgs),
+    /// start, hold --for S, summarize, stop: a whole run in one command
+    Run(RunArgs),
+    /// A whole run on local agents (127.77.0.x), no ssh and no root: try mx here
+    Demo(DemoArgs),
     /// Every command, every switch, on one page
     Help,
 }
@@ -266,9 +292,10 @@ pub struct AgentArgs {
     pub rcvbuf: usize,
 }
 
-#[derive(Debug, Args)]
-pub struct SummarizeArgs {
-    /// The run's matrix (host order, layers); summarizing works without it
+/// The flags every fleet command takes.
+#[derive(Debug, Clone, Args)]
+pub struct FleetArgs {
+    /// The run's matrix
     #[arg(
         long,
         value_name = "FILE",
@@ -277,6 +304,199 @@ pub struct SummarizeArgs {
         default_value = "matrix.csv"
     )]
     pub matrix: PathBuf,
+
+    /// ssh user (default: MX_USER, then SSH_USER, then your ssh config)
+    #[arg(long, value_name = "USER", env = "MX_USER", hide_env_values = true)]
+    pub user: Option<String>,
+
+    /// Hosts handled at once
+    #[arg(
+        long,
+        value_name = "N",
+        env = "MX_JOBS",
+        hide_env_values = true,
+        default_value_t = 64
+    )]
+    pub jobs: usize,
+
+    /// The one directory mx uses on every host (deleted by mx clean)
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "MX_REMOTE_DIR",
+        hide_env_values = true,
+        default_value = "/var/tmp/mx"
+    )]
+    pub remote_dir: String,
+
+    /// Print the ssh and scp commands instead of running them
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Run the fleet on this machine, one sandbox directory per host under DIR
+    /// (hosts on 127.0.0.x): no ssh, no root
+    #[arg(long, value_name = "DIR")]
+    pub local: Option<PathBuf>,
+
+    /// The ssh command, whole (e.g. "ssh -F lab/ssh_config")
+    #[arg(
+        long,
+        hide = true,
+        env = "MX_SSH",
+        hide_env_values = true,
+        default_value = "ssh"
+    )]
+    pub ssh: String,
+
+    /// The scp command, whole
+    #[arg(
+        long,
+        hide = true,
+        env = "MX_SCP",
+        hide_env_values = true,
+        default_value = "scp"
+    )]
+    pub scp: String,
+}
+
+/// What the agents are started with.
+#[derive(Debug, Clone, Args)]
+pub struct RunFlags {
+    /// Worker threads per host: 'auto' = one per core, capped at flows x streams + 1
+    #[arg(long, value_name = "auto|N", default_value = "auto",
+          value_parser = crate::agent::parse_workers)]
+    pub workers: crate::agent::WorkersArg,
+
+    /// Sockets per peer; the pair's rate is split across them
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub streams: u32,
+
+    /// Seconds per report interval
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub interval: f64,
+
+    /// Agents stop by themselves after this many seconds (0 = when stopped)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub duration: f64,
+
+    /// SO_SNDBUF of every socket, bytes (0 = kernel default)
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub sndbuf: usize,
+
+    /// SO_RCVBUF of every socket, bytes (0 = 8 MiB responders, 4 MiB flows)
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub rcvbuf: usize,
+
+    /// Start what is already on the hosts; copy nothing
+    #[arg(long)]
+    pub no_deploy: bool,
+
+    /// The agent executable to deploy (default: this mx)
+    #[arg(long, value_name = "PATH", env = "MX_AGENT", hide_env_values = true)]
+    pub agent: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Refresh every S seconds (0 = once)
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub watch: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Do not ask
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Where the logs go (<host>.log)
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "logs"
+    )]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Where the reports go (<host>.csv)
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "MX_REPORTS",
+        hide_env_values = true,
+        default_value = "reports"
+    )]
+    pub reports: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub run: RunFlags,
+    #[command(flatten)]
+    pub report: SummarizeArgs,
+    /// Seconds to run (--duration wins when set)
+    #[arg(long = "for", value_name = "S", default_value_t = 60.0)]
+    pub for_seconds: f64,
+    /// Leave the agents running afterwards
+    #[arg(long)]
+    pub keep: bool,
+}
+
+impl RunArgs {
+    pub fn fleet(&self) -> &FleetArgs {
+        &self.report.fleet
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Local hosts to run (127.77.0.1 ...)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub hosts: u8,
+    /// Seconds of traffic
+    #[arg(long, value_name = "S", default_value_t = 12.0)]
+    pub seconds: f64,
+    /// Requests per second per pair
+    #[arg(long, value_name = "N", default_value_t = 10000.0)]
+    pub pps: f64,
+    /// Where to work (default: a new temporary directory, removed afterwards)
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SummarizeArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
 
     /// Directory of report files (<host>.csv)
     #[arg(
@@ -304,7 +524,7 @@ pub struct SummarizeArgs {
     #[arg(long, value_name = "DIR")]
     pub grid: Option<PathBuf>,
 
-    /// Use the reports already in --reports (collecting over ssh comes with the fleet commands)
+    /// Use the reports already in --reports; do not collect first
     #[arg(long)]
     pub no_collect: bool,
 }

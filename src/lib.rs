@@ -13,6 +13,7 @@
 //!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
 //! - [`summary`]: `mx summarize`, report sets turned into answers, and
 //!   [`export`], the same numbers as floor-plan overlays;
+//! - [`fleet`]: the fleet commands over ssh (or a local sandbox per host);
 //! - [`commands`]: one module per sub-command, printing what the user sees;
 //! - [`cli`]: the command line, declared once and rendered into every help text;
 //! - [`units`], [`error`]: shared number formats and the exit-code contract.
@@ -22,6 +23,7 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod export;
+pub mod fleet;
 pub mod matrix;
 pub mod plan;
 pub mod report;

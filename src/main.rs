@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use matrix_orchestrator::cli::{Cli, Command, ENV_DEFAULTS};
-use matrix_orchestrator::commands::{check, generate, help, hints};
+use matrix_orchestrator::commands::{check, demo, generate, help, hints};
 use matrix_orchestrator::error::Result;
+use matrix_orchestrator::fleet::commands as fleet;
 use matrix_orchestrator::{agent, export, summary};
 
 fn main() -> ExitCode {
@@ -39,6 +40,14 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Agent(args)) => agent::run(&args),
         Some(Command::Summarize(args)) => summary::run(&args, out),
         Some(Command::Export(args)) => export::run(&args, out),
+        Some(Command::Start(args)) => fleet::start(&args, out),
+        Some(Command::Status(args)) => fleet::status(&args, out),
+        Some(Command::Stop(args)) => fleet::stop(&args, out),
+        Some(Command::Clean(args)) => fleet::clean(&args, out),
+        Some(Command::Logs(args)) => fleet::logs(&args, out),
+        Some(Command::Collect(args)) => fleet::collect(&args, out),
+        Some(Command::Run(args)) => fleet::run(&args, out),
+        Some(Command::Demo(args)) => demo::run(&args, out),
         Some(Command::Help) => help::run(out),
     }
 }

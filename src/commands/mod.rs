@@ -3,6 +3,7 @@
 //! [`Error`](crate::error::Error) that `main` prints as one `mx: ...` line).
 
 pub mod check;
+pub mod demo;
 pub mod generate;
 pub mod help;
 pub mod hints;

@@ -1,0 +1,374 @@
+//! start, status, stop, clean, logs, collect and run (facts.md 4.1-4.8).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::transport::Outcome;
+use super::{COPY_TIMEOUT, Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, scripts};
+use crate::agent::WorkersArg;
+use crate::cli::{
+    CleanArgs, CollectArgs, LogsArgs, RunArgs, RunFlags, StartArgs, StatusArgs, StopArgs,
+};
+use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::units;
+
+/// The agent flags `start` passes (and the agent stamps for reload).
+pub fn agent_flags(run: &RunFlags) -> Vec<String> {
+    let mut flags = vec!["--interval".to_string(), units::g(run.interval)];
+    if run.duration != 0.0 {
+        flags.extend(["--duration".to_string(), units::g(run.duration)]);
+    }
+    if let WorkersArg::Count(n) = run.workers {
+        flags.extend(["--workers".to_string(), n.to_string()]);
+    }
+    if run.streams != 1 {
+        flags.extend(["--streams".to_string(), run.streams.to_string()]);
+    }
+    if run.sndbuf != 0 {
+        flags.extend(["--sndbuf".to_string(), run.sndbuf.to_string()]);
+    }
+    if run.rcvbuf != 0 {
+        flags.extend(["--rcvbuf".to_string(), run.rcvbuf.to_string()]);
+    }
+    flags
+}
+
+/// A layered matrix switches layers on report ticks: its dwell must be a whole
+/// multiple of the interval.
+fn check_dwell(fleet: &Fleet, interval: f64) -> Result<()> {
+    let Some(rotation) = fleet.matrix.config.rotation else {
+        return Ok(());
+    };
+    let ratio = rotation.dwell / interval;
+    if rotation.dwell >= interval && (ratio - ratio.round()).abs() <= 0.01 {
+        return Ok(());
+    }
+    let suggestion = rotation.dwell / ratio.round_ties_even().max(1.0);
+    Err(Error::refused(format!(
+        "layered matrix: dwell {}s must be a whole multiple of --interval ({}s) so layer switches land on report ticks. Try --interval {}.",
+        units::g(rotation.dwell),
+        units::g(interval),
+        units::g(suggestion)
+    )))
+}
+
+/// Copies the agent binary and the matrix, both under their remote names
+/// (`mx`, `matrix.csv`), into a staging directory.
+fn stage(fleet: &Fleet, agent: Option<&Path>) -> Result<(tempfile::TempDir, Vec<PathBuf>)> {
+    let staging =
+        tempfile::tempdir().map_err(|e| Error::refused(format!("cannot stage files: {e}")))?;
+    let binary = match agent {
+        Some(path) => path.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| Error::refused(format!("cannot find mx's own executable: {e}")))?,
+    };
+    let to_agent = staging.path().join(scripts::AGENT_BIN);
+    std::fs::copy(&binary, &to_agent)
+        .map_err(|e| Error::io(&binary, "cannot stage the agent", &e))?;
+    let to_matrix = staging.path().join("matrix.csv");
+    std::fs::copy(&fleet.matrix_path, &to_matrix)
+        .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
+    Ok((staging, vec![to_agent, to_matrix]))
+}
+
+pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    check_dwell(&fleet, args.run.interval)?;
+    let mut hosts = fleet.all();
+    if !args.run.no_deploy {
+        let (_staging, files) = stage(&fleet, args.run.agent.as_deref())?;
+        hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {
+            let dir = fleet.dir(host);
+            let ready = fleet
+                .transport
+                .run(host, &scripts::prepare(&dir), STEP_TIMEOUT);
+            if !ready.ok() {
+                return ready;
+            }
+            let copied = fleet.transport.push(host, &files, &dir, COPY_TIMEOUT);
+            match (fleet.dry_run, copied.ok()) {
+                (true, _) => Outcome {
+                    code: 0,
+                    text: format!("{}\n{}", ready.text, copied.text),
+                },
+                (false, true) => copied,
+                (false, false) => Outcome {
+                    code: copied.code,
+                    text: format!("copy failed: {}", copied.text),
+                },
+            }
+        })?;
+        if hosts.len() < fleet.matrix.host_count() {
+            writeln!(
+                out,
+                "[mx] no agent was started: every host needs the agent and the matrix first"
+            )?;
+            return Ok(EXIT_PROBLEMS);
+        }
+    }
+    let flags = agent_flags(&args.run);
+    let started = fleet.step(out, "starting agents", &hosts, true, |host| {
+        fleet.transport.run(
+            host,
+            &scripts::launch(&fleet.dir(host), &host.name, &flags, true),
+            STEP_TIMEOUT,
+        )
+    })?;
+    if started.len() < hosts.len() {
+        writeln!(
+            out,
+            "[mx] some hosts did not start; `mx logs` will tell you why"
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    let m = &fleet.matrix;
+    let offered = if m.unpaced_count() > 0 {
+        "unpaced".to_string()
+    } else {
+        units::pps(
+            m.rows()
+                .flat_map(|(_, r)| r.iter())
+                .filter_map(|c| c.rate.pps())
+                .sum(),
+        )
+    };
+    writeln!(
+        out,
+        "[mx] running: {} hosts, {} flows, {} -> {} bytes, {offered}",
+        m.host_count(),
+        m.flow_count(),
+        m.config.tx_size,
+        m.config.rx_size
+    )?;
+    if let (Some(key), Some(r)) = (m.config.shuffle, m.config.rotation) {
+        writeln!(
+            out,
+            "[mx] layered: {} layers of {} peers, dwell {}s -- every ordered pair measured once per {} cycle; keep it running at least that long for full coverage",
+            r.layers,
+            key.peers,
+            units::g(r.dwell),
+            units::duration(f64::from(r.layers) * r.dwell)
+        )?;
+    }
+    writeln!(out, "[mx] next: mx status      # one line per host")?;
+    writeln!(out, "[mx]       mx summarize   # pps / Gbps / loss / rtt")?;
+    writeln!(out, "[mx]       mx stop        # when you are done")?;
+    Ok(0)
+}
+
+pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    loop {
+        if args.watch > 0.0 {
+            write!(out, "\x1b[2J\x1b[H")?;
+            writeln!(
+                out,
+                "mx status -- {} (every {}s, ctrl-c to stop)",
+                clock_time(),
+                units::g(args.watch)
+            )?;
+        }
+        fleet.step(out, "", &fleet.all(), false, |host| {
+            fleet
+                .transport
+                .run(host, &scripts::status(&fleet.dir(host)), LOOK_TIMEOUT)
+        })?;
+        out.flush()?;
+        if args.watch <= 0.0 {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_secs_f64(args.watch));
+    }
+}
+
+fn clock_time() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as libc::time_t;
+    // SAFETY: localtime_r fills a caller-owned tm.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&now, &mut tm) };
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
+fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
+    let done = fleet.step(out, "stopping agents", &fleet.all(), false, |host| {
+        fleet
+            .transport
+            .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT)
+    })?;
+    writeln!(out, "[mx] reports and logs are still on the hosts:")?;
+    writeln!(out, "[mx]   mx summarize   # collect + analyze")?;
+    writeln!(out, "[mx]   mx logs        # collect agent logs")?;
+    writeln!(out, "[mx]   mx clean       # delete every trace")?;
+    Ok(done.len() == fleet.matrix.host_count())
+}
+
+pub fn stop(args: &StopArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    Ok(if stop_fleet(&fleet, out)? {
+        0
+    } else {
+        EXIT_PROBLEMS
+    })
+}
+
+pub fn clean(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    if !args.yes && !fleet.dry_run {
+        writeln!(
+            out,
+            "[mx] this stops every agent and deletes {} on {} hosts.",
+            fleet.remote_dir,
+            fleet.matrix.host_count()
+        )?;
+        writeln!(
+            out,
+            "[mx] collect anything you want first (mx summarize, mx logs)."
+        )?;
+        write!(out, "[mx] type 'yes' to continue: ")?;
+        out.flush()?;
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !answer.trim().eq_ignore_ascii_case("yes") {
+            writeln!(out, "[mx] nothing done")?;
+            return Ok(EXIT_PROBLEMS);
+        }
+    }
+    let done = fleet.step(out, "removing every trace", &fleet.all(), false, |host| {
+        fleet
+            .transport
+            .run(host, &scripts::clean(&fleet.dir(host)), STEP_TIMEOUT)
+    })?;
+    if done.len() < fleet.matrix.host_count() {
+        return Ok(EXIT_PROBLEMS);
+    }
+    writeln!(
+        out,
+        "[mx] nothing of mx remains on the fleet (no packages, no sysctls, no unit files -- there never were any)"
+    )?;
+    Ok(0)
+}
+
+/// Fetches `file` from every host's remote dir into `into/<host><suffix>`.
+fn fetch(
+    fleet: &Fleet,
+    out: &mut dyn Write,
+    file: &str,
+    into: &Path,
+    suffix: &str,
+    quiet: bool,
+    missing: &str,
+) -> Result<bool> {
+    std::fs::create_dir_all(into).map_err(|e| Error::io(into, "cannot create", &e))?;
+    let label = format!(
+        "collecting {}s into {}/",
+        if file == "agent.log" { "log" } else { "report" },
+        into.display()
+    );
+    let done = fleet.step(out, &label, &fleet.all(), quiet, |host| {
+        let to = into.join(format!("{}{suffix}", host.name));
+        let got = fleet.transport.pull(
+            host,
+            &format!("{}/{file}", fleet.dir(host)),
+            &to,
+            COPY_TIMEOUT,
+        );
+        match (got.ok(), quiet) {
+            (true, false) if !fleet.dry_run => Outcome {
+                code: 0,
+                text: format!("-> {}", to.display()),
+            },
+            (true, _) => got,
+            (false, _) => Outcome {
+                code: got.code,
+                text: format!("{missing}: {}", got.text),
+            },
+        }
+    })?;
+    Ok(done.len() == fleet.matrix.host_count())
+}
+
+pub fn logs(args: &LogsArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    let ok = fetch(
+        &fleet,
+        out,
+        "agent.log",
+        &args.output,
+        ".log",
+        false,
+        "no log",
+    )?;
+    Ok(if ok { 0 } else { EXIT_PROBLEMS })
+}
+
+/// Collects every host's report.csv into `reports/<host>.csv`.
+pub fn collect_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Result<bool> {
+    fetch(
+        fleet,
+        out,
+        "report.csv",
+        reports,
+        ".csv",
+        true,
+        "no report yet",
+    )
+}
+
+pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    let ok = collect_reports(&fleet, &args.reports, out)?;
+    Ok(if ok { 0 } else { EXIT_PROBLEMS })
+}
+
+/// `run --for S`: start, hold, summarize, stop.
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet_args = args.fleet().clone();
+    let code = start(
+        &StartArgs {
+            fleet: fleet_args.clone(),
+            run: args.run.clone(),
+        },
+        out,
+    )?;
+    if code != 0 {
+        return Ok(code);
+    }
+    let hold = if args.run.duration > 0.0 {
+        args.run.duration
+    } else {
+        args.for_seconds
+    };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "[mx] running for {}s -- ctrl-c stops the agents and summarizes early",
+        units::g(hold)
+    )?;
+    out.flush()?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
+    let until = Instant::now() + Duration::from_secs_f64(hold);
+    while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if interrupted.load(Ordering::Relaxed) {
+        writeln!(out, "[mx] interrupted -- summarizing what ran so far")?;
+    }
+    let mut report = args.report.clone();
+    report.window = report.window.max(hold.min(300.0).floor());
+    let summary = crate::summary::run(&report, out);
+    if let Err(e) = &summary {
+        writeln!(out, "mx: {e}")?;
+    }
+    if !args.keep {
+        writeln!(out)?;
+        let fleet = Fleet::open(&fleet_args)?;
+        stop_fleet(&fleet, out)?;
+    }
+    Ok(0)
+}

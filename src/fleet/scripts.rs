@@ -1,0 +1,109 @@
+//! The shell scripts the controller runs on each host. Every value that comes
+//! from a file or a flag (a directory, a host name, a flag value) is quoted for
+//! the shell: a token or path can never run a command.
+
+use crate::stamp::shell_join;
+
+/// One word, quoted for a POSIX shell (single quotes only where needed).
+pub fn q(word: &str) -> String {
+    shell_join(&[word])
+}
+
+/// The agent binary's name inside the remote directory.
+pub const AGENT_BIN: &str = "mx";
+
+/// Prints the pids of agents started from `dir` (by the binary's own path, so
+/// other agents on the same box, another user's or another sandbox's, are
+/// never touched): the pid file first, then any process whose executable is
+/// `dir/mx`.
+fn agent_pids(dir: &str) -> String {
+    // `pwd -P`: /proc/<pid>/exe is the physical path, symlinks resolved.
+    format!(
+        "agent_pids() {{ d=$(cd {d} 2>/dev/null && pwd -P) || return 0; for p in /proc/[0-9]*; do [ \"$(readlink \"$p/exe\" 2>/dev/null)\" = \"$d/{AGENT_BIN}\" ] && echo \"${{p#/proc/}}\"; done; return 0; }}",
+        d = q(dir)
+    )
+}
+
+/// Makes the directory, unless an agent is already running there.
+pub fn prepare(dir: &str) -> String {
+    format!(
+        "{pids}\nmkdir -p {d} || exit 1\nif [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\necho ready",
+        pids = agent_pids(dir),
+        d = q(dir)
+    )
+}
+
+/// Starts the agent detached; waits for its stamp (written once its workers
+/// run) or its death, for at most 5 s.
+pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool) -> String {
+    let wipe = if wipe {
+        "rm -f agent.log report.csv agent.pid agent.stamp\n"
+    } else {
+        "rm -f agent.stamp\n"
+    };
+    format!(
+        "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
+         if [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\n\
+         {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log {flags} </dev/null >/dev/null 2>&1 &\n\
+         child=$!\n\
+         i=0; while [ $i -lt 50 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; sleep 0.1; i=$((i+1)); done\n\
+         if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi",
+        pids = agent_pids(dir),
+        d = q(dir),
+        exe = q(&format!("{dir}/{AGENT_BIN}")),
+        h = q(host),
+        flags = shell_join(agent_flags),
+    )
+}
+
+/// One status line: the agent's last log line, NOT-RUNNING or NOT-DEPLOYED.
+pub fn status(dir: &str) -> String {
+    format!(
+        "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
+         if [ -n \"$(agent_pids)\" ]; then tail -n 1 agent.log 2>/dev/null || echo 'running (no report yet)'; else echo NOT-RUNNING; fi",
+        pids = agent_pids(dir),
+        d = q(dir)
+    )
+}
+
+/// Stops the agent: TERM, wait up to 10 s, then KILL. Prints what it did.
+pub fn stop(dir: &str) -> String {
+    format!("{pids}\n{STOP_BODY}", pids = agent_pids(dir)).replace("__DIR__", &q(dir))
+}
+
+const STOP_BODY: &str = "if [ ! -d __DIR__ ]; then state=not-deployed; else state=not-running; fi
+p=$(agent_pids)
+if [ -n \"$p\" ]; then
+  kill -TERM $p 2>/dev/null; state=stopped
+  i=0; while [ $i -lt 100 ] && [ -n \"$(agent_pids)\" ]; do sleep 0.1; i=$((i+1)); done
+  p=$(agent_pids); if [ -n \"$p\" ]; then kill -KILL $p 2>/dev/null; state=killed; fi
+fi
+rm -f __DIR__/agent.pid 2>/dev/null
+echo $state";
+
+/// Stops the agent, deletes the directory, and verifies both.
+pub fn clean(dir: &str) -> String {
+    format!(
+        "{stop_script}\nwas=$state\n\
+         if [ -n \"$(agent_pids)\" ]; then echo 'LEFTOVER: an agent is still running'; exit 1; fi\n\
+         rm -rf {d}\n\
+         if [ -e {d} ]; then echo \"LEFTOVER: {shown} still exists\"; exit 1; fi\n\
+         echo \"clean (was: $was)\"",
+        stop_script = stop(dir).replace("echo $state", ":"),
+        d = q(dir),
+        shown = dir.replace(['"', '\\', '$', '`'], "?"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_words_are_quoted() {
+        assert_eq!(q("plain"), "plain");
+        assert_eq!(q("a b"), "'a b'");
+        assert_eq!(q("x;$(rm -rf /)"), "'x;$(rm -rf /)'");
+        assert_eq!(q("it's"), "'it'\"'\"'s'");
+    }
+}

@@ -1,0 +1,283 @@
+//! How the controller reaches a host: run a shell script there, copy files to
+//! it, fetch one back. One small interface, so a fleet managed by another
+//! engine (kubectl exec/cp, srun) can be added without touching the commands.
+//!
+//! - [`Ssh`]: the system's OpenSSH (`ssh`/`scp`, or `MX_SSH`/`MX_SCP` whole),
+//!   BatchMode, an 8 s connect timeout, the script as one argument.
+//! - [`Local`]: the same scripts run by `sh` on this machine, each host in its
+//!   own sandbox directory. It powers `mx demo` and the tests that need no
+//!   root. Not a fake: same scripts, same agent, real packets.
+//!
+//! With `--dry-run` nothing runs: each call "succeeds" and returns the command
+//! it would have run, shell-quoted.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::matrix::Host;
+use crate::stamp::shell_join;
+
+/// What a remote step returned: its exit status and its output (stdout and
+/// stderr together, as a person reading it would see them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub code: i32,
+    pub text: String,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// Exit code of a step that ran out of time (as timeout(1) reports it).
+pub const TIMED_OUT: i32 = 124;
+/// Exit code of a step whose command could not be started.
+pub const CANNOT_RUN: i32 = 127;
+
+pub trait Transport: Send + Sync {
+    /// The directory `dir` (the --remote-dir) as this transport sees it on `host`.
+    fn remote_dir(&self, host: &Host, dir: &str) -> String;
+    /// Runs the shell script `script` on `host`.
+    fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome;
+    /// Copies local `files` into `dir` on `host`.
+    fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome;
+    /// Copies `remote` (a path on `host`) to the local `to`.
+    fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome;
+}
+
+/// Runs `cmd`, returning its status and merged output; kills it at `timeout`.
+pub fn run_command(mut cmd: Command, timeout: Duration) -> Outcome {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return Outcome {
+                code: CANNOT_RUN,
+                text: format!("cannot run {:?}: {e}", cmd.get_program()),
+            };
+        }
+    };
+    // Read both pipes on threads so a chatty command cannot block on a full pipe.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let code = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.code().unwrap_or(CANNOT_RUN),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break TIMED_OUT;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break CANNOT_RUN,
+        }
+    };
+    let mut text = out_reader.join().unwrap_or_default();
+    text.push_str(&err_reader.join().unwrap_or_default());
+    if code == TIMED_OUT {
+        text.push_str(&format!("timed out after {}s", timeout.as_secs()));
+    }
+    Outcome {
+        code,
+        text: text.trim_end().to_string(),
+    }
+}
+
+/// The system's OpenSSH.
+pub struct Ssh {
+    /// The ssh command and its own options (`MX_SSH` split on whitespace).
+    pub ssh: Vec<String>,
+    pub scp: Vec<String>,
+    pub user: Option<String>,
+}
+
+/// Options every ssh and scp call carries: never prompt, give up connecting in 8 s.
+const SSH_OPTIONS: [&str; 4] = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=8"];
+
+impl Ssh {
+    fn target(&self, host: &Host) -> String {
+        match &self.user {
+            Some(user) => format!("{user}@{}", host.addr),
+            None => host.addr.clone(),
+        }
+    }
+
+    /// The argv of an ssh call running `script` on `host` (the script is one argument).
+    pub fn ssh_argv(&self, host: &Host, script: &str) -> Vec<String> {
+        let mut argv = self.ssh.clone();
+        argv.extend(SSH_OPTIONS.iter().map(|s| s.to_string()));
+        argv.push(self.target(host));
+        argv.push(script.to_string());
+        argv
+    }
+
+    pub fn push_argv(&self, host: &Host, files: &[PathBuf], dir: &str) -> Vec<String> {
+        let mut argv = self.scp.clone();
+        argv.extend(SSH_OPTIONS.iter().map(|s| s.to_string()));
+        argv.push("-q".into());
+        argv.extend(files.iter().map(|f| f.display().to_string()));
+        argv.push(format!("{}:{dir}/", self.target(host)));
+        argv
+    }
+
+    pub fn pull_argv(&self, host: &Host, remote: &str, to: &Path) -> Vec<String> {
+        let mut argv = self.scp.clone();
+        argv.extend(SSH_OPTIONS.iter().map(|s| s.to_string()));
+        argv.push("-q".into());
+        argv.push(format!("{}:{remote}", self.target(host)));
+        argv.push(to.display().to_string());
+        argv
+    }
+}
+
+fn command(argv: &[String]) -> Command {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd
+}
+
+impl Transport for Ssh {
+    fn remote_dir(&self, _host: &Host, dir: &str) -> String {
+        dir.to_string()
+    }
+
+    fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome {
+        run_command(command(&self.ssh_argv(host, script)), timeout)
+    }
+
+    fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome {
+        run_command(command(&self.push_argv(host, files, dir)), timeout)
+    }
+
+    fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
+        run_command(command(&self.pull_argv(host, remote, to)), timeout)
+    }
+}
+
+/// Hosts as sandbox directories on this machine: `<root>/<host name>/` stands
+/// for the host's filesystem root, so `--remote-dir /var/tmp/mx` of host h1 is
+/// `<root>/h1/var/tmp/mx`.
+pub struct Local {
+    pub root: PathBuf,
+}
+
+impl Local {
+    fn host_root(&self, host: &Host) -> PathBuf {
+        self.root.join(&host.name)
+    }
+}
+
+impl Transport for Local {
+    fn remote_dir(&self, host: &Host, dir: &str) -> String {
+        self.host_root(host)
+            .join(dir.trim_start_matches('/'))
+            .display()
+            .to_string()
+    }
+
+    fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome {
+        let root = self.host_root(host);
+        if let Err(e) = std::fs::create_dir_all(&root) {
+            return Outcome {
+                code: CANNOT_RUN,
+                text: format!("cannot create {}: {e}", root.display()),
+            };
+        }
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script).current_dir(&root);
+        run_command(cmd, timeout)
+    }
+
+    fn push(&self, _host: &Host, files: &[PathBuf], dir: &str, _timeout: Duration) -> Outcome {
+        for file in files {
+            let Some(name) = file.file_name() else {
+                continue;
+            };
+            let to = Path::new(dir).join(name);
+            // Copy to a temp name and rename: a running binary is never overwritten in place.
+            let tmp = Path::new(dir).join(format!(".{}.tmp", name.to_string_lossy()));
+            if let Err(e) = std::fs::copy(file, &tmp).and_then(|_| std::fs::rename(&tmp, &to)) {
+                return Outcome {
+                    code: 1,
+                    text: format!("cannot copy {} to {}: {e}", file.display(), to.display()),
+                };
+            }
+        }
+        Outcome {
+            code: 0,
+            text: String::new(),
+        }
+    }
+
+    fn pull(&self, _host: &Host, remote: &str, to: &Path, _timeout: Duration) -> Outcome {
+        match std::fs::copy(remote, to) {
+            Ok(_) => Outcome {
+                code: 0,
+                text: String::new(),
+            },
+            Err(e) => Outcome {
+                code: 1,
+                text: format!("{remote}: {e}"),
+            },
+        }
+    }
+}
+
+/// The text a dry run prints for a command: `DRY-RUN ` and the argv quoted for a
+/// shell; a multi-line script prints one prefixed line per line.
+pub fn dry_run_text(argv: &[String]) -> String {
+    shell_join(argv)
+        .lines()
+        .map(|l| format!("DRY-RUN {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A transport that only says what it would do.
+pub struct Rehearsal {
+    pub ssh: Ssh,
+}
+
+impl Transport for Rehearsal {
+    fn remote_dir(&self, host: &Host, dir: &str) -> String {
+        self.ssh.remote_dir(host, dir)
+    }
+
+    fn run(&self, host: &Host, script: &str, _timeout: Duration) -> Outcome {
+        Outcome {
+            code: 0,
+            text: dry_run_text(&self.ssh.ssh_argv(host, script)),
+        }
+    }
+
+    fn push(&self, host: &Host, files: &[PathBuf], dir: &str, _timeout: Duration) -> Outcome {
+        Outcome {
+            code: 0,
+            text: dry_run_text(&self.ssh.push_argv(host, files, dir)),
+        }
+    }
+
+    fn pull(&self, host: &Host, remote: &str, to: &Path, _timeout: Duration) -> Outcome {
+        Outcome {
+            code: 0,
+            text: dry_run_text(&self.ssh.pull_argv(host, remote, to)),
+        }
+    }
+}
