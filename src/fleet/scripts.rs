@@ -104,6 +104,14 @@ mod tests {
         assert_eq!(q("plain"), "plain");
         assert_eq!(q("a b"), "'a b'");
         assert_eq!(q("x;$(rm -rf /)"), "'x;$(rm -rf /)'");
-        assert_eq!(q("it's"), "'it'\"'\"'s'");
+        // Whatever the quoting, the shell must hand back the word unchanged.
+        for word in ["it's", "a'$(touch pwned)`x`\\", "a b'c\"d$e", "x;y|z&"] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", q(word)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), word);
+        }
     }
 }

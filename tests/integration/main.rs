@@ -11,6 +11,7 @@ mod agent_traffic;
 mod cli_help;
 mod cpython_vectors;
 mod export;
+mod fleet_local;
 mod gen_check_hints_golden;
 mod hand_edited;
 mod malformed_input;

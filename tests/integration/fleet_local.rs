@@ -1,0 +1,249 @@
+//! The fleet commands through the local transport: the same scripts ssh would
+//! run, each host in its own sandbox directory, real agents on 127.x addresses.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::util::Sandbox;
+
+/// Pids of processes whose executable lies under `root`.
+fn agents_under(root: &Path) -> Vec<String> {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter_map(|e| {
+            let exe = std::fs::read_link(e.path().join("exe")).ok()?;
+            exe.starts_with(&root)
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
+fn fleet_dir(net: u8, names: &[&str]) -> Sandbox {
+    let sb = Sandbox::new();
+    let servers: String = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("{n}=127.{net}.0.{}\n", i + 1))
+        .collect();
+    sb.write("servers.txt", &servers);
+    let run = sb.mx(&["gen", "--pps", "1000"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    sb
+}
+
+#[test]
+fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
+    let sb = fleet_dir(51, &["h1", "h2", "h3"]);
+    let local = ["--local", "hosts"];
+    fn with<'a>(cmd: &[&'a str], local: &[&'a str]) -> Vec<&'a str> {
+        [cmd, local].concat()
+    }
+    let run = sb.mx(&with(&["start", "--interval", "1"], &local));
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("[mx] running: 3 hosts, 6 flows, 64 -> 64 bytes, 6.0 kpps"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        agents_under(&sb.file("hosts")).len(),
+        3,
+        "one agent per host"
+    );
+
+    // A second start is refused on every host, and copies nothing over the running agent.
+    let again = sb.mx(&with(&["start", "--interval", "1"], &local));
+    assert_eq!(again.code, 1);
+    assert!(
+        again
+            .stdout
+            .contains("h1  already running -- mx stop first"),
+        "{}",
+        again.stdout
+    );
+
+    std::thread::sleep(Duration::from_millis(3500));
+    let status = sb.mx(&with(&["status"], &local));
+    assert_eq!(status.code, 0);
+    for h in ["h1", "h2", "h3"] {
+        assert!(
+            status.stdout.contains(&format!("  {h}  ts=")),
+            "{}",
+            status.stdout
+        );
+    }
+    let summary = sb.mx(&with(&["summarize", "--window", "2"], &local));
+    assert_eq!(summary.code, 0, "{}", summary.stderr);
+    assert!(
+        summary
+            .stdout
+            .contains("[mx] collecting reports into reports/ on 3 hosts")
+    );
+    assert!(
+        summary
+            .stdout
+            .contains("mx summarize -- last 2s, 3 hosts, 6 flows"),
+        "{}",
+        summary.stdout
+    );
+    assert!(sb.file("reports/h2.csv").exists());
+
+    let logs = sb.mx(&with(&["logs"], &local));
+    assert_eq!(logs.code, 0);
+    assert!(
+        logs.stdout.contains("h1  -> logs/h1.log"),
+        "{}",
+        logs.stdout
+    );
+    assert!(sb.read("logs/h1.log").contains("mx agent 0.1.0: host=h1"));
+
+    let stop = sb.mx(&with(&["stop"], &local));
+    assert_eq!(stop.code, 0);
+    assert!(stop.stdout.contains("h3  stopped"), "{}", stop.stdout);
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+    let status = sb.mx(&with(&["status"], &local));
+    assert!(
+        status.stdout.contains("h1  NOT-RUNNING"),
+        "{}",
+        status.stdout
+    );
+
+    let clean = sb.mx(&with(&["clean", "--yes"], &local));
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    assert!(clean.stdout.contains("h2  clean (was: not-running)"));
+    assert!(
+        clean
+            .stdout
+            .contains("[mx] nothing of mx remains on the fleet")
+    );
+    for h in ["h1", "h2", "h3"] {
+        assert!(
+            !sb.file(&format!("hosts/{h}/var/tmp/mx")).exists(),
+            "{h}'s dir survived"
+        );
+    }
+    let status = sb.mx(&with(&["status"], &local));
+    assert!(
+        status.stdout.contains("h1  NOT-DEPLOYED"),
+        "{}",
+        status.stdout
+    );
+}
+
+#[test]
+fn agent_fleet_clean_stops_running_agents_too() {
+    let sb = fleet_dir(52, &["h1", "h2"]);
+    assert_eq!(
+        sb.mx(&["start", "--local", "hosts", "--interval", "1"])
+            .code,
+        0
+    );
+    assert_eq!(agents_under(&sb.file("hosts")).len(), 2);
+    let clean = sb.mx(&["clean", "--local", "hosts", "-y"]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    assert!(
+        clean.stdout.contains("h1  clean (was: stopped)"),
+        "{}",
+        clean.stdout
+    );
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+}
+
+#[test]
+fn agent_fleet_hostile_names_and_dirs_are_quoted_never_run() {
+    // A host name and a remote dir built to run commands if ever unquoted.
+    let sb = fleet_dir(
+        53,
+        &["h$(touch${IFS}pwned-name)", "h2;touch${IFS}pwned-semi"],
+    );
+    let dir = "/var/tmp/mx it's $(touch pwned-dir) `touch pwned-tick`;x";
+    let local = ["--local", "hosts", "--remote-dir", dir];
+    let run = sb.mx(&[&["start", "--interval", "1"][..], &local].concat());
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let status = sb.mx(&[&["status"][..], &local].concat());
+    assert!(!status.stdout.contains("NOT-"), "{}", status.stdout);
+    let clean = sb.mx(&[&["clean", "--yes"][..], &local].concat());
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    let mut leftovers = Vec::new();
+    for entry in walk(sb.path()) {
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("pwned") {
+            leftovers.push(entry);
+        }
+    }
+    assert!(
+        leftovers.is_empty(),
+        "a quoted word ran as a command: {leftovers:?}"
+    );
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            out.push(p.clone());
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_remote_dir_mx_may_not_own_is_refused() {
+    let sb = fleet_dir(54, &["h1", "h2"]);
+    for dir in ["/", "/var", "~", "/home/someone"] {
+        let run = sb.mx(&["clean", "--yes", "--remote-dir", dir]);
+        assert_eq!(run.code, 2, "{dir}");
+        assert!(
+            run.stderr.contains("is not a directory mx may own"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
+    let sb = fleet_dir(55, &["h1", "h2"]);
+    let before: Vec<_> = walk(sb.path());
+    let run = sb.mx_env(
+        &["start", "--dry-run", "--user", "ops"],
+        &[
+            ("MX_SSH", "ssh -F lab_config"),
+            ("MX_SCP", "scp -F lab_config"),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "DRY-RUN ssh -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' ops@127.55.0.1 "
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("DRY-RUN scp -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -q ")
+    );
+    assert!(run.stdout.contains("ops@127.55.0.2:/var/tmp/mx/"));
+    assert_eq!(walk(sb.path()), before, "dry run wrote files");
+    let run = sb.mx(&["stop", "--dry-run"]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout
+            .contains("DRY-RUN ssh -o 'BatchMode=yes' -o 'ConnectTimeout=8' 127.55.0.1 ")
+    );
+}
