@@ -14,6 +14,7 @@ mod export;
 mod fleet_local;
 mod gen_check_hints_golden;
 mod hand_edited;
+mod lab;
 mod malformed_input;
 mod properties;
 mod schedule;

@@ -1,0 +1,261 @@
+//! The fleet over real OpenSSH: hosts are network namespaces with their own
+//! sshd, /var/tmp, hostname and PID namespace, built by tests/lab/lab.sh.
+//! Needs root; without it each test says it was skipped, and why (CI runs as
+//! root and runs them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{Run, Sandbox};
+
+pub struct Lab {
+    net: u8,
+    hosts: usize,
+    pub dir: PathBuf,
+}
+
+fn lab_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/lab.sh")
+}
+
+impl Lab {
+    /// Builds a lab of `hosts` hosts on 198.18.<net>.0/24, or says why not.
+    pub fn up(net: u8, hosts: usize) -> Option<Lab> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!(
+                "SKIPPED: the lab needs root (network namespaces, one sshd per host); CI runs it as root"
+            );
+            return None;
+        }
+        assert!(
+            Path::new("/usr/sbin/sshd").exists(),
+            "the lab needs Debian's openssh-server (.ci/run installs it)"
+        );
+        let dir = std::env::temp_dir().join(format!("mx-lab-{net}"));
+        let lab = Lab { net, hosts, dir };
+        let out = Command::new("bash")
+            .arg(lab_script())
+            .args(["up", &net.to_string(), &hosts.to_string()])
+            .arg(&lab.dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(lab)
+    }
+
+    /// MX_SSH and MX_SCP for this lab.
+    pub fn env(&self) -> [(&'static str, String); 2] {
+        let config = self.dir.join("ssh_config");
+        [
+            ("MX_SSH", format!("ssh -F {}", config.display())),
+            ("MX_SCP", format!("scp -F {}", config.display())),
+        ]
+    }
+
+    /// A controller directory holding the lab's servers.txt and a matrix.
+    pub fn controller(&self, pps: &str) -> Sandbox {
+        let sb = Sandbox::new();
+        std::fs::copy(self.dir.join("servers.txt"), sb.file("servers.txt")).unwrap();
+        assert_eq!(sb.mx(&["gen", "--pps", pps]).code, 0);
+        sb
+    }
+
+    pub fn mx(&self, sb: &Sandbox, args: &[&str]) -> Run {
+        let env = self.env();
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        sb.mx_env(args, &pairs)
+    }
+
+    /// Host `i`'s /var/tmp, as the lab keeps it on this machine.
+    pub fn var_tmp(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("h{i}/vartmp"))
+    }
+
+    /// Processes named `mx` in host `i`'s namespaces.
+    pub fn agents(&self, i: usize) -> Vec<String> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &format!("mx{}h{i}", self.net)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "mx")
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Stops host `i`'s sshd (and everything in its namespaces): unreachable.
+    pub fn cut(&self, i: usize) {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &format!("mx{}h{i}", self.net)])
+            .output()
+            .unwrap();
+        for pid in String::from_utf8_lossy(&out.stdout).lines() {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(lab_script())
+            .args(["down", &self.net.to_string(), &self.hosts.to_string()])
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+#[test]
+fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
+    let Some(lab) = Lab::up(71, 4) else { return };
+    let sb = lab.controller("1000");
+    let start = lab.mx(&sb, &["start", "--interval", "1"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stdout.contains("[mx] running: 4 hosts, 12 flows"),
+        "{}",
+        start.stdout
+    );
+    for i in 1..=4 {
+        assert_eq!(lab.agents(i).len(), 1, "h{i} runs one agent");
+        assert!(lab.var_tmp(i).join("mx/agent.stamp").exists());
+    }
+    let again = lab.mx(&sb, &["start", "--interval", "1"]);
+    assert_eq!(again.code, 1, "a double start is refused");
+    assert!(
+        again.stdout.contains("already running -- mx stop first"),
+        "{}",
+        again.stdout
+    );
+
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let status = lab.mx(&sb, &["status"]);
+    assert_eq!(status.code, 0);
+    assert_eq!(
+        status.stdout.matches(" ts=").count(),
+        4,
+        "{}",
+        status.stdout
+    );
+    let summary = lab.mx(&sb, &["summarize", "--window", "2"]);
+    assert_eq!(summary.code, 0, "{}", summary.stderr);
+    assert!(
+        summary
+            .stdout
+            .contains("mx summarize -- last 2s, 4 hosts, 12 flows"),
+        "{}",
+        summary.stdout
+    );
+    let logs = lab.mx(&sb, &["logs"]);
+    assert_eq!(logs.code, 0, "{}", logs.stdout);
+    assert!(sb.read("logs/h3.log").contains("host=h3"));
+
+    let stop = lab.mx(&sb, &["stop"]);
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    assert_eq!(
+        stop.stdout.matches("  stopped").count(),
+        4,
+        "{}",
+        stop.stdout
+    );
+    let clean = lab.mx(&sb, &["clean", "--yes"]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    for i in 1..=4 {
+        assert!(
+            !lab.var_tmp(i).join("mx").exists(),
+            "h{i}: the remote dir is gone"
+        );
+        assert!(lab.agents(i).is_empty(), "h{i}: no agent runs");
+    }
+}
+
+#[test]
+fn agent_lab_an_unreachable_host_gets_its_own_line_and_exit_1() {
+    let Some(lab) = Lab::up(72, 3) else { return };
+    let sb = lab.controller("500");
+    lab.cut(2);
+    let status = lab.mx(&sb, &["status"]);
+    assert_eq!(status.code, 0, "status always exits 0");
+    assert!(
+        status.stdout.contains("h1  NOT-DEPLOYED"),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("h3  NOT-DEPLOYED"));
+    assert!(
+        status.stdout.contains("[mx] FAILED on 1/3 hosts: h2"),
+        "{}",
+        status.stdout
+    );
+    let stop = lab.mx(&sb, &["stop"]);
+    assert_eq!(stop.code, 1);
+    let h2: Vec<&str> = stop
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  h2 "))
+        .collect();
+    assert_eq!(h2.len(), 1, "{}", stop.stdout);
+    assert!(
+        h2[0].contains("198.18.72.2"),
+        "the line says which host: {}",
+        h2[0]
+    );
+    assert!(stop.stdout.contains("h1  not-deployed"));
+    let start = lab.mx(&sb, &["start"]);
+    assert_eq!(start.code, 1);
+    assert!(
+        start.stdout.contains("[mx] FAILED on 1/3 hosts: h2"),
+        "{}",
+        start.stdout
+    );
+}
+
+#[test]
+fn agent_lab_dry_run_touches_nothing() {
+    let Some(lab) = Lab::up(73, 2) else { return };
+    let sb = lab.controller("500");
+    for cmd in [&["start"][..], &["stop"], &["clean"], &["status"]] {
+        let run = lab.mx(&sb, &[cmd, &["--dry-run"][..]].concat());
+        assert_eq!(run.code, 0, "{cmd:?}: {}", run.stdout);
+        assert!(run.stdout.contains("DRY-RUN ssh -F "), "{}", run.stdout);
+    }
+    for i in 1..=2 {
+        assert_eq!(
+            std::fs::read_dir(lab.var_tmp(i)).unwrap().count(),
+            0,
+            "h{i} was touched"
+        );
+        assert!(lab.agents(i).is_empty());
+    }
+}
+
+#[test]
+fn agent_demo_runs_the_whole_lifecycle_for_a_new_user() {
+    let sb = Sandbox::new();
+    let run = sb.mx(&["demo", "--seconds", "6", "--hosts", "3"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let out = run.stdout;
+    for step in [
+        "$ mx gen",
+        "$ mx start",
+        "$ mx status",
+        "$ mx summarize",
+        "$ mx stop",
+        "$ mx clean",
+    ] {
+        assert!(out.contains(step), "{step} missing:\n{out}");
+    }
+    assert!(
+        out.contains("mx summarize -- last 3s, 3 hosts, 6 flows"),
+        "{out}"
+    );
+    assert!(out.contains("[mx] nothing of mx remains on the fleet"));
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The test lab: N hosts on one machine, each a network namespace with its own
+# sshd (Debian's openssh-server, key auth, root), its own /var/tmp, hostname
+# and PID namespace (so one host's `mx stop` can never see another's agent),
+# on a bridge in 198.18.<net>.0/24 (RFC 2544's benchmarking range), with a
+# second interface per host on 198.19.<net>.0/24 for --bind. Needs root.
+#
+#   tests/lab/lab.sh up   <net 1-250> <hosts> <dir>   # prints nothing on success
+#   tests/lab/lab.sh down <net> <hosts> <dir>
+#
+# <dir> receives the client's ssh_config and key, servers.txt (h<i>=<addr>)
+# and per-host state. Host i is 198.18.<net>.<i>; the controller (this root
+# namespace) is 198.18.<net>.254. Nothing outside <dir> and the namespaces,
+# bridges and veths named mx<net>... is touched.
+set -euo pipefail
+
+cmd=${1:?up or down}
+net=${2:?net}
+hosts=${3:?hosts}
+dir=${4:?dir}
+br=mxbr$net
+br2=mxbd$net
+
+ns() { echo "mx${net}h$1"; }
+
+down() {
+    for i in $(seq 1 "$hosts"); do
+        local n
+        n=$(ns "$i")
+        if ip netns list | grep -qw "$n"; then
+            # Killing every process of the host's namespaces (sshd is PID 1 of
+            # its own PID namespace, so its agents go with it).
+            for pid in $(ip netns pids "$n" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+            ip netns del "$n" 2>/dev/null || true
+        fi
+        ip link del "mx${net}v$i" 2>/dev/null || true
+        ip link del "mx${net}w$i" 2>/dev/null || true
+    done
+    ip link del "$br" 2>/dev/null || true
+    ip link del "$br2" 2>/dev/null || true
+    rm -rf "$dir"
+}
+
+up() {
+    down
+    mkdir -p "$dir" /run/sshd
+    dir=$(cd "$dir" && pwd -P)
+    ssh-keygen -q -t ed25519 -N '' -f "$dir/id" -C mx-lab
+    cp "$dir/id.pub" "$dir/authorized_keys"
+    cat > "$dir/ssh_config" <<EOF
+Host *
+    User root
+    IdentityFile $dir/id
+    IdentitiesOnly yes
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    BatchMode yes
+    LogLevel ERROR
+    ConnectTimeout 8
+EOF
+    ip link add "$br" type bridge
+    ip addr add "198.18.$net.254/24" dev "$br"
+    ip link set "$br" up
+    ip link add "$br2" type bridge
+    ip addr add "198.19.$net.254/24" dev "$br2"
+    ip link set "$br2" up
+    : > "$dir/servers.txt"
+    for i in $(seq 1 "$hosts"); do
+        local n h d
+        n=$(ns "$i")
+        h="h$i"
+        d="$dir/$h"
+        mkdir -p "$d/vartmp"
+        chmod 1777 "$d/vartmp"
+        ip netns add "$n"
+        ip link add "mx${net}v$i" type veth peer name eth0 netns "$n"
+        ip link set "mx${net}v$i" master "$br" up
+        ip link add "mx${net}w$i" type veth peer name eth1 netns "$n"
+        ip link set "mx${net}w$i" master "$br2" up
+        ip -n "$n" link set lo up
+        ip -n "$n" addr add "198.18.$net.$i/24" dev eth0
+        ip -n "$n" link set eth0 up
+        ip -n "$n" addr add "198.19.$net.$i/24" dev eth1
+        ip -n "$n" link set eth1 up
+        ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
+        cat > "$d/sshd_config" <<EOF
+ListenAddress 0.0.0.0
+HostKey $d/host_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile none
+StrictModes no
+AuthorizedKeysFile $dir/authorized_keys
+Subsystem sftp /usr/lib/openssh/sftp-server
+MaxStartups 200:30:400
+MaxSessions 200
+EOF
+        # Own hostname, own /var/tmp, own PID namespace (and /proc), then sshd.
+        ip netns exec "$n" unshare --mount --uts --pid --fork --mount-proc \
+            sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
+            > "$d/sshd.log" 2>&1 < /dev/null &
+        echo "$h=198.18.$net.$i" >> "$dir/servers.txt"
+    done
+    # Every sshd answers before we return.
+    for i in $(seq 1 "$hosts"); do
+        local ok=0
+        for _ in $(seq 1 100); do
+            if ssh -F "$dir/ssh_config" "198.18.$net.$i" true 2>/dev/null; then ok=1; break; fi
+            sleep 0.1
+        done
+        if [ "$ok" != 1 ]; then
+            echo "lab: h$i's sshd did not answer; its log:" >&2
+            cat "$dir/h$i/sshd.log" >&2
+            exit 1
+        fi
+    done
+}
+
+case "$cmd" in
+    up) up ;;
+    down) down ;;
+    *) echo "usage: $0 up|down <net> <hosts> <dir>" >&2; exit 2 ;;
+esac
