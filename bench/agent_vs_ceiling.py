@@ -28,7 +28,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MX = os.path.join(ROOT, "target", "release", "mx")
+MX = os.path.join(ROOT, "target", "x86_64-unknown-linux-gnu", "release", "mx")
 CEILING = os.path.join(ROOT, "target", "rr_ceiling")
 
 
