@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Variables that supply defaults; `main` unsets any that are set but empty.
-pub const ENV_DEFAULTS: [&str; 9] = [
+pub const ENV_DEFAULTS: [&str; 10] = [
     "MX_MATRIX",
     "MX_SERVERS",
     "MX_REPORTS",
@@ -22,6 +22,7 @@ pub const ENV_DEFAULTS: [&str; 9] = [
     "MX_SSH",
     "MX_SCP",
     "MX_AGENT",
+    "IPERF_BIND",
 ];
 
 #[derive(Debug, Parser)]
@@ -60,6 +61,10 @@ pub enum Command {
     Stop(StopArgs),
     /// Stop everything, delete the remote directory, and verify nothing is left
     Clean(CleanArgs),
+    /// Push an edited matrix; restart only the hosts it changed, with their flags
+    Reload(ReloadArgs),
+    /// Is the fleet ready? ssh, architecture, cores, the hard fd limit, agents
+    Doctor(DoctorArgs),
     /// Fetch every host's agent log
     Logs(LogsArgs),
     /// Fetch every host's report into --reports
@@ -387,6 +392,16 @@ pub struct RunFlags {
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub rcvbuf: usize,
 
+    /// Bind the traffic to this interface or address on every host (the two-NIC
+    /// way: the matrix is retargeted at each host's matching address)
+    #[arg(
+        long,
+        value_name = "IFACE|ADDR",
+        env = "IPERF_BIND",
+        hide_env_values = true
+    )]
+    pub bind: Option<String>,
+
     /// Start what is already on the hosts; copy nothing
     #[arg(long)]
     pub no_deploy: bool,
@@ -426,6 +441,32 @@ pub struct CleanArgs {
     /// Do not ask
     #[arg(short = 'y', long)]
     pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// The --bind the run was started with, so the matrix is retargeted the same way
+    #[arg(
+        long,
+        value_name = "IFACE|ADDR",
+        env = "IPERF_BIND",
+        hide_env_values = true
+    )]
+    pub bind: Option<String>,
+    /// The agent executable to deploy (default: this mx)
+    #[arg(long, value_name = "PATH", env = "MX_AGENT", hide_env_values = true)]
+    pub agent: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// The agent executable start would deploy (default: this mx)
+    #[arg(long, value_name = "PATH", env = "MX_AGENT", hide_env_values = true)]
+    pub agent: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -44,6 +44,8 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Status(args)) => fleet::status(&args, out),
         Some(Command::Stop(args)) => fleet::stop(&args, out),
         Some(Command::Clean(args)) => fleet::clean(&args, out),
+        Some(Command::Reload(args)) => matrix_orchestrator::fleet::reload::reload(&args, out),
+        Some(Command::Doctor(args)) => matrix_orchestrator::fleet::doctor::doctor(&args, out),
         Some(Command::Logs(args)) => fleet::logs(&args, out),
         Some(Command::Collect(args)) => fleet::collect(&args, out),
         Some(Command::Run(args)) => fleet::run(&args, out),

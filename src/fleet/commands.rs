@@ -13,6 +13,7 @@ use crate::cli::{
     CleanArgs, CollectArgs, LogsArgs, RunArgs, RunFlags, StartArgs, StatusArgs, StopArgs,
 };
 use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::matrix::Matrix;
 use crate::units;
 
 /// The agent flags `start` passes (and the agent stamps for reload).
@@ -33,12 +34,15 @@ pub fn agent_flags(run: &RunFlags) -> Vec<String> {
     if run.rcvbuf != 0 {
         flags.extend(["--rcvbuf".to_string(), run.rcvbuf.to_string()]);
     }
+    if let Some(bind) = &run.bind {
+        flags.extend(["--bind".to_string(), bind.clone()]);
+    }
     flags
 }
 
 /// A layered matrix switches layers on report ticks: its dwell must be a whole
 /// multiple of the interval.
-fn check_dwell(fleet: &Fleet, interval: f64) -> Result<()> {
+pub fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
     let Some(rotation) = fleet.matrix.config.rotation else {
         return Ok(());
     };
@@ -56,8 +60,13 @@ fn check_dwell(fleet: &Fleet, interval: f64) -> Result<()> {
 }
 
 /// Copies the agent binary and the matrix, both under their remote names
-/// (`mx`, `matrix.csv`), into a staging directory.
-fn stage(fleet: &Fleet, agent: Option<&Path>) -> Result<(tempfile::TempDir, Vec<PathBuf>)> {
+/// (`mx`, `matrix.csv`), into a staging directory. `deploy` is the matrix to
+/// send when it differs from the file (retargeted by --bind).
+pub fn stage(
+    fleet: &Fleet,
+    agent: Option<&Path>,
+    deploy: Option<&Matrix>,
+) -> Result<(tempfile::TempDir, Vec<PathBuf>)> {
     let staging =
         tempfile::tempdir().map_err(|e| Error::refused(format!("cannot stage files: {e}")))?;
     let binary = match agent {
@@ -69,37 +78,59 @@ fn stage(fleet: &Fleet, agent: Option<&Path>) -> Result<(tempfile::TempDir, Vec<
     std::fs::copy(&binary, &to_agent)
         .map_err(|e| Error::io(&binary, "cannot stage the agent", &e))?;
     let to_matrix = staging.path().join("matrix.csv");
-    std::fs::copy(&fleet.matrix_path, &to_matrix)
-        .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
+    match deploy {
+        Some(matrix) => matrix.save(&to_matrix)?,
+        None => {
+            std::fs::copy(&fleet.matrix_path, &to_matrix)
+                .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
+        }
+    }
     Ok((staging, vec![to_agent, to_matrix]))
+}
+
+/// Makes the remote dir (refusing a host whose agent runs) and copies `files`.
+pub fn deploy(
+    fleet: &Fleet,
+    host: &crate::matrix::Host,
+    files: &[PathBuf],
+    check_running: bool,
+) -> Outcome {
+    let dir = fleet.dir(host);
+    let script = if check_running {
+        scripts::prepare(&dir)
+    } else {
+        scripts::make_dir(&dir)
+    };
+    let ready = fleet.transport.run(host, &script, STEP_TIMEOUT);
+    if !ready.ok() {
+        return ready;
+    }
+    let copied = fleet.transport.push(host, files, &dir, COPY_TIMEOUT);
+    match (fleet.dry_run, copied.ok()) {
+        (true, _) => Outcome {
+            code: 0,
+            text: format!("{}\n{}", ready.text, copied.text),
+        },
+        (false, true) => copied,
+        (false, false) => Outcome {
+            code: copied.code,
+            text: format!("copy failed: {}", copied.text),
+        },
+    }
 }
 
 pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
-    check_dwell(&fleet, args.run.interval)?;
+    check_dwell_interval(&fleet, args.run.interval)?;
     let mut hosts = fleet.all();
     if !args.run.no_deploy {
-        let (_staging, files) = stage(&fleet, args.run.agent.as_deref())?;
+        let retargeted = match &args.run.bind {
+            Some(spec) => Some(super::bind::retarget(&fleet, spec, out)?),
+            None => None,
+        };
+        let (_staging, files) = stage(&fleet, args.run.agent.as_deref(), retargeted.as_ref())?;
         hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {
-            let dir = fleet.dir(host);
-            let ready = fleet
-                .transport
-                .run(host, &scripts::prepare(&dir), STEP_TIMEOUT);
-            if !ready.ok() {
-                return ready;
-            }
-            let copied = fleet.transport.push(host, &files, &dir, COPY_TIMEOUT);
-            match (fleet.dry_run, copied.ok()) {
-                (true, _) => Outcome {
-                    code: 0,
-                    text: format!("{}\n{}", ready.text, copied.text),
-                },
-                (false, true) => copied,
-                (false, false) => Outcome {
-                    code: copied.code,
-                    text: format!("copy failed: {}", copied.text),
-                },
-            }
+            deploy(&fleet, host, &files, true)
         })?;
         if hosts.len() < fleet.matrix.host_count() {
             writeln!(

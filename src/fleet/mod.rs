@@ -4,7 +4,10 @@
 //! A host that fails (unreachable, refused, timed out) gets its own line and
 //! makes the command exit 1; it never stops the others.
 
+pub mod bind;
 pub mod commands;
+pub mod doctor;
+pub mod reload;
 pub mod scripts;
 pub mod transport;
 
@@ -140,10 +143,8 @@ impl Fleet {
             .collect()
     }
 
-    /// Runs `step` on `hosts` and prints the result the original's way:
-    /// `[mx] <label> on N hosts`, each host's lines (all hosts, or with `quiet`
-    /// only the failing ones), then `[mx] FAILED on f/n hosts: ...`. Returns the
-    /// indices of the hosts that succeeded.
+    /// Runs `step` on `hosts` and prints the result the original's way (see
+    /// [`Fleet::print`]). Returns the indices of the hosts that succeeded.
     pub fn step<F>(
         &self,
         out: &mut dyn std::io::Write,
@@ -159,6 +160,19 @@ impl Fleet {
             writeln!(out, "[mx] {label} on {} hosts", hosts.len())?;
         }
         let outcomes = self.each(hosts, step);
+        self.print(out, hosts, &outcomes, quiet)
+    }
+
+    /// Prints each host's lines (all hosts, or with `quiet` only the failing
+    /// ones) as `  <host>  <line>`, then `[mx] FAILED on f/n hosts: ...`.
+    /// Returns the indices of the hosts that succeeded.
+    pub fn print(
+        &self,
+        out: &mut dyn std::io::Write,
+        hosts: &[usize],
+        outcomes: &[Outcome],
+        quiet: bool,
+    ) -> std::io::Result<Vec<usize>> {
         let width = hosts
             .iter()
             .map(|&h| self.matrix.hosts()[h].name.len())
@@ -166,7 +180,7 @@ impl Fleet {
             .unwrap_or(0);
         let mut failed = Vec::new();
         let mut succeeded = Vec::new();
-        for (&h, outcome) in hosts.iter().zip(&outcomes) {
+        for (&h, outcome) in hosts.iter().zip(outcomes) {
             let name = &self.matrix.hosts()[h].name;
             if outcome.ok() {
                 succeeded.push(h);

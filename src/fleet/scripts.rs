@@ -33,6 +33,11 @@ pub fn prepare(dir: &str) -> String {
     )
 }
 
+/// Makes the directory (reload: the agent there is about to be replaced).
+pub fn make_dir(dir: &str) -> String {
+    format!("mkdir -p {} || exit 1", q(dir))
+}
+
 /// Starts the agent detached; waits for its stamp (written once its workers
 /// run) or its death, for at most 5 s.
 pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool) -> String {
@@ -53,6 +58,34 @@ pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool) -> Stri
         exe = q(&format!("{dir}/{AGENT_BIN}")),
         h = q(host),
         flags = shell_join(agent_flags),
+    )
+}
+
+/// What reload needs to know: `state=absent|running|stopped`, then the stamp.
+pub fn probe(dir: &str) -> String {
+    format!(
+        "{pids}\nif [ ! -d {d} ]; then echo state=absent; exit 0; fi\n\
+         if [ -n \"$(agent_pids)\" ]; then echo state=running; else echo state=stopped; fi\n\
+         cat {d}/agent.stamp 2>/dev/null; exit 0",
+        pids = agent_pids(dir),
+        d = q(dir)
+    )
+}
+
+/// What doctor reports: architecture, cores, the hard fd limit, agent running.
+pub fn doctor(dir: &str) -> String {
+    format!(
+        "{pids}\necho \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"",
+        pids = agent_pids(dir)
+    )
+}
+
+/// The address of the first interface line of `ip -o -4 addr show` that
+/// contains `spec` (what `--bind` means on that host), or nothing.
+pub fn bind_probe(spec: &str) -> String {
+    format!(
+        "ip -o -4 addr show 2>/dev/null | grep -F -m1 -- {s} | awk '{{print $4}}' | cut -d/ -f1",
+        s = q(spec)
     )
 }
 

@@ -234,6 +234,24 @@ impl Matrix {
         )
     }
 
+    /// The same matrix with every host at a new address (its port kept): what
+    /// `--bind` deploys, so peers send to each other's data-plane addresses.
+    pub fn retargeted(&self, addrs: &[String]) -> Matrix {
+        assert_eq!(addrs.len(), self.hosts.len());
+        let hosts = self
+            .hosts
+            .iter()
+            .zip(addrs)
+            .map(|(h, addr)| Host {
+                token: format!("{}={addr}:{}", h.name, h.port),
+                name: h.name.clone(),
+                addr: addr.clone(),
+                port: h.port,
+            })
+            .collect();
+        Matrix::from_parts(self.config.clone(), hosts, self.rows.clone())
+    }
+
     /// The layers of a layered matrix, derived from its seed.
     pub fn layer_plan(&self) -> Option<shape::LayerPlan> {
         let (key, rotation) = (self.config.shuffle?, self.config.rotation?);

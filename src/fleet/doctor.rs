@@ -1,0 +1,161 @@
+//! `mx doctor`: is the fleet ready? Locally: ssh, scp, the matrix and the agent
+//! binary's architecture. On every host: ssh works, the architecture can run the
+//! agent, cores, the hard open-file limit (FDS-TOO-LOW when below what the
+//! matrix needs of that host), and whether an agent already runs.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::transport::Outcome;
+use super::{Fleet, LOOK_TIMEOUT, scripts};
+use crate::cli::DoctorArgs;
+use crate::error::{EXIT_PROBLEMS, Result};
+use crate::matrix::schedule::Schedule;
+
+/// `uname -m` of an ELF executable, from its header's e_machine field.
+fn elf_arch(path: &Path) -> Option<&'static str> {
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    let machine = u16::from_le_bytes([*bytes.get(18)?, *bytes.get(19)?]);
+    Some(match machine {
+        0x3e => "x86_64",
+        0xb7 => "aarch64",
+        0x03 => "i686",
+        0xf3 => "riscv64",
+        0x15 => "ppc64le",
+        _ => "unknown",
+    })
+}
+
+fn on_path(command: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
+}
+
+/// Descriptors the agent on host `index` needs: its flow sockets (twice over
+/// on a layered run, while a layer drains) plus spares, one stream per pair.
+fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
+    let schedule = Schedule::new(&fleet.matrix);
+    let flows = (0..schedule.layer_count())
+        .map(|l| schedule.layer_flows(index, l).count())
+        .max()
+        .unwrap_or(0) as u64;
+    let layered = fleet.matrix.config.rotation.is_some();
+    (if layered { 2 * flows } else { flows }) + 64
+}
+
+pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = Fleet::open(&args.fleet)?;
+    let binary = match &args.agent {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().unwrap_or_default(),
+    };
+    let arch = elf_arch(&binary).unwrap_or("unknown");
+    let m = &fleet.matrix;
+    writeln!(out, "[mx] local checks")?;
+    for tool in [&args.fleet.ssh, &args.fleet.scp] {
+        let name = tool.split_whitespace().next().unwrap_or("");
+        let found = if on_path(name) || Path::new(name).is_file() {
+            "found"
+        } else {
+            "MISSING (not on PATH)"
+        };
+        writeln!(out, "  {name:<11} {found}")?;
+    }
+    writeln!(
+        out,
+        "  {:<11} {}: {} hosts, {} flows, {} -> {} bytes, port {}",
+        "matrix",
+        fleet.matrix_path.display(),
+        m.host_count(),
+        m.flow_count(),
+        m.config.tx_size,
+        m.config.rx_size,
+        m.config.port
+    )?;
+    writeln!(
+        out,
+        "  {:<11} {} ({arch}, static)",
+        "agent",
+        binary.display()
+    )?;
+    writeln!(out)?;
+    let all = fleet.all();
+    let wrong_arch = std::sync::Mutex::new(Vec::new());
+    let low_fds = std::sync::Mutex::new(Vec::new());
+    let ok = fleet.step(
+        out,
+        "checking hosts (ssh + architecture + fd limit)",
+        &all,
+        false,
+        |host| {
+            let probe = fleet
+                .transport
+                .run(host, &scripts::doctor(&fleet.dir(host)), LOOK_TIMEOUT);
+            if !probe.ok() || fleet.dry_run {
+                return probe;
+            }
+            let field = |key: &str| {
+                probe
+                    .text
+                    .split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(key).map(str::to_string))
+                    .unwrap_or_else(|| "?".to_string())
+            };
+            let (remote_arch, cores, hard, running) = (
+                field("arch="),
+                field("cores="),
+                field("nofile_hard="),
+                field("running="),
+            );
+            let mut line = format!("arch={remote_arch}");
+            if remote_arch != arch {
+                line.push_str(&format!(" CANNOT-RUN-AGENT({arch})"));
+                wrong_arch
+                    .lock()
+                    .expect("unpoisoned")
+                    .push(host.name.clone());
+            }
+            line.push_str(&format!("; cores={cores}; nofile_hard={hard}"));
+            let need = fds_needed(&fleet, m.index_of(&host.name).expect("a matrix host"));
+            if hard != "unlimited" && hard.parse::<u64>().is_ok_and(|h| h < need) {
+                line.push_str(&format!(" FDS-TOO-LOW(need>{need})"));
+                low_fds.lock().expect("unpoisoned").push(host.name.clone());
+            }
+            line.push_str(&format!("; agent_running={running}"));
+            Outcome {
+                code: 0,
+                text: line,
+            }
+        },
+    )?;
+    if ok.len() < all.len() {
+        writeln!(
+            out,
+            "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    let wrong = wrong_arch.into_inner().expect("unpoisoned");
+    if !wrong.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) cannot run this {arch} agent: {} -- build mx for them and pass --agent",
+            wrong.len(),
+            wrong.join(", ")
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    let low = low_fds.into_inner().expect("unpoisoned");
+    if !low.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) have a hard open-file limit below the run's need: raise it (limits.conf / systemd LimitNOFILE), or use fewer peers",
+            low.len()
+        )?;
+    }
+    writeln!(out, "[mx] fleet looks ready: mx start")?;
+    Ok(0)
+}
