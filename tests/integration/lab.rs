@@ -259,3 +259,176 @@ fn agent_demo_runs_the_whole_lifecycle_for_a_new_user() {
     );
     assert!(out.contains("[mx] nothing of mx remains on the fleet"));
 }
+
+/// Bytes sent and received on `dev` inside host `i`'s namespace.
+fn counters(net: u8, i: usize, dev: &str) -> (u64, u64) {
+    let read = |what: &str| -> u64 {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &format!("mx{net}h{i}"),
+                "cat",
+                &format!("/sys/class/net/{dev}/statistics/{what}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    (read("tx_bytes"), read("rx_bytes"))
+}
+
+#[test]
+fn agent_lab_bind_moves_the_traffic_to_the_data_nic() {
+    let Some(lab) = Lab::up(74, 3) else { return };
+    let sb = lab.controller("5000");
+    // A pattern only h1 has: refused before anything starts, naming the others.
+    let run = lab.mx(&sb, &["start", "--bind", "198.19.74.1"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("--bind '198.19.74.1' matches no interface on 2 host(s): h2, h3"),
+        "{}",
+        run.stderr
+    );
+    assert!(lab.agents(1).is_empty() && std::fs::read_dir(lab.var_tmp(1)).unwrap().count() == 0);
+
+    let run = lab.mx(&sb, &["start", "--bind", "eth1", "--interval", "1"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("matrix retargeted at each host's matching address (3 of 3 changed)")
+    );
+    // Counted from here: the deploy itself (scp of the binary) rode eth0.
+    let before: Vec<_> = (1..=3)
+        .map(|i| (counters(74, i, "eth0"), counters(74, i, "eth1")))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let after: Vec<_> = (1..=3)
+        .map(|i| (counters(74, i, "eth0"), counters(74, i, "eth1")))
+        .collect();
+    assert_eq!(lab.mx(&sb, &["stop"]).code, 0);
+    for i in 0..3 {
+        let data = (after[i].1.0 - before[i].1.0, after[i].1.1 - before[i].1.1);
+        let mgmt = (after[i].0.0 - before[i].0.0, after[i].0.1 - before[i].0.1);
+        // 2 flows x 5000 pps x 3 s of 64-byte requests and replies each way:
+        // megabytes on eth1; eth0 carries only the ssh sessions.
+        assert!(
+            data.0 > 2_000_000 && data.1 > 2_000_000,
+            "h{}: eth1 moved {data:?}",
+            i + 1
+        );
+        assert!(
+            mgmt.0 < data.0 / 4 && mgmt.1 < data.1 / 4,
+            "h{}: eth0 moved {mgmt:?} vs {data:?}",
+            i + 1
+        );
+    }
+    let stamp = std::fs::read_to_string(lab.var_tmp(1).join("mx/agent.stamp")).unwrap();
+    assert!(stamp.contains("--bind eth1"), "{stamp}");
+}
+
+#[test]
+fn agent_lab_reload_restarts_only_what_the_edit_changed() {
+    let Some(lab) = Lab::up(75, 3) else { return };
+    let sb = lab.controller("1000");
+    assert_eq!(
+        lab.mx(&sb, &["start", "--interval", "1", "--streams", "2"])
+            .code,
+        0
+    );
+    let pids = |lab: &Lab| (1..=3).map(|i| lab.agents(i)).collect::<Vec<_>>();
+    let first = pids(&lab);
+
+    // Nothing edited: nothing restarted.
+    let run = lab.mx(&sb, &["reload"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("[mx] every host already matches matrix.csv -- nothing to restart"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(pids(&lab), first);
+
+    // One row (h2's) edited: only h2 restarts, with its original flags, report kept.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let rows_before = std::fs::read_to_string(lab.var_tmp(2).join("mx/report.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    let matrix = sb.read("matrix.csv");
+    let edited: String = matrix
+        .split_inclusive('\n')
+        .map(|l| {
+            if l.starts_with("h2=") {
+                l.replacen(",1000,", ",1500,", 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_ne!(edited, matrix);
+    sb.write("matrix.csv", &edited);
+    let run = lab.mx(&sb, &["reload"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("[mx] unchanged, left running: 2 of 3 host(s)"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("[mx] matrix changed for 1 host(s): h2"));
+    assert!(run.stdout.contains("h2  restarted (was stopped)"));
+    let second = pids(&lab);
+    assert_eq!(second[0], first[0]);
+    assert_ne!(second[1], first[1]);
+    assert_eq!(second[2], first[2]);
+    let stamp = std::fs::read_to_string(lab.var_tmp(2).join("mx/agent.stamp")).unwrap();
+    assert!(stamp.contains("flags=--interval 1 --streams 2"), "{stamp}");
+    let rows_after = std::fs::read_to_string(lab.var_tmp(2).join("mx/report.csv"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(rows_after >= rows_before, "the report survives a reload");
+
+    // The header (packet shape) edited: every host restarts.
+    let reshaped = sb.read("matrix.csv").replace("tx_size=64", "tx_size=128");
+    sb.write("matrix.csv", &reshaped);
+    let run = lab.mx(&sb, &["reload"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("[mx] matrix changed for 3 host(s): h1, h2, h3"),
+        "{}",
+        run.stdout
+    );
+    let third = pids(&lab);
+    for i in 0..3 {
+        assert_ne!(third[i], second[i], "h{} restarted", i + 1);
+    }
+    assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
+}
+
+#[test]
+fn agent_lab_doctor_checks_ssh_architecture_and_fd_limits() {
+    let Some(lab) = Lab::up(76, 2) else { return };
+    let sb = lab.controller("1000");
+    let run = lab.mx(&sb, &["doctor"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("  h1  arch=x86_64; cores="),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("agent_running=no"));
+    assert!(run.stdout.contains("[mx] fleet looks ready: mx start"));
+    lab.cut(2);
+    let run = lab.mx(&sb, &["doctor"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains("[mx] FAILED on 1/2 hosts: h2"),
+        "{}",
+        run.stdout
+    );
+}
