@@ -88,6 +88,32 @@ pub fn stage(
     Ok((staging, vec![to_agent, to_matrix]))
 }
 
+/// The matrix with every host name resolved to its IPv4 address on the
+/// controller, when any host is named rather than numbered: the agents never
+/// need DNS (ssh still goes to the name). `None` when all are addresses.
+pub fn resolved(matrix: &Matrix) -> Result<Option<Matrix>> {
+    if matrix
+        .hosts()
+        .iter()
+        .all(|h| h.addr.parse::<std::net::Ipv4Addr>().is_ok())
+    {
+        return Ok(None);
+    }
+    let mut addrs = Vec::new();
+    for host in matrix.hosts() {
+        match crate::agent::identity::resolve(host) {
+            Some(addr) => addrs.push(addr.ip().to_string()),
+            None => {
+                return Err(Error::refused(format!(
+                    "host '{}': '{}' does not resolve to an IPv4 address on this machine -- fix the name or write the address in the matrix",
+                    host.name, host.addr
+                )));
+            }
+        }
+    }
+    Ok(Some(matrix.retargeted(&addrs)))
+}
+
 /// Makes the remote dir (refusing a host whose agent runs) and copies `files`.
 pub fn deploy(
     fleet: &Fleet,
@@ -126,7 +152,7 @@ pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     if !args.run.no_deploy {
         let retargeted = match &args.run.bind {
             Some(spec) => Some(super::bind::retarget(&fleet, spec, out)?),
-            None => None,
+            None => resolved(&fleet.matrix)?,
         };
         let (_staging, files) = stage(&fleet, args.run.agent.as_deref(), retargeted.as_ref())?;
         hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {

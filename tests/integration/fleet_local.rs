@@ -247,3 +247,76 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
             .contains("DRY-RUN ssh -o 'BatchMode=yes' -o 'ConnectTimeout=8' 127.55.0.1 ")
     );
 }
+
+#[test]
+fn agent_fleet_run_holds_summarizes_and_stops() {
+    let sb = fleet_dir(56, &["h1", "h2"]);
+    let run = sb.mx(&[
+        "run",
+        "--local",
+        "hosts",
+        "--for",
+        "4",
+        "--interval",
+        "1",
+        "--window",
+        "2",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("[mx] running for 4s -- ctrl-c stops the agents and summarizes early")
+    );
+    assert!(
+        run.stdout
+            .contains("mx summarize -- last 4s, 2 hosts, 2 flows"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("[mx] stopping agents on 2 hosts"));
+    assert!(
+        agents_under(&sb.file("hosts")).is_empty(),
+        "run stops the agents"
+    );
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}
+
+#[test]
+fn agent_fleet_start_refuses_a_dwell_off_the_interval_and_resolves_names_first() {
+    let sb = Sandbox::new();
+    sb.write(
+        "servers.txt",
+        "h1=127.57.0.1\nh2=127.57.0.2\nh3=127.57.0.3\nh4=127.57.0.4\n",
+    );
+    assert_eq!(
+        sb.mx(&["gen", "--peers", "1", "--dwell", "4", "--seed", "1"])
+            .code,
+        0
+    );
+    let run = sb.mx(&["start", "--local", "hosts", "--interval", "3"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: layered matrix: dwell 4s must be a whole multiple of --interval (3s) so layer switches land on report ticks. Try --interval 4.\n"
+    );
+    assert!(
+        !sb.file("hosts").exists(),
+        "refused before anything was copied"
+    );
+    // Host names are resolved on the controller: the agents get addresses.
+    sb.write("servers.txt", "h1=localhost\nh2=127.57.0.2\n");
+    assert_eq!(sb.mx(&["gen", "--pps", "100"]).code, 0);
+    let run = sb.mx(&[
+        "start",
+        "--local",
+        "hosts",
+        "--interval",
+        "1",
+        "--duration",
+        "1",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let deployed = sb.read("hosts/h2/var/tmp/mx/matrix.csv");
+    assert!(deployed.contains("h1=127.0.0.1:5300"), "{deployed}");
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}

@@ -432,3 +432,51 @@ fn agent_lab_doctor_checks_ssh_architecture_and_fd_limits() {
         run.stdout
     );
 }
+
+#[test]
+fn agent_lab_hostile_names_and_dirs_cross_real_ssh_quoted() {
+    let Some(lab) = Lab::up(77, 2) else { return };
+    let sb = Sandbox::new();
+    // Names and a remote dir that would run commands on the host if a login
+    // shell ever saw them unquoted.
+    sb.write(
+        "servers.txt",
+        "h$(touch${IFS}/var/tmp/pwned-name)=198.18.77.1\nh2;touch${IFS}/var/tmp/pwned-semi=198.18.77.2\n",
+    );
+    assert_eq!(sb.mx(&["gen", "--pps", "500"]).code, 0);
+    // (No '/' inside the hostile part: that would only make a nested path.)
+    let dir = "/var/tmp/mx it's $(touch${IFS}pwned-dir) `touch pwned-tick`;x";
+    let run = lab.mx(&sb, &["start", "--interval", "1", "--remote-dir", dir]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let status = lab.mx(&sb, &["status", "--remote-dir", dir]);
+    assert!(
+        status
+            .stdout
+            .contains("  h$(touch${IFS}/var/tmp/pwned-name)  "),
+        "{}",
+        status.stdout
+    );
+    assert!(!status.stdout.contains("NOT-"), "{}", status.stdout);
+    assert_eq!(lab.agents(1).len(), 1);
+    let clean = lab.mx(&sb, &["clean", "--yes", "--remote-dir", dir]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    for i in 1..=2 {
+        let left: Vec<_> = std::fs::read_dir(lab.var_tmp(i))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "h{i}: {left:?} (a quoted word ran, or the dir survived)"
+        );
+        assert!(lab.agents(i).is_empty());
+    }
+    // A command that ran would have touched its file in the login directory.
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    for name in ["pwned-dir", "pwned-tick", "pwned-name", "pwned-semi"] {
+        assert!(
+            !Path::new(&home).join(name).exists(),
+            "{name} was created: a word ran"
+        );
+    }
+}
