@@ -320,3 +320,57 @@ fn agent_fleet_start_refuses_a_dwell_off_the_interval_and_resolves_names_first()
     assert!(deployed.contains("h1=127.0.0.1:5300"), "{deployed}");
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
+
+#[test]
+fn doctor_flags_a_hard_fd_limit_below_the_run() {
+    use std::os::unix::process::CommandExt;
+    let sb = fleet_dir(58, &["h1", "h2", "h3"]);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mx"));
+    cmd.current_dir(sb.path())
+        .args(["doctor", "--local", "hosts"]);
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 60,
+                rlim_max: 60,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "markers do not fail doctor: {text}"
+    );
+    // 2 flows + 64 spare descriptors > 60.
+    assert!(text.contains("  h1  arch=x86_64; cores="), "{text}");
+    assert!(
+        text.contains("nofile_hard=60 FDS-TOO-LOW(need>66)"),
+        "{text}"
+    );
+    assert!(text.contains("have a hard open-file limit below the run's need"));
+}
+
+#[test]
+fn status_watch_refreshes() {
+    let sb = fleet_dir(59, &["h1", "h2"]);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+        .current_dir(sb.path())
+        .args(["status", "--local", "hosts", "--watch", "1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.matches("mx status -- ").count() >= 2, "{text}");
+    assert!(text.contains("(every 1s, ctrl-c to stop)"));
+    assert!(text.matches("h1  NOT-DEPLOYED").count() >= 2);
+}
