@@ -487,15 +487,8 @@ pub struct LogsArgs {
 pub struct CollectArgs {
     #[command(flatten)]
     pub fleet: FleetArgs,
-    /// Where the reports go (<host>.csv)
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "MX_REPORTS",
-        hide_env_values = true,
-        default_value = "reports"
-    )]
-    pub reports: PathBuf,
+    #[command(flatten)]
+    pub reports: ReportsDir,
 }
 
 #[derive(Debug, Args)]
@@ -534,20 +527,27 @@ pub struct DemoArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// `--reports`: where collected reports live, one `<host>.csv` per host.
 #[derive(Debug, Clone, Args)]
-pub struct SummarizeArgs {
-    #[command(flatten)]
-    pub fleet: FleetArgs,
-
+pub struct ReportsDir {
     /// Directory of report files (<host>.csv)
     #[arg(
-        long,
+        long = "reports",
         value_name = "DIR",
         env = "MX_REPORTS",
         hide_env_values = true,
         default_value = "reports"
     )]
-    pub reports: PathBuf,
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SummarizeArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+
+    #[command(flatten)]
+    pub reports: ReportsDir,
 
     /// Seconds of the newest reports to summarize (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 60.0)]
@@ -572,31 +572,17 @@ pub struct SummarizeArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The run's matrix (names, layers, hosts that never reported); optional
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "MX_MATRIX",
-        hide_env_values = true,
-        default_value = "matrix.csv"
-    )]
-    pub matrix: PathBuf,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
 
-    /// Directory of report files (<host>.csv)
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "MX_REPORTS",
-        hide_env_values = true,
-        default_value = "reports"
-    )]
-    pub reports: PathBuf,
+    #[command(flatten)]
+    pub reports: ReportsDir,
 
     /// Seconds of the newest reports to reduce over (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 60.0)]
     pub window: f64,
 
-    /// Use the reports already in --reports (collecting over ssh comes with the fleet commands)
+    /// Use the reports already in --reports (and the matrix is optional); do not collect first
     #[arg(long)]
     pub no_collect: bool,
 

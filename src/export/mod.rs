@@ -176,13 +176,27 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
         Some(path) => read_names(path)?,
         None => HashMap::new(),
     };
-    let mut set = ReportSet::read(&args.reports, args.window)?;
-    let matrix = if args.matrix.exists() {
-        Some(crate::matrix::Matrix::load(&args.matrix)?)
+    let reports = &args.reports.dir;
+    let matrix_path = &args.fleet.matrix;
+    if !args.no_collect {
+        if !matrix_path.exists() {
+            return Err(Error::refused(format!(
+                "matrix not found: {} -- `mx export --no-collect` exports the reports already in {}/ without it",
+                matrix_path.display(),
+                reports.display()
+            )));
+        }
+        let fleet = crate::fleet::Fleet::open(&args.fleet)?;
+        // The samples may be going to stdout: the collect's narration goes to stderr.
+        crate::fleet::commands::collect_reports(&fleet, reports, &mut std::io::stderr())?;
+    }
+    let mut set = ReportSet::read(reports, args.window)?;
+    let matrix = if matrix_path.exists() {
+        Some(crate::matrix::Matrix::load(matrix_path)?)
     } else {
         eprintln!(
             "[mx] export: no matrix at {}: exporting the reports alone (no NO-DATA states, no coverage)",
-            args.matrix.display()
+            matrix_path.display()
         );
         None
     };
@@ -217,7 +231,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
 
     // Raw per-interval host-row samples, in file order.
     if args.raw {
-        raw_samples(&mut b, &args.reports, set.start)?;
+        raw_samples(&mut b, reports, set.start)?;
     }
     let senders: Vec<f64> = hosts.iter().map(|h| h.sent).filter(|&s| s > 0.0).collect();
     let median = {
@@ -376,7 +390,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
     if !measured {
         eprintln!(
             "mx: nothing to export from {}/ -- no measured rows in the window",
-            args.reports.display()
+            reports.display()
         );
         return Ok(EXIT_PROBLEMS);
     }

@@ -378,7 +378,7 @@ pub fn collect_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Re
 
 pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
-    let ok = collect_reports(&fleet, &args.reports, out)?;
+    let ok = collect_reports(&fleet, &args.reports.dir, out)?;
     Ok(if ok { 0 } else { EXIT_PROBLEMS })
 }
 

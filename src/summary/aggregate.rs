@@ -42,7 +42,8 @@ impl Mean {
     }
 }
 
-fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+/// The larger of two optional measurements (either alone, if only one was measured).
+pub fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, None) => x,

@@ -5,7 +5,7 @@
 //! pairs are idle most of the window, so rates come from the host rows (time
 //! averages), and a pair's delivery from its sums, drain rows included.
 
-use super::aggregate::{ReportSet, TxPair};
+use super::aggregate::{ReportSet, TxPair, max_opt};
 use crate::matrix::Matrix;
 use crate::units::wire_bits;
 
@@ -121,10 +121,7 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
         {
             f.worst_flow = Some((src, dst, p.p50, p99));
         }
-        f.rtt_max = match (f.rtt_max, p.rtt_max) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
+        f.rtt_max = max_opt(f.rtt_max, p.rtt_max);
     }
     f.rtt_avg = (weight > 0.0).then(|| weighted / weight);
     f.exact = set.fleet_rtt().and_then(|h| {
@@ -188,13 +185,6 @@ impl HostFigures {
         let arrived = self.arrived?;
         (self.sent > 0.0)
             .then(|| (percent(arrived, self.sent) - percent(self.back, self.sent)).max(0.0))
-    }
-}
-
-fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, y) => x.or(y),
     }
 }
 

@@ -42,9 +42,9 @@ pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
     if !args.no_collect {
         let fleet = crate::fleet::Fleet::open(&args.fleet)?;
         // A host without a report yet is said, not fatal: summarize what came.
-        crate::fleet::commands::collect_reports(&fleet, &args.reports, out)?;
+        crate::fleet::commands::collect_reports(&fleet, &args.reports.dir, out)?;
     }
-    let mut set = ReportSet::read(&args.reports, args.window)?;
+    let mut set = ReportSet::read(&args.reports.dir, args.window)?;
     let matrix = optional_matrix(&args.fleet.matrix)?;
     if let Some(m) = &matrix {
         for host in m.hosts() {

@@ -97,6 +97,30 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
     );
     assert!(sb.file("reports/h2.csv").exists());
 
+    // export collects first too, narrating on stderr: stdout is the samples.
+    let export = sb.mx(&with(&["export", "--window", "2"], &local));
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    assert!(
+        export
+            .stderr
+            .contains("[mx] collecting reports into reports/ on 3 hosts"),
+        "{}",
+        export.stderr
+    );
+    assert!(export.stdout.starts_with("# mx "), "{}", export.stdout);
+    assert!(
+        export.stdout.contains("\nmx_pps\th1\t"),
+        "{}",
+        export.stdout
+    );
+    let no_matrix = sb.mx(&with(&["export", "--matrix", "nope.csv"], &local));
+    assert_eq!(no_matrix.code, 2);
+    assert!(
+        no_matrix
+            .stderr
+            .contains("matrix not found: nope.csv -- `mx export --no-collect` exports")
+    );
+
     let logs = sb.mx(&with(&["logs"], &local));
     assert_eq!(logs.code, 0);
     assert!(
