@@ -295,6 +295,10 @@ pub struct AgentArgs {
     /// SO_RCVBUF of every socket, bytes (0 = 8 MiB on the responders, 4 MiB per flow)
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub rcvbuf: usize,
+
+    /// Spin over the sockets instead of sleeping: lowest latency, one busy core per worker
+    #[arg(long)]
+    pub busy_poll: bool,
 }
 
 /// The flags every fleet command takes.
@@ -401,6 +405,10 @@ pub struct RunFlags {
         hide_env_values = true
     )]
     pub bind: Option<String>,
+
+    /// Workers spin instead of sleeping: lowest latency, a busy core each
+    #[arg(long)]
+    pub busy_poll: bool,
 
     /// Start what is already on the hosts; copy nothing
     #[arg(long)]

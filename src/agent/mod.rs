@@ -113,6 +113,9 @@ fn stamped_flags(args: &AgentArgs) -> Vec<String> {
     if args.rcvbuf != 0 {
         flags.extend(["--rcvbuf".to_string(), args.rcvbuf.to_string()]);
     }
+    if args.busy_poll {
+        flags.push("--busy-poll".to_string());
+    }
     flags
 }
 
@@ -240,6 +243,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
             recv: rcvbuf_or(DEFAULT_FLOW_RCVBUF),
         },
         interval: args.interval,
+        busy_poll: args.busy_poll,
         first_tick: first_tick(now, args.interval),
         deadline: (args.duration > 0.0)
             .then(|| Instant::now() + Duration::from_secs_f64(args.duration)),

@@ -41,6 +41,8 @@ pub struct AgentPlan {
     pub interval: f64,
     /// Wall-clock time (Unix seconds) of the first report tick.
     pub first_tick: f64,
+    /// `--busy-poll`: workers spin over their sockets instead of sleeping.
+    pub busy_poll: bool,
     /// `--duration`: the workers stop by themselves at this instant.
     pub deadline: Option<Instant>,
 }

@@ -102,10 +102,12 @@ impl Worker {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
         let responder = match udp::responder_socket(plan.listen, plan.responder_buffers) {
             Ok(socket) => {
-                epoll.add(
-                    socket.as_fd(),
-                    EpollEvent::new(EpollFlags::EPOLLIN, RESPONDER),
-                )?;
+                if !plan.busy_poll {
+                    epoll.add(
+                        socket.as_fd(),
+                        EpollEvent::new(EpollFlags::EPOLLIN, RESPONDER),
+                    )?;
+                }
                 Some(socket)
             }
             Err(e) => {
@@ -159,6 +161,10 @@ impl Worker {
                 self.on_tick(now);
             }
             let next_due = self.send_due(now);
+            if self.plan.busy_poll {
+                self.poll_everything();
+                continue;
+            }
             let wait = next_due
                 .min(self.tick_at)
                 .saturating_duration_since(Instant::now())
@@ -209,7 +215,10 @@ impl Worker {
                     }
                 };
             let slot = self.free_slot();
-            if let Err(e) = self.epoll.add(
+            if self.plan.busy_poll {
+                // Polled directly every pass: no epoll registration, so no
+                // readiness callback on every arriving datagram either.
+            } else if let Err(e) = self.epoll.add(
                 socket.as_fd(),
                 EpollEvent::new(EpollFlags::EPOLLIN, slot as u64),
             ) {
@@ -229,6 +238,15 @@ impl Worker {
                 draining: false,
                 close_at: 0.0,
             });
+        }
+    }
+
+    /// `--busy-poll`: read every socket every pass, never sleep. Lowest latency
+    /// and no wakeups, at the price of a core spinning even when idle.
+    fn poll_everything(&mut self) {
+        self.serve_requests();
+        for slot in 0..self.flows.len() {
+            self.read_replies(slot);
         }
     }
 
@@ -257,7 +275,9 @@ impl Worker {
                 .is_some_and(|f| f.draining && f.close_at <= tick + 1e-6)
             {
                 let flow = slot.take().expect("checked");
-                let _ = self.epoll.delete(flow.socket.as_fd());
+                if !self.plan.busy_poll {
+                    let _ = self.epoll.delete(flow.socket.as_fd());
+                }
             }
         }
         let layer = self.plan.schedule().layer_at(tick);

@@ -37,6 +37,9 @@ pub fn agent_flags(run: &RunFlags) -> Vec<String> {
     if let Some(bind) = &run.bind {
         flags.extend(["--bind".to_string(), bind.clone()]);
     }
+    if run.busy_poll {
+        flags.push("--busy-poll".to_string());
+    }
     flags
 }
 

@@ -220,3 +220,32 @@ fn an_absent_responder_reads_100_percent_loss() {
             .all(|r| !(r.s("dir") == "rx" && r.s("peer") == "h3"))
     );
 }
+
+#[test]
+fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
+    let net = 18;
+    let mut fleet = Fleet::new(&mesh(net, 2, "20000", (64, 64)));
+    fleet.run_all(
+        &["h1", "h2"],
+        &[
+            "--interval",
+            "1",
+            "--duration",
+            "3.6",
+            "--busy-poll",
+            "--workers",
+            "1",
+        ],
+    );
+    for h in ["h1", "h2"] {
+        let rows = fleet.report(h);
+        let tx = full_rows(&rows, "tx", None);
+        assert!(tx.len() >= 2, "{h}\n{}", fleet.log(h));
+        for r in tx {
+            assert!(within(r.f("pps").unwrap(), 20_000.0, 0.01), "{r:?}");
+            assert!(within(r.f("rep_pps").unwrap(), 20_000.0, 0.01), "{r:?}");
+        }
+        let stamp = std::fs::read_to_string(fleet.dir(h).join("agent.stamp")).unwrap();
+        assert!(stamp.contains("--busy-poll"), "{stamp}");
+    }
+}
