@@ -77,10 +77,21 @@ impl Fleet {
             .user
             .clone()
             .or_else(|| std::env::var("SSH_USER").ok().filter(|u| !u.is_empty()));
+        let ssh_words = split(&args.ssh);
+        // Share connections unless the user's own ssh command already manages them.
+        let sharing = !args.dry_run
+            && !ssh_words
+                .iter()
+                .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
         let ssh = Ssh {
-            ssh: split(&args.ssh),
+            ssh: ssh_words,
             scp: split(&args.scp),
             user,
+            control_dir: if sharing {
+                transport::control_dir()
+            } else {
+                None
+            },
         };
         if ssh.ssh.is_empty() || ssh.scp.is_empty() {
             return Err(Error::refused("MX_SSH / MX_SCP must name a command"));

@@ -106,12 +106,43 @@ pub struct Ssh {
     pub ssh: Vec<String>,
     pub scp: Vec<String>,
     pub user: Option<String>,
+    /// Where shared connections live (ControlMaster), when sharing is on: the
+    /// first session to a host opens a master that later ones ride, for 60 s,
+    /// so a command's second and third step cost no new key exchange.
+    pub control_dir: Option<PathBuf>,
+}
+
+/// The directory for shared ssh connections: private to this user.
+pub fn control_dir() -> Option<PathBuf> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("mx-ssh-{uid}"));
+    std::fs::create_dir_all(&dir).ok()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).ok()?;
+    Some(dir)
 }
 
 /// Options every ssh and scp call carries: never prompt, give up connecting in 8 s.
 const SSH_OPTIONS: [&str; 4] = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=8"];
 
 impl Ssh {
+    /// BatchMode and the connect timeout, then connection sharing when on.
+    fn options(&self) -> Vec<String> {
+        let mut options: Vec<String> = SSH_OPTIONS.iter().map(|s| s.to_string()).collect();
+        if let Some(dir) = &self.control_dir {
+            options.extend([
+                "-o".to_string(),
+                "ControlMaster=auto".to_string(),
+                "-o".to_string(),
+                format!("ControlPath={}/%C", dir.display()),
+                "-o".to_string(),
+                "ControlPersist=60s".to_string(),
+            ]);
+        }
+        options
+    }
+
     fn target(&self, host: &Host) -> String {
         match &self.user {
             Some(user) => format!("{user}@{}", host.addr),
@@ -122,7 +153,7 @@ impl Ssh {
     /// The argv of an ssh call running `script` on `host` (the script is one argument).
     pub fn ssh_argv(&self, host: &Host, script: &str) -> Vec<String> {
         let mut argv = self.ssh.clone();
-        argv.extend(SSH_OPTIONS.iter().map(|s| s.to_string()));
+        argv.extend(self.options());
         argv.push(self.target(host));
         argv.push(script.to_string());
         argv
@@ -130,7 +161,7 @@ impl Ssh {
 
     pub fn push_argv(&self, host: &Host, files: &[PathBuf], dir: &str) -> Vec<String> {
         let mut argv = self.scp.clone();
-        argv.extend(SSH_OPTIONS.iter().map(|s| s.to_string()));
+        argv.extend(self.options());
         argv.push("-q".into());
         argv.extend(files.iter().map(|f| f.display().to_string()));
         argv.push(format!("{}:{dir}/", self.target(host)));
@@ -139,7 +170,7 @@ impl Ssh {
 
     pub fn pull_argv(&self, host: &Host, remote: &str, to: &Path) -> Vec<String> {
         let mut argv = self.scp.clone();
-        argv.extend(SSH_OPTIONS.iter().map(|s| s.to_string()));
+        argv.extend(self.options());
         argv.push("-q".into());
         argv.push(format!("{}:{remote}", self.target(host)));
         argv.push(to.display().to_string());
