@@ -16,13 +16,13 @@ use crate::units::wire_bits;
 
 /// Requests one agent worker sends or answers per second, each an exchange of two
 /// datagrams through that worker (request out + reply in, or request in + reply
-/// out). Provisional: taken from the kernel's batched UDP path on this project's
-/// 2-core test machines (lab-notes.md: recvmmsg/sendmmsg in batches of 64 run about
-/// 0.45-0.50 million round trips per second with one core on each side), the
-/// ceiling our batched agent is built to reach. The performance work measures our
-/// agent and replaces this figure with its own (the original's was 200,000 for a
-/// Python worker).
-pub const WORKER_EXCHANGES_PER_SECOND: f64 = 450_000.0;
+/// out). Measured by `bench/agent_vs_ceiling.py` (README, Performance): one
+/// worker per agent, 64-byte packets, loopback, 2-core VM: the highest loss-free
+/// rate was 140.6 kpps per flow (median of 3 rounds) while also answering the
+/// peer's 140.6 kpps, i.e. ~280,000 exchanges per second per worker. (The
+/// original assumed 200,000 for a Python worker.) Real NICs add interrupt and
+/// driver work, so treat it as a ceiling.
+pub const WORKER_EXCHANGES_PER_SECOND: f64 = 280_000.0;
 
 /// Worker threads a host needs to send `out_pps` requests and answer as many:
 /// `floor(2 * out_pps / WORKER_EXCHANGES_PER_SECOND) + 1`.
