@@ -53,6 +53,11 @@ const DEFAULT_RESPONDER_RCVBUF: usize = 8 << 20;
 /// it would read as return-leg loss that is the agent's own. A limit, not an
 /// allocation: memory is used only by replies actually queued.
 const DEFAULT_FLOW_RCVBUF: usize = 4 << 20;
+/// Datagrams of the request size the responder's buffer holds at least, and
+/// of the reply size a flow's: measured with 65507-byte datagrams, where the
+/// defaults above overflowed at 60 kpps and 32 MiB ran loss-free at 86 kpps.
+const RESPONDER_DATAGRAMS: usize = 512;
+const FLOW_DATAGRAMS: usize = 256;
 
 /// Names of the files the agent keeps beside its report.
 pub const PID_FILE: &str = "agent.pid";
@@ -224,6 +229,14 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
             args.rcvbuf
         }
     };
+    // Large datagrams need room for as many of them: a 64 KB request takes a
+    // 64 KB slot of the buffer, and 8 MiB would hold barely a hundred.
+    let (tx_size, rx_size) = (
+        matrix.config.tx_size as usize,
+        matrix.config.rx_size as usize,
+    );
+    let responder_default = DEFAULT_RESPONDER_RCVBUF.max(RESPONDER_DATAGRAMS * tx_size);
+    let flow_default = DEFAULT_FLOW_RCVBUF.max(FLOW_DATAGRAMS * rx_size);
     let now = wall_now();
     let mut plan = AgentPlan {
         matrix,
@@ -236,11 +249,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         listen,
         responder_buffers: Buffers {
             send: args.sndbuf,
-            recv: rcvbuf_or(DEFAULT_RESPONDER_RCVBUF),
+            recv: rcvbuf_or(responder_default),
         },
         client_buffers: Buffers {
             send: args.sndbuf,
-            recv: rcvbuf_or(DEFAULT_FLOW_RCVBUF),
+            recv: rcvbuf_or(flow_default),
         },
         interval: args.interval,
         busy_poll: args.busy_poll,
