@@ -244,6 +244,82 @@ pub struct HintsArgs {
     pub sizes: PacketSizes,
 }
 
+/// How the agents run: the flags `mx start` passes to every agent, and that
+/// each agent stamps for `mx reload` to reuse.
+#[derive(Debug, Clone, Args)]
+pub struct AgentFlags {
+    /// Seconds per report interval; rows land on wall-clock multiples of it
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub interval: f64,
+
+    /// Stop by itself after this many seconds (0 = run until signalled)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub duration: f64,
+
+    /// Worker threads: 'auto' = one per core, capped at flows x streams + 1
+    #[arg(long, value_name = "auto|N", default_value = "auto",
+          value_parser = crate::agent::parse_workers)]
+    pub workers: crate::agent::WorkersArg,
+
+    /// Sockets per peer; the pair's rate is split across them (1..256)
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub streams: u32,
+
+    /// Bind the traffic to this interface or address (fleet commands resolve it on
+    /// every host and retarget the matrix; an agent refuses an address the matrix
+    /// does not give it)
+    #[arg(
+        long,
+        value_name = "IFACE|ADDR",
+        env = "IPERF_BIND",
+        hide_env_values = true
+    )]
+    pub bind: Option<String>,
+
+    /// SO_SNDBUF of every socket, bytes (0 = kernel default)
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub sndbuf: usize,
+
+    /// SO_RCVBUF of every socket, bytes (0 = sized for the packets: 8 MiB or 512
+    /// requests on the responders, 4 MiB or 256 replies per flow)
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub rcvbuf: usize,
+
+    /// Spin over the sockets instead of sleeping: lowest latency, one busy core per worker
+    #[arg(long)]
+    pub busy_poll: bool,
+}
+
+impl AgentFlags {
+    /// These flags as agent arguments: every one that differs from its default,
+    /// `--interval` always (facts.md 4.1).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut flags = vec!["--interval".to_string(), crate::units::g(self.interval)];
+        if self.duration != 0.0 {
+            flags.extend(["--duration".to_string(), crate::units::g(self.duration)]);
+        }
+        if let crate::agent::WorkersArg::Count(n) = self.workers {
+            flags.extend(["--workers".to_string(), n.to_string()]);
+        }
+        if self.streams != 1 {
+            flags.extend(["--streams".to_string(), self.streams.to_string()]);
+        }
+        if let Some(bind) = &self.bind {
+            flags.extend(["--bind".to_string(), bind.clone()]);
+        }
+        if self.sndbuf != 0 {
+            flags.extend(["--sndbuf".to_string(), self.sndbuf.to_string()]);
+        }
+        if self.rcvbuf != 0 {
+            flags.extend(["--rcvbuf".to_string(), self.rcvbuf.to_string()]);
+        }
+        if self.busy_poll {
+            flags.push("--busy-poll".to_string());
+        }
+        flags
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Writes report.csv (one row per flow per interval), and beside it agent.pid and \
@@ -267,38 +343,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
 
-    /// Seconds per report interval; rows land on wall-clock multiples of it
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    pub interval: f64,
-
-    /// Stop by itself after this many seconds (0 = run until signalled)
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
-    pub duration: f64,
-
-    /// Worker threads: 'auto' = one per core, capped at flows x streams + 1
-    #[arg(long, value_name = "auto|N", default_value = "auto",
-          value_parser = crate::agent::parse_workers)]
-    pub workers: crate::agent::WorkersArg,
-
-    /// Sockets per peer; the pair's rate is split across them (1..256)
-    #[arg(long, value_name = "S", default_value_t = 1)]
-    pub streams: u32,
-
-    /// Bind every socket to this interface or address (must be this host's matrix address)
-    #[arg(long, value_name = "IFACE|ADDR")]
-    pub bind: Option<String>,
-
-    /// SO_SNDBUF of every socket, bytes (0 = kernel default)
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub sndbuf: usize,
-
-    /// SO_RCVBUF of every socket, bytes (0 = 8 MiB on the responders, 4 MiB per flow)
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub rcvbuf: usize,
-
-    /// Spin over the sockets instead of sleeping: lowest latency, one busy core per worker
-    #[arg(long)]
-    pub busy_poll: bool,
+    #[command(flatten)]
+    pub flags: AgentFlags,
 }
 
 /// The flags every fleet command takes.
@@ -371,44 +417,8 @@ pub struct FleetArgs {
 /// What the agents are started with.
 #[derive(Debug, Clone, Args)]
 pub struct RunFlags {
-    /// Worker threads per host: 'auto' = one per core, capped at flows x streams + 1
-    #[arg(long, value_name = "auto|N", default_value = "auto",
-          value_parser = crate::agent::parse_workers)]
-    pub workers: crate::agent::WorkersArg,
-
-    /// Sockets per peer; the pair's rate is split across them
-    #[arg(long, value_name = "S", default_value_t = 1)]
-    pub streams: u32,
-
-    /// Seconds per report interval
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    pub interval: f64,
-
-    /// Agents stop by themselves after this many seconds (0 = when stopped)
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
-    pub duration: f64,
-
-    /// SO_SNDBUF of every socket, bytes (0 = kernel default)
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub sndbuf: usize,
-
-    /// SO_RCVBUF of every socket, bytes (0 = 8 MiB responders, 4 MiB flows)
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub rcvbuf: usize,
-
-    /// Bind the traffic to this interface or address on every host (the two-NIC
-    /// way: the matrix is retargeted at each host's matching address)
-    #[arg(
-        long,
-        value_name = "IFACE|ADDR",
-        env = "IPERF_BIND",
-        hide_env_values = true
-    )]
-    pub bind: Option<String>,
-
-    /// Workers spin instead of sleeping: lowest latency, a busy core each
-    #[arg(long)]
-    pub busy_poll: bool,
+    #[command(flatten)]
+    pub agent_flags: AgentFlags,
 
     /// Start what is already on the hosts; copy nothing
     #[arg(long)]

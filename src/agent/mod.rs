@@ -97,33 +97,6 @@ pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize
     .max(1)
 }
 
-/// The flags the agent was started with, as the stamp records them for reload.
-fn stamped_flags(args: &AgentArgs) -> Vec<String> {
-    let mut flags = vec!["--interval".to_string(), units::g(args.interval)];
-    if args.duration != 0.0 {
-        flags.extend(["--duration".to_string(), units::g(args.duration)]);
-    }
-    if let WorkersArg::Count(n) = args.workers {
-        flags.extend(["--workers".to_string(), n.to_string()]);
-    }
-    if args.streams != 1 {
-        flags.extend(["--streams".to_string(), args.streams.to_string()]);
-    }
-    if let Some(bind) = &args.bind {
-        flags.extend(["--bind".to_string(), bind.clone()]);
-    }
-    if args.sndbuf != 0 {
-        flags.extend(["--sndbuf".to_string(), args.sndbuf.to_string()]);
-    }
-    if args.rcvbuf != 0 {
-        flags.extend(["--rcvbuf".to_string(), args.rcvbuf.to_string()]);
-    }
-    if args.busy_poll {
-        flags.push("--busy-poll".to_string());
-    }
-    flags
-}
-
 /// The first report tick: the next multiple of the interval on the wall clock,
 /// or the one after if that is under half an interval away (no sliver rows).
 fn first_tick(now: f64, interval: f64) -> f64 {
@@ -168,16 +141,16 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     if let Some(log) = &args.log {
         redirect_output(log)?;
     }
-    if !(args.interval > 0.0 && args.interval.is_finite()) {
+    if !(args.flags.interval > 0.0 && args.flags.interval.is_finite()) {
         return Err(Error::refused(format!(
             "--interval must be a positive number of seconds (got {})",
-            units::g(args.interval)
+            units::g(args.flags.interval)
         )));
     }
-    if !(args.duration >= 0.0 && args.duration.is_finite()) {
+    if !(args.flags.duration >= 0.0 && args.flags.duration.is_finite()) {
         return Err(Error::refused(format!(
             "--duration must be 0 (run until stopped) or a number of seconds (got {})",
-            units::g(args.duration)
+            units::g(args.flags.duration)
         )));
     }
     // 1. The matrix, held to the agent's stricter standard.
@@ -188,7 +161,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     let me_host = matrix.hosts()[me as usize].clone();
     let my_addr = identity::resolve(&me_host);
     // 3. --bind: the address every socket binds to, which must be ours in the matrix.
-    let bound = match &args.bind {
+    let bound = match &args.flags.bind {
         None => None,
         Some(spec) => {
             let (interface, ip) = identity::bind_address(spec)?;
@@ -198,13 +171,13 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         }
     };
     // 4. Streams.
-    if args.streams < 1 {
+    if args.flags.streams < 1 {
         return Err(Error::refused("--streams must be at least 1"));
     }
-    if args.streams > MAX_STREAMS {
+    if args.flags.streams > MAX_STREAMS {
         return Err(Error::refused(format!(
             "--streams above {MAX_STREAMS} is almost certainly a mistake (got {})",
-            args.streams
+            args.flags.streams
         )));
     }
     // 5. Peers, resolved once.
@@ -223,10 +196,10 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
 
     let rcvbuf_or = |default| {
-        if args.rcvbuf == 0 {
+        if args.flags.rcvbuf == 0 {
             default
         } else {
-            args.rcvbuf
+            args.flags.rcvbuf
         }
     };
     // Large datagrams need room for as many of them: a 64 KB request takes a
@@ -241,42 +214,42 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     let mut plan = AgentPlan {
         matrix,
         me,
-        streams: args.streams as u16,
+        streams: args.flags.streams as u16,
         workers: 1,
         peer_addrs,
         allowed_sources,
         local_ip,
         listen,
         responder_buffers: Buffers {
-            send: args.sndbuf,
+            send: args.flags.sndbuf,
             recv: rcvbuf_or(responder_default),
         },
         client_buffers: Buffers {
-            send: args.sndbuf,
+            send: args.flags.sndbuf,
             recv: rcvbuf_or(flow_default),
         },
-        interval: args.interval,
-        busy_poll: args.busy_poll,
-        first_tick: first_tick(now, args.interval),
-        deadline: (args.duration > 0.0)
-            .then(|| Instant::now() + Duration::from_secs_f64(args.duration)),
+        interval: args.flags.interval,
+        busy_poll: args.flags.busy_poll,
+        first_tick: first_tick(now, args.flags.interval),
+        deadline: (args.flags.duration > 0.0)
+            .then(|| Instant::now() + Duration::from_secs_f64(args.flags.duration)),
     };
     let layered = plan.matrix.config.rotation.is_some();
     // 6. A dwell the ticks cannot land on.
     if let Some(rotation) = plan.matrix.config.rotation {
-        let ratio = rotation.dwell / args.interval;
-        if rotation.dwell < args.interval || (ratio - ratio.round()).abs() > 0.01 {
+        let ratio = rotation.dwell / args.flags.interval;
+        if rotation.dwell < args.flags.interval || (ratio - ratio.round()).abs() > 0.01 {
             eprintln!(
                 "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
                 units::g(rotation.dwell),
-                units::g(args.interval)
+                units::g(args.flags.interval)
             );
         }
     }
     // 7. Workers.
     let flow_sockets = plan.flow_sockets();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    plan.workers = worker_count(args.workers, flow_sockets, cores);
+    plan.workers = worker_count(args.flags.workers, flow_sockets, cores);
     if plan.workers > cores {
         eprintln!(
             "workers: {} on a {cores}-core box. Each worker wants a core; expect them to share.",
@@ -332,7 +305,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         } else {
             peers.join(",")
         },
-        args.streams,
+        args.flags.streams,
         flow_sockets,
         plan.matrix.config.tx_size,
         plan.matrix.config.rx_size,
@@ -366,7 +339,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     let fingerprint = stamp::fingerprint(&plan.matrix, me);
     write_file(
         &dir.join(STAMP_FILE),
-        &stamp::stamp_text(&fingerprint, &stamped_flags(args)),
+        &stamp::stamp_text(&fingerprint, &args.flags.to_args()),
     )?;
 
     let result = report_loop(&plan, &rx, &mut reporter);

@@ -8,40 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::transport::Outcome;
 use super::{COPY_TIMEOUT, Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, scripts};
-use crate::agent::WorkersArg;
-use crate::cli::{
-    CleanArgs, CollectArgs, LogsArgs, RunArgs, RunFlags, StartArgs, StatusArgs, StopArgs,
-};
+use crate::cli::{CleanArgs, CollectArgs, LogsArgs, RunArgs, StartArgs, StatusArgs, StopArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::matrix::Matrix;
 use crate::units;
-
-/// The agent flags `start` passes (and the agent stamps for reload).
-pub fn agent_flags(run: &RunFlags) -> Vec<String> {
-    let mut flags = vec!["--interval".to_string(), units::g(run.interval)];
-    if run.duration != 0.0 {
-        flags.extend(["--duration".to_string(), units::g(run.duration)]);
-    }
-    if let WorkersArg::Count(n) = run.workers {
-        flags.extend(["--workers".to_string(), n.to_string()]);
-    }
-    if run.streams != 1 {
-        flags.extend(["--streams".to_string(), run.streams.to_string()]);
-    }
-    if run.sndbuf != 0 {
-        flags.extend(["--sndbuf".to_string(), run.sndbuf.to_string()]);
-    }
-    if run.rcvbuf != 0 {
-        flags.extend(["--rcvbuf".to_string(), run.rcvbuf.to_string()]);
-    }
-    if let Some(bind) = &run.bind {
-        flags.extend(["--bind".to_string(), bind.clone()]);
-    }
-    if run.busy_poll {
-        flags.push("--busy-poll".to_string());
-    }
-    flags
-}
 
 /// A layered matrix switches layers on report ticks: its dwell must be a whole
 /// multiple of the interval.
@@ -150,10 +120,10 @@ pub fn deploy(
 
 pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
-    check_dwell_interval(&fleet, args.run.interval)?;
+    check_dwell_interval(&fleet, args.run.agent_flags.interval)?;
     let mut hosts = fleet.all();
     if !args.run.no_deploy {
-        let retargeted = match &args.run.bind {
+        let retargeted = match &args.run.agent_flags.bind {
             Some(spec) => Some(super::bind::retarget(&fleet, spec, out)?),
             None => resolved(&fleet.matrix)?,
         };
@@ -169,7 +139,7 @@ pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
             return Ok(EXIT_PROBLEMS);
         }
     }
-    let flags = agent_flags(&args.run);
+    let flags = args.run.agent_flags.to_args();
     let started = fleet.step(out, "starting agents", &hosts, true, |host| {
         fleet.transport.run(
             host,
@@ -398,8 +368,8 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     if code != 0 {
         return Ok(code);
     }
-    let hold = if args.run.duration > 0.0 {
-        args.run.duration
+    let hold = if args.run.agent_flags.duration > 0.0 {
+        args.run.agent_flags.duration
     } else {
         args.for_seconds
     };
