@@ -58,31 +58,39 @@ impl RecvBatch {
     pub fn new() -> Box<RecvBatch> {
         // SAFETY: every field is plain old data (byte arrays and C structs made of
         // integers and pointers), for which all-zero bytes are a valid value.
-        unsafe { Box::new(std::mem::zeroed()) }
+        let mut batch: Box<RecvBatch> = unsafe { Box::new(std::mem::zeroed()) };
+        // The buffers live in the box and never move: point the headers at
+        // them once. The kernel writes back only msg_len, msg_namelen and
+        // msg_flags, which `recv` resets for the entries it used.
+        for i in 0..BATCH {
+            batch.iovs[i] = libc::iovec {
+                iov_base: batch.bufs[i].as_mut_ptr().cast(),
+                iov_len: RECV_COPY,
+            };
+            let name: *mut libc::sockaddr_in = &mut batch.addrs[i];
+            let iov: *mut libc::iovec = &mut batch.iovs[i];
+            let hdr = &mut batch.hdrs[i].msg_hdr;
+            hdr.msg_name = name.cast();
+            hdr.msg_namelen = SOCKADDR_IN_LEN;
+            hdr.msg_iov = iov;
+            hdr.msg_iovlen = 1;
+        }
+        batch
     }
 
     /// Receives up to [`BATCH`] datagrams without blocking. `Ok(0)` when none is
     /// waiting; errors other than "would block" are returned (e.g. ECONNREFUSED
     /// left on a connected socket by an ICMP port-unreachable).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
-        for i in 0..BATCH {
-            self.iovs[i] = libc::iovec {
-                iov_base: self.bufs[i].as_mut_ptr().cast(),
-                iov_len: RECV_COPY,
-            };
-            let hdr = &mut self.hdrs[i].msg_hdr;
-            hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
-            hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            hdr.msg_iov = &mut self.iovs[i];
-            hdr.msg_iovlen = 1;
-            hdr.msg_control = std::ptr::null_mut();
-            hdr.msg_controllen = 0;
-            hdr.msg_flags = 0;
-            self.hdrs[i].msg_len = 0;
+        for hdr in &mut self.hdrs[..self.count] {
+            hdr.msg_hdr.msg_namelen = SOCKADDR_IN_LEN;
+            hdr.msg_hdr.msg_flags = 0;
+            hdr.msg_len = 0;
         }
-        // SAFETY: `hdrs` holds BATCH initialised headers whose name and iovec
-        // pointers point into `self`, which outlives the call; the kernel writes at
-        // most `msg_namelen` and `iov_len` bytes through them.
+        self.count = 0;
+        // SAFETY: `hdrs` holds BATCH headers initialised in `new`, whose name and
+        // iovec pointers point into this boxed batch, which outlives the call;
+        // the kernel writes at most `msg_namelen` and `iov_len` bytes through them.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
@@ -113,6 +121,9 @@ impl RecvBatch {
         }
     }
 }
+
+const SOCKADDR_IN_LEN: libc::socklen_t =
+    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
 
 /// Datagrams queued for one sendmmsg call: headers here, padding shared.
 pub struct SendBatch {
