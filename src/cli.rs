@@ -414,6 +414,31 @@ pub struct FleetArgs {
     pub scp: String,
 }
 
+/// `--agent`: the executable deployed as the agent on every host.
+#[derive(Debug, Clone, Args)]
+pub struct AgentBinary {
+    /// The agent executable to deploy (default: this mx)
+    #[arg(
+        long = "agent",
+        value_name = "PATH",
+        env = "MX_AGENT",
+        hide_env_values = true
+    )]
+    pub path: Option<PathBuf>,
+}
+
+impl AgentBinary {
+    /// The file to deploy: --agent, else this very executable.
+    pub fn resolve(&self) -> crate::error::Result<PathBuf> {
+        match &self.path {
+            Some(path) => Ok(path.clone()),
+            None => std::env::current_exe().map_err(|e| {
+                crate::error::Error::refused(format!("cannot find mx's own executable: {e}"))
+            }),
+        }
+    }
+}
+
 /// What the agents are started with.
 #[derive(Debug, Clone, Args)]
 pub struct RunFlags {
@@ -424,9 +449,8 @@ pub struct RunFlags {
     #[arg(long)]
     pub no_deploy: bool,
 
-    /// The agent executable to deploy (default: this mx)
-    #[arg(long, value_name = "PATH", env = "MX_AGENT", hide_env_values = true)]
-    pub agent: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentBinary,
 }
 
 #[derive(Debug, Args)]
@@ -473,18 +497,16 @@ pub struct ReloadArgs {
         hide_env_values = true
     )]
     pub bind: Option<String>,
-    /// The agent executable to deploy (default: this mx)
-    #[arg(long, value_name = "PATH", env = "MX_AGENT", hide_env_values = true)]
-    pub agent: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentBinary,
 }
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
     pub fleet: FleetArgs,
-    /// The agent executable start would deploy (default: this mx)
-    #[arg(long, value_name = "PATH", env = "MX_AGENT", hide_env_values = true)]
-    pub agent: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentBinary,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::transport::Outcome;
 use super::{COPY_TIMEOUT, Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, scripts};
-use crate::cli::{CleanArgs, CollectArgs, LogsArgs, RunArgs, StartArgs, StatusArgs, StopArgs};
+use crate::cli::{
+    AgentBinary, CleanArgs, CollectArgs, LogsArgs, RunArgs, StartArgs, StatusArgs, StopArgs,
+};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::matrix::Matrix;
 use crate::units;
@@ -37,16 +39,12 @@ pub fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
 /// send when it differs from the file (retargeted by --bind).
 pub fn stage(
     fleet: &Fleet,
-    agent: Option<&Path>,
+    agent: &AgentBinary,
     deploy: Option<&Matrix>,
 ) -> Result<(tempfile::TempDir, Vec<PathBuf>)> {
     let staging =
         tempfile::tempdir().map_err(|e| Error::refused(format!("cannot stage files: {e}")))?;
-    let binary = match agent {
-        Some(path) => path.to_path_buf(),
-        None => std::env::current_exe()
-            .map_err(|e| Error::refused(format!("cannot find mx's own executable: {e}")))?,
-    };
+    let binary = agent.resolve()?;
     let to_agent = staging.path().join(scripts::AGENT_BIN);
     std::fs::copy(&binary, &to_agent)
         .map_err(|e| Error::io(&binary, "cannot stage the agent", &e))?;
@@ -127,7 +125,7 @@ pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
             Some(spec) => Some(super::bind::retarget(&fleet, spec, out)?),
             None => resolved(&fleet.matrix)?,
         };
-        let (_staging, files) = stage(&fleet, args.run.agent.as_deref(), retargeted.as_ref())?;
+        let (_staging, files) = stage(&fleet, &args.run.agent, retargeted.as_ref())?;
         hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {
             deploy(&fleet, host, &files, true)
         })?;

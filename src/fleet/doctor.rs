@@ -48,10 +48,7 @@ fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
 
 pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
-    let binary = match &args.agent {
-        Some(p) => p.clone(),
-        None => std::env::current_exe().unwrap_or_default(),
-    };
+    let binary = args.agent.resolve()?;
     let arch = elf_arch(&binary).unwrap_or("unknown");
     let m = &fleet.matrix;
     writeln!(out, "[mx] local checks")?;

@@ -162,7 +162,7 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     for &i in &act {
         check_dwell_interval(&fleet, interval_of(&flags_of(i)))?;
     }
-    let (_staging, files) = stage(&fleet, args.agent.as_deref(), Some(target))?;
+    let (_staging, files) = stage(&fleet, &args.agent, Some(target))?;
     let done = fleet.step(
         out,
         &format!("restarting {} host(s)", act.len()),
