@@ -411,19 +411,7 @@ fn agent_finds_itself_by_hostname_or_its_one_local_address() {
         addr(net, 2)
     );
     let fleet = Fleet::new(&matrix);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
-        .current_dir(fleet.sandbox.path())
-        .args([
-            "agent",
-            "--matrix",
-            "matrix.csv",
-            "--duration",
-            "1.2",
-            "--interval",
-            "1",
-        ])
-        .output()
-        .unwrap();
+    let out = fleet.agent_here(&["--duration", "1.2", "--interval", "1"]);
     let log = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -441,19 +429,7 @@ fn agent_finds_itself_by_hostname_or_its_one_local_address() {
         addr(net, 1)
     );
     let fleet = Fleet::new(&matrix);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
-        .current_dir(fleet.sandbox.path())
-        .args([
-            "agent",
-            "--matrix",
-            "matrix.csv",
-            "--duration",
-            "1.2",
-            "--interval",
-            "1",
-        ])
-        .output()
-        .unwrap();
+    let out = fleet.agent_here(&["--duration", "1.2", "--interval", "1"]);
     let log = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{log}");
     assert!(log.contains("host=h1 "), "{log}");
