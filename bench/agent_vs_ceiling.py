@@ -3,21 +3,25 @@
 
   bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES]
 
-Two rows, measured in the same run, interleaved A B A B (paired-bench.md):
+Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md):
 
   A  ceiling: bench/rr_ceiling.c, two processes on 127.0.0.1/127.0.0.2, each
      sending requests in batches and answering the other's (the minimal batched
-     request/response loop over raw kernel sockets: no pacing, no timing, no
-     reports). Figure: round trips per second per process.
-  B  mx: two local `mx agent --workers 1` with one paced flow each way. Figure:
-     the highest per-flow rate both deliver at >= 99.9% (replies / requests in
-     every full interval) while sending >= 99% of the target, found by ramping
-     up by 1.25x until a rate fails, then bisecting between the last pass and
-     the first fail.
+     request/response loop over raw kernel sockets, recvmmsg/sendmmsg: no
+     pacing, no timing, no reports). Figure: round trips per second per process.
+  B  mx --no-gso: two local `mx agent --workers 1` with one paced flow each
+     way, on the same kernel path as A. Figure: the highest per-flow rate both
+     deliver at >= 99.9% (replies / requests in every full interval) while
+     sending >= 99% of the target, found by ramping up by 1.25x until a rate
+     fails, then bisecting between the last pass and the first fail.
   C  the same with `--busy-poll` (workers spin instead of sleeping in epoll,
      as the ceiling does).
+  D  A's loop over the kernel's coalescing path (rr_ceiling ... gso: 64
+     datagrams per UDP_SEGMENT send, UDP_GRO reads, one GSO reply per batch).
+  E  mx as it runs by default: GSO/GRO where the kernel has them. Ratios
+     against A (the plain loop) and against D (the same kernel path).
 
-Prints the machine, every pair, the medians and the ratio B/A. Builds what it
+Prints the machine, every round, the medians and the paired ratios. Builds what it
 runs (cargo build --release; gcc -O2). Traffic stays on 127.0.0.0/8.
 """
 import argparse
@@ -50,11 +54,11 @@ def machine():
     return f"{os.cpu_count()} cores, {model}, Linux {platform.release()}, mx {commit}"
 
 
-def ceiling(seconds, size):
+def ceiling(seconds, size, mode=()):
     """Round trips per second per process (mean of the two)."""
-    a = subprocess.Popen([CEILING, "127.0.0.1", "7101", "127.0.0.2", "7102", str(seconds), str(size)],
+    a = subprocess.Popen([CEILING, "127.0.0.1", "7101", "127.0.0.2", "7102", str(seconds), str(size), *mode],
                          stdout=subprocess.PIPE, text=True)
-    b = subprocess.Popen([CEILING, "127.0.0.2", "7102", "127.0.0.1", "7101", str(seconds), str(size)],
+    b = subprocess.Popen([CEILING, "127.0.0.2", "7102", "127.0.0.1", "7101", str(seconds), str(size), *mode],
                          stdout=subprocess.PIPE, text=True)
     rates = []
     for p in (a, b):
@@ -131,23 +135,28 @@ def main():
     print(f"machine: {machine()}")
     print(f"{args.size}-byte requests and replies, one pair on loopback, one worker each; {args.rounds} rounds A B\n")
     rows = []
-    start_b, start_c = 80_000, 80_000
+    start = {"B": 80_000, "C": 80_000, "E": 400_000}
+    flags = {"B": ["--no-gso"], "C": ["--no-gso", "--busy-poll"], "E": []}
     for i in range(args.rounds):
-        a = ceiling(args.seconds, args.size)
-        b = mx_ceiling(start_b, args.seconds, args.size, [])
-        c = mx_ceiling(start_c, args.seconds, args.size, ["--busy-poll"])
-        start_b, start_c = b, c
-        rows.append((a, b, c))
-        print(f"  round {i + 1}: ceiling {a / 1e3:7.1f} k/s   mx {b / 1e3:7.1f} kpps ({b / a:.2f})"
-              f"   mx --busy-poll {c / 1e3:7.1f} kpps ({c / a:.2f})", flush=True)
+        row = {"A": ceiling(args.seconds, args.size)}
+        for key in ("B", "C"):
+            row[key] = start[key] = mx_ceiling(start[key], args.seconds, args.size, flags[key])
+        row["D"] = ceiling(args.seconds, args.size, ["gso"])
+        row["E"] = start["E"] = mx_ceiling(start["E"], args.seconds, args.size, flags["E"])
+        rows.append(row)
+        print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in row.items())
+              + f"   B/A {row['B'] / row['A']:.2f} C/A {row['C'] / row['A']:.2f}"
+              + f" E/A {row['E'] / row['A']:.2f} E/D {row['E'] / row['D']:.2f}", flush=True)
     med = lambda xs: statistics.median(xs)
+    ratio = lambda k, base: med(r[k] / r[base] for r in rows)
     print()
-    print("| what | median | vs A (median of paired ratios) |")
-    print("|---|---|---|")
-    print(f"| A: raw batched request/response loop (rr_ceiling.c), per process | {med(r[0] for r in rows) / 1e3:.1f} k round trips/s | 1.00 |")
-    print(f"| B: mx agent, 1 worker, highest rate delivering >= 99.9% | {med(r[1] for r in rows) / 1e3:.1f} kpps per flow | {med(r[1] / r[0] for r in rows):.2f} |")
-    print(f"| C: the same, --busy-poll | {med(r[2] for r in rows) / 1e3:.1f} kpps per flow | {med(r[2] / r[0] for r in rows):.2f} |")
-
+    print("| what | median | vs A | vs D |")
+    print("|---|---|---|---|")
+    print(f"| A: raw batched request/response loop (recvmmsg/sendmmsg), per process | {med(r['A'] for r in rows) / 1e3:.1f} k round trips/s | 1.00 | |")
+    print(f"| B: mx --no-gso, 1 worker, highest rate delivering >= 99.9% | {med(r['B'] for r in rows) / 1e3:.1f} kpps per flow | {ratio('B', 'A'):.2f} | |")
+    print(f"| C: mx --no-gso --busy-poll | {med(r['C'] for r in rows) / 1e3:.1f} kpps per flow | {ratio('C', 'A'):.2f} | |")
+    print(f"| D: raw loop over GSO/GRO, per process | {med(r['D'] for r in rows) / 1e3:.1f} k round trips/s | {ratio('D', 'A'):.2f} | 1.00 |")
+    print(f"| E: mx default (GSO/GRO), 1 worker, highest rate delivering >= 99.9% | {med(r['E'] for r in rows) / 1e3:.1f} kpps per flow | {ratio('E', 'A'):.2f} | {ratio('E', 'D'):.2f} |")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,12 @@
  * At most WINDOW requests are outstanding, so queues never overflow and
  * nothing is lost.
  *
- *   rr_ceiling <my-ip> <my-port> <peer-ip> <peer-port> <seconds> [size]
+ *   rr_ceiling <my-ip> <my-port> <peer-ip> <peer-port> <seconds> [size] [gso]
+ *
+ * With "gso", the same loop over the kernel's coalescing path: requests go 64
+ * to a sendmsg as one UDP_SEGMENT super-datagram, both sockets read with
+ * UDP_GRO, and each coalesced batch of requests is answered with one GSO
+ * send: the minimal loop mx's default (GSO/GRO) mode is measured against.
  *
  * prints: round_trips_per_second=<n> (replies received per second)
  */
@@ -19,6 +24,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +57,88 @@ static int udp_socket(const char *ip, int port) {
     return fd;
 }
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#define GSO_SLOTS 16
+#define GSO_WINDOW 8192
+
+/* One GSO send of `count` datagrams of `size` bytes from `buf` to `to`. */
+static int send_gso(int fd, char *buf, int size, int count, struct sockaddr_in *to) {
+    struct iovec iov = {buf, (size_t)size * count};
+    char control[CMSG_SPACE(sizeof(uint16_t))] = {0};
+    struct msghdr msg = {.msg_name = to, .msg_namelen = to ? sizeof *to : 0, .msg_iov = &iov, .msg_iovlen = 1};
+    if (count > 1) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        *(uint16_t *)CMSG_DATA(c) = size;
+    }
+    return sendmsg(fd, &msg, MSG_DONTWAIT) < 0 ? 0 : count;
+}
+
+/* Datagrams in received message `m`: its length over the GRO segment size. */
+static int segments(struct mmsghdr *m) {
+    int seg = m->msg_len;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m->msg_hdr); c; c = CMSG_NXTHDR(&m->msg_hdr, c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) seg = *(int *)CMSG_DATA(c);
+    return seg > 0 ? (m->msg_len + seg - 1) / seg : 1;
+}
+
+static int gso_loop(int server, int client, int size, double seconds) {
+    int on = 1;
+    setsockopt(server, SOL_UDP, UDP_GRO, &on, sizeof on);
+    setsockopt(client, SOL_UDP, UDP_GRO, &on, sizeof on);
+    int per_send = 65507 / size < 64 ? 65507 / size : 64;
+    static char out[65536], in[GSO_SLOTS][65536], control[GSO_SLOTS][64];
+    static struct sockaddr_in from[GSO_SLOTS];
+    struct iovec iov[GSO_SLOTS];
+    struct mmsghdr msg[GSO_SLOTS];
+    uint64_t outstanding = 0, replies = 0, replies_at_start = 0;
+    double start = now(), measure_from = start + 0.5, end = start + seconds, last_reply = start;
+    int started = 0;
+    while (now() < end) {
+        if (!started && now() >= measure_from) {
+            started = 1;
+            replies_at_start = replies;
+            measure_from = now();
+        }
+        if (outstanding + per_send <= GSO_WINDOW) outstanding += send_gso(client, out, size, per_send, NULL);
+        for (int pass = 0; pass < 2; pass++) {
+            int fd = pass == 0 ? server : client;
+            for (int i = 0; i < GSO_SLOTS; i++) {
+                iov[i] = (struct iovec){in[i], sizeof in[i]};
+                msg[i].msg_hdr = (struct msghdr){.msg_name = &from[i], .msg_namelen = sizeof from[i],
+                                                 .msg_iov = &iov[i], .msg_iovlen = 1,
+                                                 .msg_control = control[i], .msg_controllen = sizeof control[i]};
+            }
+            int n = recvmmsg(fd, msg, GSO_SLOTS, MSG_DONTWAIT, NULL);
+            if (pass == 0) {
+                /* Answer each coalesced batch with one GSO send to its sender. */
+                for (int i = 0; i < n; i++) send_gso(server, out, size, segments(&msg[i]), &from[i]);
+            } else if (n > 0) {
+                for (int i = 0; i < n; i++) {
+                    int k = segments(&msg[i]);
+                    replies += k;
+                    outstanding -= (uint64_t)k > outstanding ? outstanding : (uint64_t)k;
+                }
+                last_reply = now();
+            } else if ((n < 0 && errno == ECONNREFUSED) || now() - last_reply > 0.1) {
+                outstanding = 0;
+                last_reply = now();
+            }
+        }
+    }
+    printf("round_trips_per_second=%.0f\n", (replies - replies_at_start) / (now() - measure_from));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 6) {
         fprintf(stderr, "usage: %s my-ip my-port peer-ip peer-port seconds [size]\n", argv[0]);
@@ -66,6 +154,7 @@ int main(int argc, char **argv) {
         perror("connect");
         return 2;
     }
+    if (argc > 7 && strcmp(argv[7], "gso") == 0) return gso_loop(server, client, size, seconds);
 
     static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE];
     static struct sockaddr_in from[BATCH];

@@ -288,6 +288,12 @@ pub struct AgentFlags {
     /// Spin over the sockets instead of sleeping: lowest latency, one busy core per worker
     #[arg(long)]
     pub busy_poll: bool,
+
+    /// One datagram per trip through the stack: no UDP GSO/GRO (by default runs of
+    /// datagrams to one peer go as one GSO super-datagram, read back with GRO,
+    /// where the kernel has them)
+    #[arg(long)]
+    pub no_gso: bool,
 }
 
 impl AgentFlags {
@@ -315,6 +321,9 @@ impl AgentFlags {
         }
         if self.busy_poll {
             flags.push("--busy-poll".to_string());
+        }
+        if self.no_gso {
+            flags.push("--no-gso".to_string());
         }
         flags
     }

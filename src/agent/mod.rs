@@ -99,6 +99,15 @@ pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize
 
 /// The first report tick: the next multiple of the interval on the wall clock,
 /// or the one after if that is under half an interval away (no sliver rows).
+/// Whether to coalesce with GSO/GRO; says once when the kernel cannot.
+fn kernel_coalesces() -> bool {
+    let yes = udp::kernel_coalesces();
+    if !yes {
+        eprintln!("mx agent: this kernel has no UDP GSO/GRO (Linux 5.0+): one datagram per trip");
+    }
+    yes
+}
+
 fn first_tick(now: f64, interval: f64) -> f64 {
     let next = (now / interval).floor() * interval + interval;
     if next - now < interval / 2.0 {
@@ -230,6 +239,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         },
         interval: args.flags.interval,
         busy_poll: args.flags.busy_poll,
+        gso: !args.flags.no_gso && kernel_coalesces(),
         first_tick: first_tick(now, args.flags.interval),
         deadline: (args.flags.duration > 0.0)
             .then(|| Instant::now() + Duration::from_secs_f64(args.flags.duration)),

@@ -43,6 +43,9 @@ pub struct AgentPlan {
     pub first_tick: f64,
     /// `--busy-poll`: workers spin over their sockets instead of sleeping.
     pub busy_poll: bool,
+    /// Runs of datagrams go as GSO super-datagrams and are read with GRO: the
+    /// kernel has both and `--no-gso` was not given.
+    pub gso: bool,
     /// `--duration`: the workers stop by themselves at this instant.
     pub deadline: Option<Instant>,
 }

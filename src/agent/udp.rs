@@ -37,11 +37,42 @@ pub struct Datagram<'a> {
     pub from: SocketAddrV4,
 }
 
+/// Most datagrams one GSO send carries (the kernel's UDP_MAX_SEGMENTS was 64
+/// before Linux 6.9; 64 is accepted everywhere).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+
+/// Largest UDP payload one (super-)datagram can carry: 65535 - 20 - 8.
+const MAX_UDP_PAYLOAD: usize = 65507;
+
+/// Buffer of a coalesced receive slot: a whole GRO super-datagram fits.
+const COALESCED_SLOT: usize = 65536;
+
+/// Slots of a coalesced receive batch: each may hold up to 64 datagrams.
+const COALESCED_SLOTS: usize = 16;
+
+/// Room for one control message carrying one int (UDP_GRO) or u16 (UDP_SEGMENT):
+/// CMSG_SPACE(4) on 64-bit Linux, laid out as the kernel reads it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Control {
+    hdr: libc::cmsghdr,
+    data: [u8; 8],
+}
+
 /// Buffers for one recvmmsg call, reused call after call.
+///
+/// Two shapes: [`headers`](Self::headers) copies the first [`RECV_COPY`] bytes
+/// of up to [`BATCH`] datagrams (with `MSG_TRUNC` for their true length);
+/// [`coalesced`](Self::coalesced) takes whole GRO super-datagrams (a socket with
+/// UDP_GRO set gets up to 64 datagrams of one sender in one slot, their segment
+/// size in a control message) and splits them back into datagrams.
 pub struct RecvBatch {
-    bufs: [[u8; RECV_COPY]; BATCH],
+    bufs: Box<[u8]>,
+    slot_len: usize,
+    slots: usize,
     addrs: [libc::sockaddr_in; BATCH],
     iovs: [libc::iovec; BATCH],
+    controls: [Control; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
     count: usize,
 }
@@ -55,47 +86,78 @@ unsafe impl Send for RecvBatch {}
 unsafe impl Send for SendBatch {}
 
 impl RecvBatch {
-    pub fn new() -> Box<RecvBatch> {
-        // SAFETY: every field is plain old data (byte arrays and C structs made of
-        // integers and pointers), for which all-zero bytes are a valid value.
-        let mut batch: Box<RecvBatch> = unsafe { Box::new(std::mem::zeroed()) };
-        // The buffers live in the box and never move: point the headers at
-        // them once. The kernel writes back only msg_len, msg_namelen and
-        // msg_flags, which `recv` resets for the entries it used.
-        for i in 0..BATCH {
+    /// Up to [`BATCH`] datagrams per call, [`RECV_COPY`] bytes of each copied.
+    pub fn headers() -> Box<RecvBatch> {
+        RecvBatch::with_slots(BATCH, RECV_COPY)
+    }
+
+    /// Up to 16 GRO super-datagrams (or plain datagrams) per call, whole.
+    pub fn coalesced() -> Box<RecvBatch> {
+        RecvBatch::with_slots(COALESCED_SLOTS, COALESCED_SLOT)
+    }
+
+    fn with_slots(slots: usize, slot_len: usize) -> Box<RecvBatch> {
+        assert!(slots <= BATCH && slot_len >= RECV_COPY);
+        // SAFETY: every field but `bufs` is plain old data (C structs made of
+        // integers and pointers), for which all-zero bytes are a valid value;
+        // `bufs` is written before the box is used.
+        let mut batch: Box<RecvBatch> = unsafe {
+            let mut b = Box::<RecvBatch>::new_zeroed();
+            std::ptr::addr_of_mut!((*b.as_mut_ptr()).bufs)
+                .write(vec![0u8; slots * slot_len].into_boxed_slice());
+            b.assume_init()
+        };
+        batch.slot_len = slot_len;
+        batch.slots = slots;
+        // The buffers never move: point the headers at them once. The kernel
+        // writes back only msg_len, msg_namelen, msg_controllen and msg_flags,
+        // which `recv` resets for the entries it used.
+        for i in 0..slots {
+            let buf = batch.bufs[i * slot_len..].as_mut_ptr();
             batch.iovs[i] = libc::iovec {
-                iov_base: batch.bufs[i].as_mut_ptr().cast(),
-                iov_len: RECV_COPY,
+                iov_base: buf.cast(),
+                iov_len: slot_len,
             };
             let name: *mut libc::sockaddr_in = &mut batch.addrs[i];
             let iov: *mut libc::iovec = &mut batch.iovs[i];
+            let control: *mut Control = &mut batch.controls[i];
             let hdr = &mut batch.hdrs[i].msg_hdr;
             hdr.msg_name = name.cast();
             hdr.msg_namelen = SOCKADDR_IN_LEN;
             hdr.msg_iov = iov;
             hdr.msg_iovlen = 1;
+            hdr.msg_control = control.cast();
+            hdr.msg_controllen = CONTROL_LEN;
         }
         batch
     }
 
-    /// Receives up to [`BATCH`] datagrams without blocking. `Ok(0)` when none is
-    /// waiting; errors other than "would block" are returned (e.g. ECONNREFUSED
-    /// left on a connected socket by an ICMP port-unreachable).
+    /// Whether the last call filled every slot (more may be waiting).
+    pub fn was_full(&self) -> bool {
+        self.count == self.slots
+    }
+
+    /// Receives up to a batch without blocking; returns the messages read (a
+    /// coalesced message holds several datagrams), `Ok(0)` when none is
+    /// waiting. Errors other than "would block" are returned (e.g.
+    /// ECONNREFUSED left on a connected socket by an ICMP port-unreachable).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         for hdr in &mut self.hdrs[..self.count] {
             hdr.msg_hdr.msg_namelen = SOCKADDR_IN_LEN;
+            hdr.msg_hdr.msg_controllen = CONTROL_LEN;
             hdr.msg_hdr.msg_flags = 0;
             hdr.msg_len = 0;
         }
         self.count = 0;
-        // SAFETY: `hdrs` holds BATCH headers initialised in `new`, whose name and
-        // iovec pointers point into this boxed batch, which outlives the call;
-        // the kernel writes at most `msg_namelen` and `iov_len` bytes through them.
+        // SAFETY: the first `slots` headers were initialised in `with_slots`;
+        // their name, iovec and control pointers point into this boxed batch,
+        // which outlives the call; the kernel writes at most `msg_namelen`,
+        // `iov_len` and `msg_controllen` bytes through them.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
                 self.hdrs.as_mut_ptr(),
-                BATCH as libc::c_uint,
+                self.slots as libc::c_uint,
                 libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 std::ptr::null_mut(),
             )
@@ -104,26 +166,58 @@ impl RecvBatch {
         Ok(self.count)
     }
 
-    /// The `i`-th datagram of the last [`recv`](Self::recv).
-    pub fn get(&self, i: usize) -> Datagram<'_> {
-        assert!(i < self.count);
-        // With MSG_TRUNC, msg_len is the datagram's real length, even when only
-        // RECV_COPY bytes of it were copied.
-        let len = self.hdrs[i].msg_len as usize;
-        let addr = &self.addrs[i];
-        Datagram {
-            head: &self.bufs[i][..len.min(RECV_COPY)],
-            len,
-            from: SocketAddrV4::new(
+    /// The datagrams of the last [`recv`](Self::recv), super-datagrams split.
+    pub fn datagrams(&self) -> impl Iterator<Item = Datagram<'_>> {
+        (0..self.count).flat_map(move |i| {
+            // With MSG_TRUNC, msg_len is the real length even when only part
+            // of it was copied.
+            let len = self.hdrs[i].msg_len as usize;
+            let segment = self.gro_segment(i).unwrap_or(len).max(1);
+            let slot = &self.bufs[i * self.slot_len..(i + 1) * self.slot_len];
+            let addr = &self.addrs[i];
+            let from = SocketAddrV4::new(
                 Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
                 u16::from_be(addr.sin_port),
-            ),
+            );
+            // An empty datagram is still one datagram (a stray).
+            let starts = (0..len.max(1)).step_by(segment);
+            starts.map(move |at| {
+                let len = segment.min(len - at.min(len));
+                let head_end = (at + len.min(RECV_COPY)).min(slot.len());
+                Datagram {
+                    head: &slot[at.min(head_end)..head_end],
+                    len,
+                    from,
+                }
+            })
+        })
+    }
+
+    /// The segment size the kernel reported for a coalesced message `i`.
+    fn gro_segment(&self, i: usize) -> Option<usize> {
+        let hdr = &self.hdrs[i].msg_hdr;
+        // SAFETY: the CMSG_* helpers read within msg_control..+msg_controllen,
+        // which the kernel filled (or left at zero length) in the last call.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
+                    let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+                    return usize::try_from(data.read_unaligned()).ok();
+                }
+                cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+            }
         }
+        None
     }
 }
 
 const SOCKADDR_IN_LEN: libc::socklen_t =
     std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+const CONTROL_LEN: usize = std::mem::size_of::<Control>();
+// libc exports these for some Linux targets only; the values are the ABI's.
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
 
 /// Datagrams queued for one sendmmsg call: headers here, padding shared.
 pub struct SendBatch {
@@ -131,7 +225,11 @@ pub struct SendBatch {
     sizes: [usize; BATCH],
     addrs: [libc::sockaddr_in; BATCH],
     has_addr: [bool; BATCH],
-    iovs: [[libc::iovec; 2]; BATCH],
+    /// Two per datagram (header, padding); a message points at a run of them.
+    iovs: [libc::iovec; 2 * BATCH],
+    controls: [Control; BATCH],
+    /// Datagrams carried by each message of the last call.
+    segments: [usize; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
     len: usize,
 }
@@ -191,53 +289,167 @@ impl SendBatch {
         self.len += 1;
     }
 
-    /// Sends the queued datagrams with one sendmmsg; returns how many the kernel
-    /// took (the first n, in order). The batch is left as it was: the caller
-    /// clears it, or drops what was not sent.
-    pub fn send(&mut self, fd: RawFd, padding: &[u8]) -> io::Result<usize> {
-        if self.len == 0 {
-            return Ok(0);
+    /// Sends the queued datagrams; returns how many the kernel took (the first
+    /// n, in order). The batch is left as it was: the caller clears it.
+    ///
+    /// With `*gso`, each run of equal-size datagrams to one destination goes as
+    /// one GSO super-datagram (UDP_SEGMENT): one trip down the stack for up to
+    /// 64 datagrams, cut apart by the NIC, or kept whole over loopback and
+    /// veth to a receiver with UDP_GRO. A route that cannot segment (EINVAL:
+    /// segment over the path MTU; EIO: no checksum offload) turns `*gso` off
+    /// and the rest goes one datagram per message.
+    pub fn send(&mut self, fd: RawFd, padding: &[u8], gso: &mut bool) -> io::Result<usize> {
+        let mut taken = 0;
+        while taken < self.len {
+            match self.send_from(fd, padding, taken, *gso) {
+                Ok(0) => break,
+                Ok(n) => taken += n,
+                Err(e) if *gso && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO)) => {
+                    *gso = false;
+                }
+                Err(_) if taken > 0 => break,
+                Err(e) => return Err(e),
+            }
         }
-        for i in 0..self.len {
-            let pad = self.sizes[i] - HEADER_LEN;
+        Ok(taken)
+    }
+
+    /// One sendmmsg of the datagrams from `start` on; returns datagrams taken.
+    fn send_from(
+        &mut self,
+        fd: RawFd,
+        padding: &[u8],
+        start: usize,
+        gso: bool,
+    ) -> io::Result<usize> {
+        let mut messages = 0;
+        let mut iov = 0;
+        let mut i = start;
+        while i < self.len {
+            let size = self.sizes[i];
+            let most = if gso {
+                (MAX_UDP_PAYLOAD / size).min(GSO_MAX_SEGMENTS)
+            } else {
+                1
+            };
+            let mut end = i + 1;
+            while end < self.len
+                && end - i < most
+                && self.sizes[end] == size
+                && self.same_destination(i, end)
+            {
+                end += 1;
+            }
+            let pad = size - HEADER_LEN;
             assert!(pad <= padding.len());
-            self.iovs[i] = [
-                libc::iovec {
-                    iov_base: self.headers[i].as_mut_ptr().cast(),
+            let first_iov = iov;
+            for header in &mut self.headers[i..end] {
+                self.iovs[iov] = libc::iovec {
+                    iov_base: header.as_mut_ptr().cast(),
                     iov_len: HEADER_LEN,
-                },
-                libc::iovec {
-                    // The kernel only reads through this pointer.
-                    iov_base: padding.as_ptr() as *mut libc::c_void,
-                    iov_len: pad,
-                },
-            ];
-            let hdr = &mut self.hdrs[i].msg_hdr;
+                };
+                iov += 1;
+                if pad > 0 {
+                    self.iovs[iov] = libc::iovec {
+                        // The kernel only reads through this pointer.
+                        iov_base: padding.as_ptr() as *mut libc::c_void,
+                        iov_len: pad,
+                    };
+                    iov += 1;
+                }
+            }
+            let hdr = &mut self.hdrs[messages].msg_hdr;
             if self.has_addr[i] {
                 hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
-                hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                hdr.msg_namelen = SOCKADDR_IN_LEN;
             } else {
                 hdr.msg_name = std::ptr::null_mut();
                 hdr.msg_namelen = 0;
             }
-            hdr.msg_iov = self.iovs[i].as_mut_ptr();
-            hdr.msg_iovlen = if pad == 0 { 1 } else { 2 };
-            hdr.msg_control = std::ptr::null_mut();
-            hdr.msg_controllen = 0;
+            hdr.msg_iov = self.iovs[first_iov..].as_mut_ptr();
+            hdr.msg_iovlen = iov - first_iov;
+            if end - i > 1 {
+                let control = &mut self.controls[messages];
+                control.hdr.cmsg_level = libc::SOL_UDP;
+                control.hdr.cmsg_type = UDP_SEGMENT;
+                // SAFETY: CMSG_LEN is arithmetic on its argument.
+                control.hdr.cmsg_len = unsafe { libc::CMSG_LEN(2) } as usize;
+                control.data[..2].copy_from_slice(&(size as u16).to_ne_bytes());
+                hdr.msg_control = (control as *mut Control).cast();
+                hdr.msg_controllen = CONTROL_LEN;
+            } else {
+                hdr.msg_control = std::ptr::null_mut();
+                hdr.msg_controllen = 0;
+            }
             hdr.msg_flags = 0;
+            self.segments[messages] = end - i;
+            messages += 1;
+            i = end;
         }
-        // SAFETY: the first `len` headers are initialised above and point into
-        // `self` and `padding`, both alive for the call; the kernel only reads them.
+        // SAFETY: the first `messages` headers are initialised above and point
+        // into `self` and `padding`, both alive for the call; the kernel only
+        // reads them.
         let n = unsafe {
             libc::sendmmsg(
                 fd,
                 self.hdrs.as_mut_ptr(),
-                self.len as libc::c_uint,
+                messages as libc::c_uint,
                 libc::MSG_DONTWAIT,
             )
         };
-        batch_result(n)
+        let sent = batch_result(n)?;
+        Ok(self.segments[..sent].iter().sum())
     }
+
+    fn same_destination(&self, a: usize, b: usize) -> bool {
+        match (self.has_addr[a], self.has_addr[b]) {
+            (false, false) => true,
+            (true, true) => {
+                self.addrs[a].sin_addr.s_addr == self.addrs[b].sin_addr.s_addr
+                    && self.addrs[a].sin_port == self.addrs[b].sin_port
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Asks the kernel to hand this socket datagrams of one sender coalesced
+/// (UDP_GRO): read them with a [`RecvBatch::coalesced`].
+pub fn enable_gro(socket: &Socket) -> io::Result<()> {
+    set_udp_option(socket, UDP_GRO, 1)
+}
+
+/// Whether this kernel has UDP GSO (Linux 4.18) and GRO (5.0). Asked of a
+/// throwaway socket: a kernel without UDP_SEGMENT would not refuse the control
+/// message, it would ignore it and send each run as one big datagram.
+pub fn kernel_coalesces() -> bool {
+    let Ok(socket) = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)) else {
+        return false;
+    };
+    set_udp_option(&socket, UDP_SEGMENT, 0).is_ok() && set_udp_option(&socket, UDP_GRO, 1).is_ok()
+}
+
+fn set_udp_option(socket: &Socket, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_UDP,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether GSO/GRO can carry datagrams of `size` bytes: two must fit in one.
+pub fn coalescible(size: usize) -> bool {
+    size * 2 <= MAX_UDP_PAYLOAD
 }
 
 /// A recvmmsg/sendmmsg return value: datagrams moved, 0 for "would block".
@@ -351,36 +563,93 @@ mod tests {
     use crate::wire::Header;
     use std::net::UdpSocket;
 
-    #[test]
-    fn a_batch_crosses_loopback_with_exact_sizes_and_addresses() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let to = match rx.local_addr().unwrap() {
+    fn bound(socket: &UdpSocket) -> SocketAddrV4 {
+        match socket.local_addr().unwrap() {
             std::net::SocketAddr::V4(a) => a,
             _ => unreachable!(),
-        };
+        }
+    }
+
+    /// Sends one request per `sizes` entry on a fresh connected socket.
+    fn send_requests(to: SocketAddrV4, sizes: &[usize], gso: bool) -> bool {
         let tx = client_socket(Some(Ipv4Addr::LOCALHOST), to, Buffers::default()).unwrap();
         let pad = padding();
         let mut batch = SendBatch::new();
-        let sizes = [32usize, 64, 1400, 8192, 65507];
         for (i, &size) in sizes.iter().enumerate() {
             batch.push(size, None, |h| {
                 Header::request(1, size as u32, 64, i as u64 + 1, 7).encode(h)
             });
         }
-        assert_eq!(batch.send(tx.as_raw_fd(), &pad).unwrap(), sizes.len());
+        let mut gso = gso;
+        assert_eq!(
+            batch.send(tx.as_raw_fd(), &pad, &mut gso).unwrap(),
+            sizes.len()
+        );
+        gso
+    }
 
-        let mut recv = RecvBatch::new();
+    /// Reads `want` datagrams: (length, seq) each, checking header and sender.
+    fn receive(rx: &UdpSocket, recv: &mut RecvBatch, want: usize) -> (Vec<(usize, u64)>, usize) {
         let mut got = Vec::new();
-        while got.len() < sizes.len() {
+        let mut calls = 0;
+        while got.len() < want {
             let n = recv.recv(rx.as_raw_fd()).unwrap();
-            for i in 0..n {
-                let d = recv.get(i);
+            calls += usize::from(n > 0);
+            for d in recv.datagrams() {
                 let h = Header::decode(d.head).unwrap();
                 assert_eq!(d.from.ip(), &Ipv4Addr::LOCALHOST);
                 assert_eq!(h.packet_len as usize, d.len);
                 got.push((d.len, h.seq));
             }
         }
+        (got, calls)
+    }
+
+    #[test]
+    fn a_batch_crosses_loopback_with_exact_sizes_and_addresses() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sizes = [32usize, 64, 1400, 8192, 65507];
+        send_requests(bound(&rx), &sizes, false);
+        let (got, _) = receive(&rx, &mut RecvBatch::headers(), sizes.len());
         assert_eq!(got, [(32, 1), (64, 2), (1400, 3), (8192, 4), (65507, 5)]);
+    }
+
+    #[test]
+    fn gso_super_datagrams_are_split_back_exactly_by_a_gro_receiver() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable_gro(&socket2::SockRef::from(&rx)).unwrap();
+        // 60 equal requests go as one super-datagram, then a run of three
+        // 8192-byte ones, then one odd size on its own: a full batch of 64.
+        let mut sizes = vec![64usize; 60];
+        sizes.extend([8192, 8192, 8192, 100]);
+        assert!(
+            send_requests(bound(&rx), &sizes, true),
+            "GSO stays on over loopback"
+        );
+        let (got, calls) = receive(&rx, &mut RecvBatch::coalesced(), sizes.len());
+        let want: Vec<_> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (s, i as u64 + 1))
+            .collect();
+        assert_eq!(got, want);
+        // Whole runs arrived coalesced: at most 3 messages, in one call.
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn gso_to_a_plain_receiver_arrives_as_single_datagrams() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        send_requests(bound(&rx), &[200; 10], true);
+        let (got, _) = receive(&rx, &mut RecvBatch::headers(), 10);
+        assert_eq!(got, (1..=10).map(|seq| (200, seq)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_coalesced_batch_reads_plain_datagrams_too() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        send_requests(bound(&rx), &[32, 1000, 65507], false);
+        let (got, _) = receive(&rx, &mut RecvBatch::coalesced(), 3);
+        assert_eq!(got, [(32, 1), (1000, 2), (65507, 3)]);
     }
 }

@@ -8,7 +8,7 @@
 //! are timed and counted. Nothing on this path allocates, locks or formats.
 
 use std::net::SocketAddrV4;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -43,6 +43,8 @@ struct Flow {
     layer: Option<u32>,
     socket: Socket,
     pacer: Option<Pacer>,
+    /// `--gso`, until the route refuses a super-datagram.
+    gso: bool,
     next_seq: u64,
     counts: TxCounts,
     rtt: FlowRtt,
@@ -74,10 +76,12 @@ pub struct Worker {
     epoll: Epoll,
     responder: Option<Socket>,
     flows: Vec<Option<Flow>>,
-    recv: Box<RecvBatch>,
+    /// Receive buffers for the responder (requests) and the flows (replies):
+    /// coalesced when GRO is on for that side, headers only otherwise.
+    requests_in: Box<RecvBatch>,
+    replies_in: Box<RecvBatch>,
     send: Box<SendBatch>,
-    /// Matrix index of each queued reply in `send`, to count what was sent.
-    reply_peers: [u32; BATCH],
+    replies: Replies,
     padding: Box<[u8]>,
     rx: Vec<RxCounts>,
     /// Sequence windows of the client sockets sending to us, by source ip:port.
@@ -100,8 +104,15 @@ impl Worker {
         out: Sender<Batch>,
     ) -> std::io::Result<Worker> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+        let config = &plan.matrix.config;
+        // GRO on a side only where two datagrams fit in one.
+        let gro_requests = plan.gso && udp::coalescible(config.tx_size as usize);
+        let gro_replies = plan.gso && udp::coalescible(config.rx_size as usize);
         let responder = match udp::responder_socket(plan.listen, plan.responder_buffers) {
             Ok(socket) => {
+                if gro_requests && let Err(e) = udp::enable_gro(&socket) {
+                    eprintln!("mx agent: worker {id}: no UDP_GRO on this kernel ({e})");
+                }
                 if !plan.busy_poll {
                     epoll.add(
                         socket.as_fd(),
@@ -127,9 +138,21 @@ impl Worker {
             epoll,
             responder,
             flows: Vec::new(),
-            recv: RecvBatch::new(),
+            requests_in: if gro_requests {
+                RecvBatch::coalesced()
+            } else {
+                RecvBatch::headers()
+            },
+            replies_in: if gro_replies {
+                RecvBatch::coalesced()
+            } else {
+                RecvBatch::headers()
+            },
             send: SendBatch::new(),
-            reply_peers: [0; BATCH],
+            replies: Replies {
+                peers: [0; BATCH],
+                gso: plan.gso,
+            },
             padding: udp::padding(),
             rx: vec![RxCounts::default(); n],
             request_windows: FxHashMap::default(),
@@ -214,6 +237,15 @@ impl Worker {
                         continue;
                     }
                 };
+            if self.plan.gso
+                && udp::coalescible(self.plan.matrix.config.rx_size as usize)
+                && let Err(e) = udp::enable_gro(&socket)
+            {
+                eprintln!(
+                    "mx agent: worker {}: no UDP_GRO on this kernel ({e})",
+                    self.id
+                );
+            }
             let slot = self.free_slot();
             if self.plan.busy_poll {
                 // Polled directly every pass: no epoll registration, so no
@@ -230,6 +262,7 @@ impl Worker {
                 layer: layer.map(|l| l as u32),
                 socket,
                 pacer: spec.rate.map(|rate| Pacer::new(rate, now)),
+                gso: self.plan.gso,
                 next_seq: 1,
                 counts: TxCounts::default(),
                 rtt: FlowRtt::default(),
@@ -389,7 +422,7 @@ impl Worker {
         let hosts = self.plan.matrix.host_count();
         let me = self.plan.me as u16;
         for _ in 0..MAX_READS_PER_PASS {
-            let n = match self.recv.recv(fd) {
+            let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
                 Err(_) => continue,
             };
@@ -397,8 +430,7 @@ impl Worker {
                 return;
             }
             self.send.clear();
-            for i in 0..n {
-                let d = self.recv.get(i);
+            for d in self.requests_in.datagrams() {
                 let request = match Header::decode(d.head) {
                     Some(h)
                         if h.kind == KIND_REQUEST
@@ -433,20 +465,22 @@ impl Worker {
                 }
                 counts.requests += 1;
                 counts.request_bytes += d.len as u64;
+                if self.send.is_full() {
+                    self.replies
+                        .flush(fd, &mut self.send, &self.padding, &mut self.rx);
+                }
                 let reply = Header::reply_to(&request, me);
-                self.reply_peers[self.send.len()] = peer as u32;
-                self.send
-                    .push(reply.packet_len as usize, Some(d.from), |h| reply.encode(h));
+                self.replies.queue(
+                    &mut self.send,
+                    peer as u32,
+                    reply.packet_len as usize,
+                    d.from,
+                    |h| reply.encode(h),
+                );
             }
-            // Replies the kernel did not take (a full send buffer) are lost
-            // here, and show as fewer replies sent than requests arrived.
-            let sent = self.send.send(fd, &self.padding).unwrap_or(0);
-            for i in 0..sent {
-                let counts = &mut self.rx[self.reply_peers[i] as usize];
-                counts.replies += 1;
-                counts.reply_bytes += self.send.size(i) as u64;
-            }
-            if n < BATCH {
+            self.replies
+                .flush(fd, &mut self.send, &self.padding, &mut self.rx);
+            if !self.requests_in.was_full() {
                 return;
             }
         }
@@ -459,7 +493,7 @@ impl Worker {
         };
         let fd = flow.socket.as_raw_fd();
         for _ in 0..MAX_READS_PER_PASS {
-            let n = match self.recv.recv(fd) {
+            let n = match self.replies_in.recv(fd) {
                 Ok(n) => n,
                 // ECONNREFUSED: an ICMP port-unreachable from an absent
                 // responder, reported once on the connected socket. Read on.
@@ -469,8 +503,7 @@ impl Worker {
                 return;
             }
             let now_ns = udp::monotonic_ns();
-            for i in 0..n {
-                let d = self.recv.get(i);
+            for d in self.replies_in.datagrams() {
                 let reply = match Header::decode(d.head) {
                     Some(h) if h.kind == KIND_REPLY && d.len >= HEADER_LEN => h,
                     _ => {
@@ -495,10 +528,45 @@ impl Worker {
                     flow.rtt.record(rtt);
                 }
             }
-            if n < BATCH {
+            if !self.replies_in.was_full() {
                 return;
             }
         }
+    }
+}
+
+/// The responder's side of a send batch: whom each queued reply answers.
+struct Replies {
+    /// Matrix index of each queued reply in the batch, to count what was sent.
+    peers: [u32; BATCH],
+    /// `--gso`, until a route refuses a super-datagram.
+    gso: bool,
+}
+
+impl Replies {
+    fn queue(
+        &mut self,
+        batch: &mut SendBatch,
+        peer: u32,
+        size: usize,
+        to: SocketAddrV4,
+        fill: impl FnOnce(&mut [u8; HEADER_LEN]),
+    ) {
+        self.peers[batch.len()] = peer;
+        batch.push(size, Some(to), fill);
+    }
+
+    /// Sends the queued replies and counts those the kernel took; the rest
+    /// (a full send buffer) are lost here, and show as fewer replies sent
+    /// than requests arrived.
+    fn flush(&mut self, fd: RawFd, batch: &mut SendBatch, padding: &[u8], rx: &mut [RxCounts]) {
+        let sent = batch.send(fd, padding, &mut self.gso).unwrap_or(0);
+        for i in 0..sent {
+            let counts = &mut rx[self.peers[i] as usize];
+            counts.replies += 1;
+            counts.reply_bytes += batch.size(i) as u64;
+        }
+        batch.clear();
     }
 }
 
@@ -524,7 +592,7 @@ fn send_requests(
             let header = Header::request(me, tx_size, rx_size, flow.next_seq + j, t_send);
             batch.push(tx_size as usize, None, |h| header.encode(h));
         }
-        let taken = match batch.send(fd, padding) {
+        let taken = match batch.send(fd, padding, &mut flow.gso) {
             Ok(taken) => taken,
             Err(_) => {
                 flow.counts.send_errors += 1;

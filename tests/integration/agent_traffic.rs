@@ -249,3 +249,51 @@ fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
         assert!(stamp.contains("--busy-poll"), "{stamp}");
     }
 }
+
+/// Datagram lengths a plain socket with UDP_GRO set reads from h1 for a
+/// second: a length over tx_size is a run of requests the kernel kept whole.
+fn lengths_read_with_gro(net: u8, extra: &[&str]) -> Vec<usize> {
+    use std::os::fd::AsRawFd;
+    let mut fleet = Fleet::new(&mesh(net, 2, "20000", (200, 64)));
+    let peer = plain_socket(addr(net, 2), PORT);
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads one c_int from a live local.
+    let rc = unsafe {
+        libc::setsockopt(
+            peer.as_raw_fd(),
+            libc::SOL_UDP,
+            104, // UDP_GRO
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "UDP_GRO on the test socket");
+    let mut args = vec!["--interval", "1", "--duration", "2"];
+    args.extend(extra);
+    fleet.start("h1", &args);
+    let mut buf = vec![0u8; 70_000];
+    let mut lengths = Vec::new();
+    let stop = std::time::Instant::now() + Duration::from_secs(1);
+    while std::time::Instant::now() < stop {
+        if let Ok((len, _)) = peer.recv_from(&mut buf) {
+            lengths.push(len);
+        }
+    }
+    fleet.wait(Duration::from_secs(10));
+    lengths
+}
+
+#[test]
+fn requests_go_as_gso_runs_by_default_and_one_by_one_with_no_gso() {
+    let coalesced = lengths_read_with_gro(19, &[]);
+    assert!(!coalesced.is_empty());
+    assert!(coalesced.iter().all(|len| len % 200 == 0), "{coalesced:?}");
+    // 20 kpps sends 40 requests every 2 ms: whole runs of them.
+    assert!(
+        coalesced.iter().any(|&len| len >= 10 * 200),
+        "{coalesced:?}"
+    );
+    let single = lengths_read_with_gro(20, &["--no-gso"]);
+    assert!(single.len() > 10_000, "{}", single.len());
+    assert!(single.iter().all(|&len| len == 200), "{single:?}");
+}
