@@ -100,25 +100,32 @@ def mx_trial(rate, seconds, size, extra):
         return True
 
 
+def passes(rate, seconds, size, extra):
+    """A rate passes if one of two trials is clean: on a 2-core machine a
+    single trial can fail for a reason that is not mx's (another process's
+    burst), and one such failure would otherwise halve the search."""
+    return mx_trial(rate, seconds, size, extra) or mx_trial(rate, seconds, size, extra)
+
+
 def mx_ceiling(start, seconds, size, extra):
     """Highest per-flow rate delivering >= 99.9%: ramp 1.25x, then bisect."""
     ok, bad = None, None
     rate = start
     while bad is None:
-        if mx_trial(int(rate), seconds, size, extra):
+        if passes(int(rate), seconds, size, extra):
             ok, rate = rate, rate * 1.25
         else:
             bad = rate
             if ok is None:
                 ok, rate = 0, rate / 2
                 while ok == 0 and rate >= 1000:
-                    if mx_trial(int(rate), seconds, size, extra):
+                    if passes(int(rate), seconds, size, extra):
                         ok = rate
                     else:
                         bad, rate = rate, rate / 2
     for _ in range(3):
         mid = (ok + bad) / 2
-        if mx_trial(int(mid), seconds, size, extra):
+        if passes(int(mid), seconds, size, extra):
             ok = mid
         else:
             bad = mid

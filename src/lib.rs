@@ -24,6 +24,7 @@ pub mod commands;
 pub mod error;
 pub mod export;
 pub mod fleet;
+pub mod input;
 pub mod matrix;
 pub mod plan;
 pub mod report;

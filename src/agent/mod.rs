@@ -7,8 +7,28 @@
 //! Threads: `--workers` worker threads each run one event loop over their own
 //! SO_REUSEPORT responder socket and their shard of the flow sockets
 //! ([`worker`]); the main thread is the reporter, which merges the workers'
-//! per-interval batches into rows on wall-clock boundaries ([`reporter`]).
+//! per-interval batches into rows on wall-clock boundaries ([`reporter`]):
+//! the first tick is the next multiple of the interval on the wall clock, and
+//! the rest follow the monotonic clock from there, so a clock step mid-run
+//! neither stalls the agent nor skews its rates.
 //! Workers and reporter share nothing mutable but a stop flag.
+
+/// A line on the agent's stdout (its log). Never panics: the log may sit on
+/// a full disk, and the traffic must go on (`say!` would abort).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// The same on stderr, for diagnostics.
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 pub mod counters;
 pub mod cpu;
@@ -103,7 +123,7 @@ pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize
 fn kernel_coalesces() -> bool {
     let yes = udp::kernel_coalesces();
     if !yes {
-        eprintln!("mx agent: this kernel has no UDP GSO/GRO (Linux 5.0+): one datagram per trip");
+        warn!("mx agent: this kernel has no UDP GSO/GRO (Linux 5.0+): one datagram per trip");
     }
     yes
 }
@@ -175,7 +195,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         Some(spec) => {
             let (interface, ip) = identity::bind_address(spec)?;
             identity::check_bind_matches(ip, &interface, &me_host, my_addr)?;
-            println!("bind: '{spec}' -> {ip} ({interface})");
+            say!("bind: '{spec}' -> {ip} ({interface})");
             Some(ip)
         }
     };
@@ -249,7 +269,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     if let Some(rotation) = plan.matrix.config.rotation {
         let ratio = rotation.dwell / args.flags.interval;
         if rotation.dwell < args.flags.interval || (ratio - ratio.round()).abs() > 0.01 {
-            eprintln!(
+            warn!(
                 "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
                 units::g(rotation.dwell),
                 units::g(args.flags.interval)
@@ -261,14 +281,14 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     plan.workers = worker_count(args.flags.workers, flow_sockets, cores);
     if plan.workers > cores {
-        eprintln!(
+        warn!(
             "workers: {} on a {cores}-core box. Each worker wants a core; expect them to share.",
             plan.workers
         );
     }
     // 8. File descriptors.
     if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered)? {
-        println!("{line}");
+        say!("{line}");
     }
 
     let plan = Arc::new(plan);
@@ -305,7 +325,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         p.sort_unstable();
         p
     };
-    println!(
+    say!(
         "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}",
         env!("CARGO_PKG_VERSION"),
         me_host.name,
@@ -322,14 +342,14 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         plan.workers,
         args.report.display()
     );
-    println!(
+    say!(
         "workers: {} (flow sockets per worker: {})",
         plan.workers,
         shards.join(", ")
     );
     if let (Some(key), Some(rotation)) = (plan.matrix.config.shuffle, plan.matrix.config.rotation) {
         let schedule = plan.schedule();
-        println!(
+        say!(
             "mx agent: layered -- {} layers of {} peers{}, dwell {}s, cycle {}; starting in layer {}",
             rotation.layers,
             key.peers,
@@ -359,7 +379,14 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     }
     remove_pid_file(&pid_path);
     result?;
-    println!("mx agent: stopped");
+    if reporter.unwritten() > 0 {
+        warn!(
+            "mx agent: {} bytes of the report could not be written: the disk still refuses them",
+            reporter.unwritten()
+        );
+        return Ok(crate::error::EXIT_PROBLEMS);
+    }
+    say!("mx agent: stopped");
     Ok(0)
 }
 
@@ -378,45 +405,55 @@ fn report_loop(
     rx: &mpsc::Receiver<Batch>,
     reporter: &mut Reporter,
 ) -> Result<()> {
-    // A tick waits this long after its boundary for slow workers (facts.md 3.5).
+    // A tick waits this long after its first batch for slow workers (facts.md 3.5).
     let grace = (plan.interval / 2.0).min(1.0 + 0.01 * plan.workers as f64);
     let key = |tick: f64| (tick * 1000.0).round() as i64;
-    let mut pending: BTreeMap<i64, Vec<Batch>> = BTreeMap::new();
+    // Batches by tick, and when the tick's first batch came (monotonic: a
+    // stepped wall clock must not hold a tick, or flush it early).
+    let mut pending: BTreeMap<i64, (Instant, Vec<Batch>)> = BTreeMap::new();
     let mut last: Vec<Batch> = Vec::new();
+    // A report the disk refuses is held in memory and written when it can be:
+    // the agent says so once, and again when it catches up.
     let write = |reporter: &mut Reporter, ts: i64, batches: &[Batch], complete: bool| {
-        reporter
-            .write_tick(ts, batches, complete)
-            .map_err(|e| Error::refused(format!("cannot write the report: {e}")))
+        let status = reporter.write_tick(ts, batches, complete);
+        if let Some(news) = reporter.take_news() {
+            say!("{news}");
+        }
+        Ok::<String, Error>(status)
     };
     while last.len() < plan.workers {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(batch) if batch.last => last.push(batch),
-            Ok(batch) => pending.entry(key(batch.tick)).or_default().push(batch),
+            Ok(batch) => pending
+                .entry(key(batch.tick))
+                .or_insert_with(|| (Instant::now(), Vec::new()))
+                .1
+                .push(batch),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        let now = wall_now();
         while let Some(entry) = pending.first_entry() {
-            let tick = entry.get()[0].tick;
-            let complete = entry.get().len() == plan.workers;
-            if !complete && now < tick + grace {
+            let (first_seen, batches) = entry.get();
+            let tick = batches[0].tick;
+            let complete = batches.len() == plan.workers;
+            if !complete && first_seen.elapsed().as_secs_f64() < grace {
                 break;
             }
-            let batches = entry.remove();
+            let (_, batches) = entry.remove();
             let status = write(reporter, tick.floor() as i64, &batches, complete)?;
-            println!("{status}");
+            say!("{status}");
         }
     }
     // Ticks still waiting, then the interval in progress: partial, no host row.
-    for (_, batches) in std::mem::take(&mut pending) {
+    for (_, (_, batches)) in std::mem::take(&mut pending) {
         let tick = batches[0].tick;
         let status = write(reporter, tick.floor() as i64, &batches, false)?;
-        println!("{status}");
+        say!("{status}");
     }
     if !last.is_empty() {
         let ts = last.iter().map(|b| b.tick).fold(0.0, f64::max).ceil() as i64;
         write(reporter, ts, &last, false)?;
-        println!("ts={ts} final partial interval written (per-peer rows, no host totals)");
+        say!("ts={ts} final partial interval written (per-peer rows, no host totals)");
     }
     Ok(())
 }

@@ -58,7 +58,18 @@ pub struct Reporter {
     names: Vec<String>,
     file: File,
     cpu: CpuSampler,
+    /// Report bytes the disk has not taken yet (a full disk), oldest first.
+    /// They go to the file before anything newer, so the report stays whole.
+    unwritten: Vec<u8>,
+    /// What the last write error was, while bytes are held.
+    stalled: Option<String>,
+    /// A line for the log about the report's state, once per change.
+    news: Option<String>,
 }
+
+/// Most report bytes held in memory while the disk refuses them (~1 million
+/// rows): past this the newest interval's rows are dropped, and the log says so.
+const MAX_UNWRITTEN: usize = 256 << 20;
 
 impl Reporter {
     /// Opens `path` for appending, writing the header if the file is new or empty.
@@ -80,6 +91,9 @@ impl Reporter {
             names: plan.matrix.hosts().iter().map(|h| h.name.clone()).collect(),
             file,
             cpu,
+            unwritten: Vec::new(),
+            stalled: None,
+            news: None,
         })
     }
 
@@ -98,7 +112,7 @@ impl Reporter {
     /// Writes the rows of one tick. With `complete` (every worker reported) the
     /// host row is written and the status line returned; otherwise only the
     /// per-peer rows, and a line saying the interval was partial.
-    pub fn write_tick(&mut self, ts: i64, batches: &[Batch], complete: bool) -> io::Result<String> {
+    pub fn write_tick(&mut self, ts: i64, batches: &[Batch], complete: bool) -> String {
         let mut tx: BTreeMap<(String, String, bool), TxRow> = BTreeMap::new();
         let mut rx: BTreeMap<String, RxRow> = BTreeMap::new();
         let mut host_rtt = MergedRtt::default();
@@ -252,8 +266,59 @@ impl Reporter {
                 self.workers
             )
         };
-        self.file.write_all(out.as_bytes())?;
-        self.file.flush()?;
-        Ok(status)
+        self.append(ts, out.as_bytes());
+        status
+    }
+
+    /// A line for the log when writing the report failed or recovered.
+    pub fn take_news(&mut self) -> Option<String> {
+        self.news.take()
+    }
+
+    /// Bytes held back by a refusing disk.
+    pub fn unwritten(&self) -> usize {
+        self.unwritten.len()
+    }
+
+    /// Appends `rows` after whatever is still held, writing as much as the disk
+    /// takes. A short write leaves the rest held, to continue at the exact byte
+    /// where the file stopped: no row is ever half-written for good.
+    fn append(&mut self, ts: i64, rows: &[u8]) {
+        if self.unwritten.len() + rows.len() > MAX_UNWRITTEN {
+            self.news = Some(format!(
+                "ts={ts} report: {} MiB already held for a refusing disk -- this interval's rows are dropped",
+                MAX_UNWRITTEN >> 20
+            ));
+        } else {
+            self.unwritten.extend_from_slice(rows);
+        }
+        let mut written = 0;
+        let error = loop {
+            if written == self.unwritten.len() {
+                break None;
+            }
+            match self.file.write(&self.unwritten[written..]) {
+                Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        };
+        self.unwritten.drain(..written);
+        match (error, self.stalled.take()) {
+            (Some(e), None) => {
+                self.news = Some(format!(
+                    "ts={ts} cannot write the report ({e}): its rows are held in memory and written when the disk takes them; the traffic goes on"
+                ));
+                self.stalled = Some(e.to_string());
+            }
+            (Some(_), Some(before)) => self.stalled = Some(before),
+            (None, Some(_)) => {
+                self.news = Some(format!(
+                    "ts={ts} the report is being written again: nothing was lost"
+                ));
+            }
+            (None, None) => {}
+        }
     }
 }

@@ -230,6 +230,8 @@ pub struct SendBatch {
     controls: [Control; BATCH],
     /// Datagrams carried by each message of the last call.
     segments: [usize; BATCH],
+    /// Which datagrams the last `send` got into the kernel.
+    sent: [bool; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
     len: usize,
 }
@@ -289,8 +291,11 @@ impl SendBatch {
         self.len += 1;
     }
 
-    /// Sends the queued datagrams; returns how many the kernel took (the first
-    /// n, in order). The batch is left as it was: the caller clears it.
+    /// Sends the queued datagrams, in order, until the kernel would block; the
+    /// batch is left as it was (the caller clears it). A datagram the kernel
+    /// refuses (EPERM from a firewall drop, ENETUNREACH, ...) is skipped and
+    /// the rest still go: one refusal must not take the batch with it.
+    /// [`was_sent`](Self::was_sent) tells which went.
     ///
     /// With `*gso`, each run of equal-size datagrams to one destination goes as
     /// one GSO super-datagram (UDP_SEGMENT): one trip down the stack for up to
@@ -298,20 +303,35 @@ impl SendBatch {
     /// veth to a receiver with UDP_GRO. A route that cannot segment (EINVAL:
     /// segment over the path MTU; EIO: no checksum offload) turns `*gso` off
     /// and the rest goes one datagram per message.
-    pub fn send(&mut self, fd: RawFd, padding: &[u8], gso: &mut bool) -> io::Result<usize> {
-        let mut taken = 0;
-        while taken < self.len {
-            match self.send_from(fd, padding, taken, *gso) {
+    pub fn send(&mut self, fd: RawFd, padding: &[u8], gso: &mut bool) -> Sent {
+        let mut outcome = Sent::default();
+        while outcome.tried < self.len {
+            let at = outcome.tried;
+            match self.send_from(fd, padding, at, *gso) {
                 Ok(0) => break,
-                Ok(n) => taken += n,
+                Ok(n) => {
+                    self.sent[at..at + n].fill(true);
+                    outcome.tried += n;
+                    outcome.sent += n;
+                }
                 Err(e) if *gso && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO)) => {
                     *gso = false;
                 }
-                Err(_) if taken > 0 => break,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The first message failed: its datagrams are refused.
+                    let refused = self.segments[0];
+                    self.sent[at..at + refused].fill(false);
+                    outcome.tried += refused;
+                    outcome.error.get_or_insert(e);
+                }
             }
         }
-        Ok(taken)
+        outcome
+    }
+
+    /// Whether the `i`-th datagram went in the last [`send`](Self::send).
+    pub fn was_sent(&self, i: usize) -> bool {
+        i < self.len && self.sent[i]
     }
 
     /// One sendmmsg of the datagrams from `start` on; returns datagrams taken.
@@ -411,6 +431,17 @@ impl SendBatch {
             _ => false,
         }
     }
+}
+
+/// What one [`SendBatch::send`] did: the first `tried` datagrams were
+/// offered to the kernel, `sent` of them taken; the rest of the batch waits
+/// for the socket to drain.
+#[derive(Debug, Default)]
+pub struct Sent {
+    pub tried: usize,
+    pub sent: usize,
+    /// The first refusal, if any datagram was refused.
+    pub error: Option<io::Error>,
 }
 
 /// Asks the kernel to hand this socket datagrams of one sender coalesced
@@ -582,7 +613,7 @@ mod tests {
         }
         let mut gso = gso;
         assert_eq!(
-            batch.send(tx.as_raw_fd(), &pad, &mut gso).unwrap(),
+            batch.send(tx.as_raw_fd(), &pad, &mut gso).sent,
             sizes.len()
         );
         gso

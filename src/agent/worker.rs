@@ -89,6 +89,7 @@ pub struct Worker {
     stray: u64,
     layer: Option<usize>,
     tick: f64,
+    /// When `tick` is due, on the monotonic clock.
     tick_at: Instant,
     last_report: Instant,
     last_cpu_ns: u64,
@@ -111,7 +112,7 @@ impl Worker {
         let responder = match udp::responder_socket(plan.listen, plan.responder_buffers) {
             Ok(socket) => {
                 if gro_requests && let Err(e) = udp::enable_gro(&socket) {
-                    eprintln!("mx agent: worker {id}: no UDP_GRO on this kernel ({e})");
+                    warn!("mx agent: worker {id}: no UDP_GRO on this kernel ({e})");
                 }
                 if !plan.busy_poll {
                     epoll.add(
@@ -122,7 +123,7 @@ impl Worker {
                 Some(socket)
             }
             Err(e) => {
-                eprintln!(
+                warn!(
                     "mx agent: worker {id} not listening on {} ({e})",
                     plan.listen
                 );
@@ -200,7 +201,7 @@ impl Worker {
                 Ok(n) => n,
                 Err(nix::errno::Errno::EINTR) => 0,
                 Err(e) => {
-                    eprintln!("mx agent: worker {} died: epoll: {e}", self.id);
+                    warn!("mx agent: worker {} died: epoll: {e}", self.id);
                     return;
                 }
             };
@@ -219,7 +220,7 @@ impl Worker {
         for spec in self.plan.flows_for(self.id, layer) {
             let Some(peer_addr) = self.plan.peer_addrs[spec.peer as usize] else {
                 let peer = &self.plan.matrix.hosts()[spec.peer as usize];
-                eprintln!(
+                warn!(
                     "mx agent: worker {} cannot reach {} ({}:{}): the address did not resolve",
                     self.id, peer.name, peer.addr, peer.port
                 );
@@ -230,7 +231,7 @@ impl Worker {
                     Ok(socket) => socket,
                     Err(e) => {
                         let peer = &self.plan.matrix.hosts()[spec.peer as usize];
-                        eprintln!(
+                        warn!(
                             "mx agent: worker {} cannot reach {} ({peer_addr}): {e}",
                             self.id, peer.name
                         );
@@ -241,7 +242,7 @@ impl Worker {
                 && udp::coalescible(self.plan.matrix.config.rx_size as usize)
                 && let Err(e) = udp::enable_gro(&socket)
             {
-                eprintln!(
+                warn!(
                     "mx agent: worker {}: no UDP_GRO on this kernel ({e})",
                     self.id
                 );
@@ -254,7 +255,7 @@ impl Worker {
                 socket.as_fd(),
                 EpollEvent::new(EpollFlags::EPOLLIN, slot as u64),
             ) {
-                eprintln!("mx agent: worker {}: epoll add: {e}", self.id);
+                warn!("mx agent: worker {}: epoll add: {e}", self.id);
                 continue;
             }
             self.flows[slot] = Some(Flow {
@@ -327,7 +328,11 @@ impl Worker {
             self.open_layer(layer);
         }
         self.tick = tick + self.plan.interval;
-        self.tick_at = instant_at(self.tick);
+        // The next tick one interval on, on the monotonic clock: a wall clock
+        // stepped by hand or by NTP neither stalls the reports (a step back)
+        // nor bursts empty ones (a step forward). The labels keep the timeline
+        // the run started on, which is the fleet's: the layers stay in step.
+        self.tick_at += Duration::from_secs_f64(self.plan.interval);
     }
 
     /// Moves this interval's counters into a batch for the reporter.
@@ -560,8 +565,8 @@ impl Replies {
     /// (a full send buffer) are lost here, and show as fewer replies sent
     /// than requests arrived.
     fn flush(&mut self, fd: RawFd, batch: &mut SendBatch, padding: &[u8], rx: &mut [RxCounts]) {
-        let sent = batch.send(fd, padding, &mut self.gso).unwrap_or(0);
-        for i in 0..sent {
+        batch.send(fd, padding, &mut self.gso);
+        for i in (0..batch.len()).filter(|&i| batch.was_sent(i)) {
             let counts = &mut rx[self.peers[i] as usize];
             counts.replies += 1;
             counts.reply_bytes += batch.size(i) as u64;
@@ -571,8 +576,9 @@ impl Replies {
 }
 
 /// Sends up to `allowed` requests on `flow`, a batch per sendmmsg; returns how
-/// many the kernel took. Every request of a batch carries the clock read just
-/// before the call that sends it.
+/// many were offered to the kernel (taken, or refused and counted as send
+/// errors): what the pacer spends. Every request of a batch carries the clock
+/// read just before the call that sends it.
 fn send_requests(
     flow: &mut Flow,
     batch: &mut SendBatch,
@@ -592,18 +598,15 @@ fn send_requests(
             let header = Header::request(me, tx_size, rx_size, flow.next_seq + j, t_send);
             batch.push(tx_size as usize, None, |h| header.encode(h));
         }
-        let taken = match batch.send(fd, padding, &mut flow.gso) {
-            Ok(taken) => taken,
-            Err(_) => {
-                flow.counts.send_errors += 1;
-                0
-            }
-        };
-        flow.next_seq += taken as u64;
-        flow.counts.sent += taken as u64;
-        flow.counts.sent_bytes += taken as u64 * u64::from(tx_size);
-        sent += taken;
-        if taken < k {
+        let outcome = batch.send(fd, padding, &mut flow.gso);
+        // A refused request used its sequence number and its pacing token
+        // (retrying it at once would burst), but it never left: not sent.
+        flow.counts.send_errors += (outcome.tried - outcome.sent) as u64;
+        flow.next_seq += outcome.tried as u64;
+        flow.counts.sent += outcome.sent as u64;
+        flow.counts.sent_bytes += outcome.sent as u64 * u64::from(tx_size);
+        sent += outcome.tried;
+        if outcome.tried < k {
             break;
         }
     }

@@ -74,8 +74,7 @@ fn g4(v: f64) -> String {
 
 /// `mxname target` lines of a --names file.
 fn read_names(path: &Path) -> Result<HashMap<String, String>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io(path, "cannot read the names", &e))?;
+    let text = crate::input::read_list(path, "names file", "")?;
     let mut names = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let content = line.split('#').next().unwrap_or("").trim();

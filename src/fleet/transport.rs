@@ -123,8 +123,20 @@ pub fn control_dir() -> Option<PathBuf> {
     Some(dir)
 }
 
-/// Options every ssh and scp call carries: never prompt, give up connecting in 8 s.
-const SSH_OPTIONS: [&str; 4] = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=8"];
+/// Options every ssh and scp call carries: never prompt, give up connecting
+/// (and on a silent server's banner) in 8 s, and drop a connection whose
+/// peer has gone quiet for 15 s (a cut link, a hung host): a shared master
+/// connection would otherwise hold every later step until TCP gives up.
+const SSH_OPTIONS: [&str; 8] = [
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=8",
+    "-o",
+    "ServerAliveInterval=5",
+    "-o",
+    "ServerAliveCountMax=3",
+];
 
 impl Ssh {
     /// BatchMode and the connect timeout, then connection sharing when on.

@@ -27,6 +27,14 @@ const CONFIG_KEYS: [&str; 9] = [
     "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk",
 ];
 
+/// The matrix format this mx reads (`# mx matrix v1 -- ...`, facts.md 1.9).
+const FORMAT_VERSION: u32 = 1;
+
+/// The longest line a matrix may have. A full-mesh row of 65,535 hosts is
+/// ~400 KB; a longer line is not a matrix, and reading it whole (a multi-GB
+/// file with no newline) would only fill memory.
+const MAX_LINE: usize = 64 << 20;
+
 impl Matrix {
     /// Loads a matrix file, streaming it line by line: a 10,000-host sparse
     /// matrix is ~100 MB of text, and an agent holds only the parsed cells.
@@ -48,10 +56,14 @@ impl Matrix {
         let mut line = Vec::new();
         for line_no in 1.. {
             line.clear();
-            let read = std::io::BufRead::read_until(&mut input, b'\n', &mut line)
+            let mut capped = std::io::Read::take(&mut input, MAX_LINE as u64 + 1);
+            let read = std::io::BufRead::read_until(&mut capped, b'\n', &mut line)
                 .map_err(|e| Error::io(path, "cannot read the matrix", &e))?;
             if read == 0 {
                 break;
+            }
+            if line.len() > MAX_LINE {
+                return Err(reader.refuse_at(line_no, "a line over 64 MiB: not a matrix"));
             }
             reader.line(&line, line_no)?;
         }
@@ -152,6 +164,9 @@ impl<'a> GridReader<'a> {
 
     /// One line of the file, classified (facts.md 1.1).
     fn line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
+        if memchr::memchr(0, line).is_some() {
+            return Err(self.refuse_at(line_no, "binary data (a NUL byte): not a matrix"));
+        }
         let line = line.trim_ascii();
         match line.first() {
             None => Ok(()),
@@ -163,6 +178,19 @@ impl<'a> GridReader<'a> {
     fn config_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
         // Comments are free text; only `key=value` tokens with a known key count.
         let text = String::from_utf8_lossy(line);
+        if let Some(version) = text
+            .strip_prefix("# mx matrix v")
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|digits| digits.parse::<u32>().ok())
+            && version > FORMAT_VERSION
+        {
+            return Err(self.refuse_at(
+                line_no,
+                format!(
+                    "a v{version} matrix, from a newer mx: this one reads v{FORMAT_VERSION} -- upgrade mx, or regenerate the matrix with this one"
+                ),
+            ));
+        }
         for token in text.trim_start_matches('#').split_whitespace() {
             let Some((key, value)) = token.split_once('=') else {
                 continue;

@@ -9,16 +9,7 @@ use crate::error::{Error, Result};
 
 /// Reads and checks a server list: every token valid, names unique, at least two.
 pub fn read_servers(path: &Path) -> Result<Vec<HostToken>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::refused(format!(
-                "server list not found: {}  (one host per line)",
-                path.display()
-            )));
-        }
-        Err(e) => return Err(Error::io(path, "cannot read the server list", &e)),
-    };
+    let text = crate::input::read_list(path, "server list", "  (one host per line)")?;
     parse_servers(&text, &path.display().to_string())
 }
 

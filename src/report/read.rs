@@ -129,6 +129,26 @@ fn columns_of(header: &csv::ByteRecord, path: &Path) -> Result<Columns> {
     })
 }
 
+/// Refuses a file whose first line is not a report header, reading at most
+/// 64 KiB: a multi-GB file of anything else is turned away without being read.
+fn check_header_line(file: &mut File, path: &Path) -> Result<()> {
+    let mut head = Vec::with_capacity(4096);
+    (&mut *file)
+        .take(64 * 1024)
+        .read_to_end(&mut head)
+        .and_then(|_| file.seek(SeekFrom::Start(0)))
+        .map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    if head.is_empty() {
+        return Ok(());
+    }
+    match memchr::memchr(b'\n', &head) {
+        Some(end) if head[..end].starts_with(b"ts,") => Ok(()),
+        // A header still being written is a report with no rows yet.
+        None if head.len() < 64 * 1024 && b"ts,".starts_with(&head[..head.len().min(3)]) => Ok(()),
+        _ => Err(not_a_report(path)),
+    }
+}
+
 /// Byte length of the part of the file that ends in a newline: a last line
 /// cut short (a host that died mid-write, a copy in progress) is left out.
 fn complete_length(file: &mut File) -> std::io::Result<u64> {
@@ -161,6 +181,7 @@ fn complete_length(file: &mut File) -> std::io::Result<u64> {
 /// Calls `f` for every row of `path` that has a timestamp, in file order.
 pub fn for_each_row(path: &Path, mut f: impl FnMut(&RowView<'_>)) -> Result<()> {
     let mut file = File::open(path).map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    check_header_line(&mut file, path)?;
     let length =
         complete_length(&mut file).map_err(|e| Error::io(path, "cannot read the report", &e))?;
     file.seek(SeekFrom::Start(0))
@@ -208,6 +229,7 @@ pub fn for_each_row(path: &Path, mut f: impl FnMut(&RowView<'_>)) -> Result<()> 
 /// time order); the whole file is scanned only if the tail holds no row.
 pub fn latest_ts(path: &Path) -> Result<Option<i64>> {
     let mut file = File::open(path).map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    check_header_line(&mut file, path)?;
     let length =
         complete_length(&mut file).map_err(|e| Error::io(path, "cannot read the report", &e))?;
     let tail_start = length.saturating_sub(256 * 1024);

@@ -43,34 +43,112 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
+/// Which leg a host's lost packets went missing on, from its flows' forward
+/// and return figures (known when the receivers reported).
+fn leg(flows: &[&FlowFigures], receiving: bool) -> &'static str {
+    // Packets per second lost on each leg, over the flows whose receiver reported.
+    let (forward, back) = flows
+        .iter()
+        .filter_map(|f| f.arrived.map(|arrived| (f, arrived)))
+        .fold((0.0, 0.0), |(fwd, ret), (f, arrived)| {
+            (
+                fwd + (f.sent - arrived).max(0.0),
+                ret + (arrived - f.back).max(0.0),
+            )
+        });
+    match (forward > 3.0 * back, back > 3.0 * forward, receiving) {
+        (true, _, true) => "; its requests are lost on the way in",
+        (true, _, false) => "; its requests are lost on the way out",
+        (_, true, true) => "; the requests arrive, its replies are lost on the way back",
+        (_, true, false) => "; the requests arrive, the replies to it are lost on the way back",
+        _ => "",
+    }
+}
+
 /// Hosts whose flows all lose far more than the fleet's typical flow: as
-/// senders (a dark row of the grid) or as receivers (a dark column).
+/// senders (a dark row of the grid), as receivers (a dark column), or both
+/// (the host's own link is the bottleneck).
 fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
     let typical = median(flows.iter().map(|f| f.loss).collect());
-    let mut lines = Vec::new();
-    for (side, key) in [("sender", 0usize), ("receiver", 1usize)] {
-        let mut by_host: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+    // Host -> (its flows on that side, the least loss among them), sick ones only.
+    let sick = |side: fn(&FlowFigures) -> u32| {
+        let mut by_host: std::collections::BTreeMap<u32, Vec<&FlowFigures>> = Default::default();
         for f in flows {
-            let host = if key == 0 { f.host } else { f.peer };
-            by_host.entry(host).or_default().push(f.loss);
+            by_host.entry(side(f)).or_default().push(f);
         }
-        for (host, losses) in by_host {
-            if losses.len() < 2 {
-                continue;
-            }
-            let least = losses.iter().copied().fold(f64::INFINITY, f64::min);
-            if least > LEG_LOSS_PCT && least > SICK_FACTOR * typical {
-                let name = set.name(host);
-                lines.push(if key == 0 {
-                    format!(
-                        "{name} is a sick {side}: every flow it sends loses at least {least:.1}% while a typical flow loses {typical:.2}% -- look at {name}'s NIC, cable and switch port (a dark row in `mx summarize --grid`)"
-                    )
-                } else {
-                    format!(
-                        "{name} is a sick {side}: every flow into it loses at least {least:.1}% while a typical flow loses {typical:.2}% -- look at {name}'s NIC, cable and switch port (a dark column in `mx summarize --grid`)"
-                    )
-                });
-            }
+        by_host
+            .into_iter()
+            .filter(|(_, fs)| fs.len() >= 2)
+            .map(|(host, fs)| {
+                let least = fs.iter().map(|f| f.loss).fold(f64::INFINITY, f64::min);
+                (host, (fs, least))
+            })
+            .filter(|(_, (_, least))| *least > LEG_LOSS_PCT && *least > SICK_FACTOR * typical)
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let senders = sick(|f| f.host);
+    let receivers = sick(|f| f.peer);
+    let mut lines = Vec::new();
+    for (host, (out_flows, least_out)) in &senders {
+        let name = set.name(*host);
+        lines.push(match receivers.get(host) {
+            Some((_, least_in)) => format!(
+                "{name} is the bottleneck: every flow it sends loses at least {least_out:.1}% and every flow into it at least {least_in:.1}%, while a typical flow loses {typical:.2}% -- look at {name}'s own link: a rate cap, a saturated or failing NIC or switch port (a dark row and column in `mx summarize --grid`)"
+            ),
+            None => format!(
+                "{name} is a sick sender: every flow it sends loses at least {least_out:.1}% while a typical flow loses {typical:.2}%{} -- look at {name}'s NIC, cable and switch port (a dark row in `mx summarize --grid`)",
+                leg(out_flows, false)
+            ),
+        });
+    }
+    for (host, (in_flows, least_in)) in &receivers {
+        if senders.contains_key(host) {
+            continue;
+        }
+        let name = set.name(*host);
+        lines.push(format!(
+            "{name} is a sick receiver: every flow into it loses at least {least_in:.1}% while a typical flow loses {typical:.2}%{} -- look at {name}'s NIC, cable and switch port (a dark column in `mx summarize --grid`)",
+            leg(in_flows, true)
+        ));
+    }
+    lines
+}
+
+/// Up to five names, then how many more.
+fn name_list(names: &[&str]) -> String {
+    let shown = names.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    match names.len() {
+        n if n > 5 => format!("{shown} and {} more", n - 5),
+        _ => shown,
+    }
+}
+
+/// Hosts that stopped reporting before the rest (a dead agent, a cut link),
+/// and matrix hosts that never reported.
+fn silent_lines(set: &ReportSet, ctx: &Context) -> Vec<String> {
+    let mut lines = Vec::new();
+    let interval = set.interval.unwrap_or(1).max(1);
+    for (&id, &last) in &set.last_seen {
+        let behind = set.latest - last;
+        if behind >= 2 * interval {
+            let name = set.name(id);
+            lines.push(format!(
+                "{name} stopped reporting {behind}s before the others (its last row: ts={last}): its agent died or it is cut off -- `mx status` and `mx logs` say which. Flows into {name} since then show as loss"
+            ));
+        }
+    }
+    if let Some(m) = &ctx.matrix {
+        let never: Vec<&str> = m
+            .hosts()
+            .iter()
+            .map(|h| h.name.as_str())
+            .filter(|name| set.id_of(name).is_none_or(|id| !set.last_seen.contains_key(&id)))
+            .collect();
+        if !never.is_empty() {
+            lines.push(format!(
+                "no report from {}: not started, unreachable, or its report was not collected -- `mx status`",
+                name_list(&never)
+            ));
         }
     }
     lines
@@ -94,6 +172,8 @@ pub fn advice(
         .collect();
     let busy = worst_by(hosts, |h| h.agent_cpu.filter(|&a| a >= BUSY_WORKER_PCT));
 
+    // 1. Hosts gone quiet come first: their peers' numbers depend on it.
+    out.extend(silent_lines(set, ctx));
     // 2. A layered run that has not yet measured every pair.
     if let Some((measured, total, cycle)) = coverage
         && measured < total

@@ -143,6 +143,9 @@ pub struct ReportSet {
     pub coverage: BTreeMap<(u32, u32), u64>,
     /// Whole history: the newest timestamp of each host.
     pub last_seen: BTreeMap<u32, i64>,
+    /// The report interval in seconds: the smallest step between one host's
+    /// consecutive timestamps (None with a single tick).
+    pub interval: Option<i64>,
     /// Whole history: each layer first seen per pair (export's `layer=`).
     pub sizes: Option<(u32, u32)>,
     pub any_layer: bool,
@@ -207,6 +210,10 @@ impl ReportSet {
         }
         let host = self.id(row.host());
         let seen = self.last_seen.entry(host).or_insert(row.ts);
+        if row.ts > *seen {
+            let step = row.ts - *seen;
+            self.interval = Some(self.interval.map_or(step, |i| i.min(step)));
+        }
         *seen = (*seen).max(row.ts);
         let layer = row.num("layer").map(|l| l as u32);
         self.any_layer |= layer.is_some();

@@ -478,3 +478,104 @@ fn agent_counts_duplicated_and_reordered_requests_and_answers_each_once() {
         ""
     );
 }
+
+/// Steps the machine's wall clock by `seconds`, and back by as much when
+/// dropped (even if the test fails half way).
+struct ClockStep(i64);
+
+impl ClockStep {
+    fn by(seconds: i64) -> ClockStep {
+        step_wall_clock(seconds);
+        ClockStep(seconds)
+    }
+}
+
+impl Drop for ClockStep {
+    fn drop(&mut self) {
+        step_wall_clock(-self.0);
+    }
+}
+
+fn step_wall_clock(seconds: i64) {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime/clock_settime read and write one live timespec.
+    let rc = unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut now);
+        now.tv_sec += seconds as libc::time_t;
+        libc::clock_settime(libc::CLOCK_REALTIME, &now)
+    };
+    assert_eq!(rc, 0, "stepping the clock needs root (CAP_SYS_TIME)");
+}
+
+#[test]
+fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: stepping the wall clock needs root; CI runs as root");
+        return;
+    }
+    let net = 34;
+    let sandbox = Sandbox::new();
+    let servers: String = (1..=4)
+        .map(|i| format!("h{i}={}\n", addr(net, i)))
+        .collect();
+    sandbox.write("servers.txt", &servers);
+    let run = sandbox.mx(&[
+        "gen", "--peers", "1", "--seed", "3", "--dwell", "1", "--pps", "1000", "-o", "-",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let matrix = Matrix::parse(run.stdout.as_bytes(), "layered.csv").unwrap();
+    let schedule = Schedule::new(&matrix);
+    let mut fleet = Fleet::new(&run.stdout);
+    for h in ["h1", "h2", "h3", "h4"] {
+        fleet.start(h, &["--interval", "1", "--duration", "9", "--workers", "1"]);
+    }
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(2500));
+    {
+        // Forward 30 s for 3 s, then back: both steps land mid-run.
+        let _step = ClockStep::by(30);
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    // The agents end on their monotonic deadline: nothing stalled.
+    fleet.wait_ok();
+    assert!(started.elapsed() < Duration::from_secs(12), "{:?}", started.elapsed());
+    for (src, name) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
+        let rows = fleet.report(name);
+        let ticks: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.s("dir") == "host")
+            .map(|r| r.f("ts").unwrap() as i64)
+            .collect();
+        // One host row per second, on the timeline the run started on: no
+        // gap, no repeat, no burst of rows.
+        assert!(ticks.len() >= 8, "{name}: {ticks:?}");
+        assert!(
+            ticks.windows(2).all(|w| w[1] == w[0] + 1),
+            "{name}: {ticks:?}"
+        );
+        // (Drain rows, the replies a finished layer caught, have no target.)
+        for r in full_rows(&rows, "tx", None)
+            .into_iter()
+            .filter(|r| r.f("target_pps").is_some())
+        {
+            let ts = r.f("ts").unwrap();
+            // Every full interval carries the full rate: the steps did not
+            // shorten or stretch an interval's arithmetic.
+            let pps = r.f("pps").unwrap();
+            assert!((pps - 1000.0).abs() <= 20.0, "{name} ts={ts}: {pps} pps");
+            // ... and the flows are the layer of their label, as on every host.
+            let layer = r.f("layer").unwrap() as usize;
+            let peer = matrix.index_of(r.s("peer")).unwrap();
+            let want: Vec<u32> = schedule
+                .flows_in_layer(src as u32, layer)
+                .iter()
+                .map(|c| c.dst)
+                .collect();
+            assert!(want.contains(&peer), "{name} ts={ts}: layer {layer}");
+        }
+    }
+}

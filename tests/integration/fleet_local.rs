@@ -253,14 +253,14 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout.contains(
-            "DRY-RUN ssh -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' ops@127.55.0.1 "
+            "DRY-RUN ssh -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' ops@127.55.0.1 "
         ),
         "{}",
         run.stdout
     );
     assert!(
         run.stdout
-            .contains("DRY-RUN scp -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -q ")
+            .contains("DRY-RUN scp -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' -q ")
     );
     assert!(run.stdout.contains("ops@127.55.0.2:/var/tmp/mx/"));
     assert_eq!(walk(sb.path()), before, "dry run wrote files");
@@ -268,7 +268,7 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
     assert_eq!(run.code, 0);
     assert!(
         run.stdout
-            .contains("DRY-RUN ssh -o 'BatchMode=yes' -o 'ConnectTimeout=8' 127.55.0.1 ")
+            .contains("DRY-RUN ssh -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' 127.55.0.1 ")
     );
 }
 

@@ -91,6 +91,42 @@ impl Lab {
             .collect()
     }
 
+    /// The lab's network: hosts are 198.18.<net>.<i>.
+    pub fn net(&self) -> u8 {
+        self.net
+    }
+
+    /// Host `i`'s network namespace.
+    pub fn netns(&self, i: usize) -> String {
+        format!("mx{}h{i}", self.net)
+    }
+
+    /// Runs `argv` inside host `i`'s network namespace; panics on failure.
+    pub fn exec(&self, i: usize, argv: &[&str], stdin: &str) -> String {
+        use std::io::Write;
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.netns(i)])
+            .args(argv)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "h{i}: {argv:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Stops host `i`'s sshd (and everything in its namespaces): unreachable.
     pub fn cut(&self, i: usize) {
         let out = Command::new("ip")

@@ -7,6 +7,7 @@ mod agents;
 mod util;
 
 mod agent_behaviour;
+mod bad_files;
 mod agent_traffic;
 mod cli_help;
 mod cpython_vectors;
@@ -14,7 +15,9 @@ mod export;
 mod fleet_local;
 mod gen_check_hints_golden;
 mod hand_edited;
+mod hostile_network;
 mod lab;
+mod lab_faults;
 mod malformed_input;
 mod properties;
 mod schedule;

@@ -155,7 +155,7 @@ fn summarize(sb: &Sandbox, extra: &[&str]) -> String {
 }
 
 /// The WHAT TO DO NEXT hints, unwrapped: one line each.
-fn advice(text: &str) -> Vec<String> {
+pub fn advice(text: &str) -> Vec<String> {
     let mut hints: Vec<String> = Vec::new();
     for line in text
         .lines()

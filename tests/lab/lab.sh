@@ -36,6 +36,8 @@ down() {
         ip link del "mx${net}v$i" 2>/dev/null || true
         ip link del "mx${net}w$i" 2>/dev/null || true
     done
+    # A fault a test put on the lab's bridge (tests/integration/lab_faults.rs).
+    nft delete table bridge "mxfault$net" 2>/dev/null || true
     ip link del "$br" 2>/dev/null || true
     ip link del "$br2" 2>/dev/null || true
     rm -rf "$dir"

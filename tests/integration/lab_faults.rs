@@ -1,0 +1,400 @@
+//! Faults injected in the lab (nftables drops and duplicates, a tbf rate cap,
+//! a killed agent, a cut link, broken ssh), and what mx says about them. The
+//! truth of each is known per leg: drops are scoped by port (lab-notes.md).
+//!
+//! The agents run with `--no-gso` here: on a real wire every datagram is its
+//! own packet, but over veth a GSO run stays one buffer, and nftables would
+//! drop a whole run of datagrams at once instead of each with 5% odds.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::lab::Lab;
+use crate::summarize::advice;
+use crate::util::Sandbox;
+
+/// The agents' port (`mx gen`'s default).
+const PORT: u16 = 5300;
+/// 5% of the datagrams matching `what`, in nft's numgen terms.
+fn drop_5_percent(hook: &str, what: &str) -> String {
+    nft_chain("inet", hook, &format!("{what} numgen random mod 10000 < 500 drop"))
+}
+
+/// An nft script: one table `mxfault` of `family`, one chain on `hook`, one rule.
+fn nft_chain(family: &str, hook: &str, rule: &str) -> String {
+    format!(
+        "table {family} mxfault {{\n  chain c {{\n    type filter hook {hook} priority 0;\n    {rule}\n  }}\n}}\n"
+    )
+}
+
+/// Starts the lab's fleet, lets it run `seconds`, summarizes the last `window`
+/// seconds with grids in g/, then stops and cleans. Returns the summary.
+fn run_and_summarize(lab: &Lab, sb: &Sandbox, seconds: u64, window: &str) -> String {
+    let start = lab.mx(sb, &["start", "--interval", "1", "--no-gso"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_secs(seconds));
+    let summary = lab.mx(sb, &["summarize", "--window", window, "--grid", "g"]);
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    assert_eq!(lab.mx(sb, &["stop"]).code, 0);
+    assert_eq!(lab.mx(sb, &["clean", "--yes"]).code, 0);
+    summary.stdout
+}
+
+/// A grid file of the summary: (src, dst) -> value, blanks left out.
+fn grid(sb: &Sandbox, name: &str) -> BTreeMap<(String, String), f64> {
+    let text = sb.read(&format!("g/{name}"));
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(str::to_string).collect();
+    let mut cells = BTreeMap::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split(',').collect();
+        for (i, value) in fields.iter().enumerate().skip(1) {
+            if let Ok(v) = value.parse::<f64>() {
+                cells.insert((fields[0].to_string(), header[i].clone()), v);
+            }
+        }
+    }
+    cells
+}
+
+/// The flow line `src -> dst: ...` of the worst flows: (delivered %, forward %).
+fn flow_line(summary: &str, src: &str, dst: &str) -> (f64, f64) {
+    let line = summary
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{src} -> {dst}:")))
+        .unwrap_or_else(|| panic!("no flow line {src} -> {dst}:\n{summary}"));
+    let pct_after = |key: &str| -> f64 {
+        let at = line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len();
+        line[at..].trim_start().split('%').next().unwrap().parse().unwrap()
+    };
+    (pct_after("back ("), pct_after("forward"))
+}
+
+/// The fleet's LOSS line: (forward %, return %).
+fn loss_legs(summary: &str) -> (f64, f64) {
+    let line = summary
+        .lines()
+        .find(|l| l.trim_start().starts_with("LOSS"))
+        .unwrap_or_else(|| panic!("no LOSS line:\n{summary}"));
+    let inner = line.split('(').nth(1).unwrap();
+    let numbers: Vec<f64> = inner
+        .split('%')
+        .filter_map(|part| part.rsplit(' ').next()?.trim().parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+fn advises(summary: &str, want: &str) {
+    assert!(
+        advice(summary).iter().any(|h| h.contains(want)),
+        "no hint says {want:?}:\n{summary}"
+    );
+}
+
+/// Every cell of `grid` outside row/column `host` is below `limit`.
+fn others_clean(cells: &BTreeMap<(String, String), f64>, host: &str, limit: f64) {
+    for ((src, dst), v) in cells {
+        if src != host && dst != host {
+            assert!(*v < limit, "{src} -> {dst}: {v}");
+        }
+    }
+}
+
+#[test]
+fn agent_lab_5_percent_dropped_into_a_host_is_its_forward_leg() {
+    let Some(lab) = Lab::up(78, 3) else { return };
+    let sb = lab.controller("5000");
+    // Requests entering h2 (to the agents' port): 5% dropped.
+    lab.exec(2, &["nft", "-f", "-"], &drop_5_percent("input", &format!("udp dport {PORT}")));
+    let summary = run_and_summarize(&lab, &sb, 9, "6");
+    for src in ["h1", "h3"] {
+        let (delivered, forward) = flow_line(&summary, src, "h2");
+        assert!((forward - 95.0).abs() <= 0.5, "{src} -> h2 forward {forward}\n{summary}");
+        assert!((delivered - forward).abs() <= 0.2, "return leg clean: {summary}");
+    }
+    let (forward, back) = loss_legs(&summary);
+    // 2 of 6 flows lose 5% on the way in: 1.67% of the fleet's requests.
+    assert!((forward - 5.0 / 3.0).abs() <= 0.25, "{forward}\n{summary}");
+    assert!(back < 0.1, "{back}\n{summary}");
+    let loss = grid(&sb, "loss_grid.csv");
+    for src in ["h1", "h3"] {
+        let v = loss[&(src.to_string(), "h2".to_string())];
+        assert!((v - 5.0).abs() <= 0.5, "the dark column: {src} -> h2 = {v}");
+    }
+    others_clean(&loss, "h2", 0.5);
+    assert!(loss[&("h2".to_string(), "h1".to_string())] < 0.5);
+    advises(&summary, "h2 is a sick receiver");
+    advises(&summary, "its requests are lost on the way in");
+}
+
+/// A rule on the lab's bridge, in this (root) namespace: the switch drops,
+/// not the host. Removed when dropped (and by lab.sh down).
+struct BridgeRule(u8);
+
+impl BridgeRule {
+    fn add(lab: &Lab, rule: &str) -> BridgeRule {
+        let net = lab.net();
+        let script = nft_chain("bridge", "forward", rule)
+            .replacen("mxfault", &format!("mxfault{net}"), 1);
+        let mut child = Command::new("nft")
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success(), "{script}");
+        BridgeRule(net)
+    }
+}
+
+impl Drop for BridgeRule {
+    fn drop(&mut self) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "bridge", &format!("mxfault{}", self.0)])
+            .status();
+    }
+}
+
+#[test]
+fn agent_lab_5_percent_dropped_leaving_a_host_is_its_return_leg() {
+    let Some(lab) = Lab::up(79, 3) else { return };
+    let sb = lab.controller("5000");
+    // Replies leaving h2 (from the agents' port) are dropped by the switch,
+    // 5% of them. (Dropped by h2's own output hook instead, each drop would
+    // be an EPERM to the sender, which a batch send cannot pin on one datagram.)
+    let _rule = BridgeRule::add(
+        &lab,
+        &format!(
+            "iifname \"mx79v2\" ip saddr 198.18.79.2 udp sport {PORT} numgen random mod 10000 < 500 drop"
+        ),
+    );
+    let summary = run_and_summarize(&lab, &sb, 9, "6");
+    for src in ["h1", "h3"] {
+        let (delivered, forward) = flow_line(&summary, src, "h2");
+        assert!(forward >= 99.8, "{src} -> h2 forward {forward}\n{summary}");
+        assert!((delivered - 95.0).abs() <= 0.5, "{src} -> h2 delivered {delivered}\n{summary}");
+    }
+    let (forward, back) = loss_legs(&summary);
+    assert!(forward < 0.1, "{forward}\n{summary}");
+    assert!((back - 5.0 / 3.0).abs() <= 0.25, "{back}\n{summary}");
+    let loss = grid(&sb, "loss_grid.csv");
+    for src in ["h1", "h3"] {
+        let v = loss[&(src.to_string(), "h2".to_string())];
+        assert!((v - 5.0).abs() <= 0.5, "the dark column: {src} -> h2 = {v}");
+    }
+    others_clean(&loss, "h2", 0.5);
+    advises(&summary, "h2 is a sick receiver");
+    advises(&summary, "its replies are lost on the way back");
+}
+
+#[test]
+fn agent_lab_a_rate_capped_host_is_named_the_bottleneck() {
+    let Some(lab) = Lab::up(80, 3) else { return };
+    let sb = lab.controller("5000");
+    // h2 sends 2 x 5000 requests and 2 x 5000 replies a second, ~110 bytes
+    // each on the wire: ~17.6 Mb/s through an 8 Mb/s cap.
+    lab.exec(
+        2,
+        &["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", "8mbit", "burst", "16kb", "latency", "20ms"],
+        "",
+    );
+    let summary = run_and_summarize(&lab, &sb, 8, "5");
+    advises(&summary, "h2 is the bottleneck");
+    let loss = grid(&sb, "loss_grid.csv");
+    for other in ["h1", "h3"] {
+        assert!(loss[&(other.to_string(), "h2".to_string())] > 20.0, "{loss:?}");
+        assert!(loss[&("h2".to_string(), other.to_string())] > 20.0, "{loss:?}");
+    }
+    others_clean(&loss, "h2", 0.5);
+}
+
+/// Host-row timestamps of a report file.
+fn host_ticks(path: &std::path::Path) -> Vec<i64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(',').nth(2) == Some("host"))
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
+    let Some(lab) = Lab::up(81, 4) else { return };
+    let sb = lab.controller("1000");
+    let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
+    // h2's agent dies; h4's link goes down (its agent runs on, unreachable).
+    let pid = lab.agents(2).pop().expect("h2's agent");
+    assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+    lab.exec(4, &["ip", "link", "set", "eth0", "down"], "");
+    let killed_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    std::thread::sleep(Duration::from_secs(5));
+
+    let t0 = Instant::now();
+    let summary = lab.mx(&sb, &["summarize", "--window", "0"]);
+    assert!(t0.elapsed() < Duration::from_secs(40), "bounded: {:?}", t0.elapsed());
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    let text = summary.stdout;
+    // h4 could not be collected: said, on its own line.
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("h4") && l.contains("198.18.81.4")),
+        "{text}"
+    );
+    advises(&text, "h2 stopped reporting");
+    advises(&text, "h4 stopped reporting");
+    // The survivors kept reporting past the faults.
+    for h in ["h1", "h3"] {
+        let ticks = host_ticks(&sb.file(&format!("reports/{h}.csv")));
+        assert!(*ticks.last().unwrap() >= killed_at + 3, "{h}: {ticks:?}");
+    }
+    // Every interval h2 wrote before it died is there, one per second.
+    let h2 = host_ticks(&sb.file("reports/h2.csv"));
+    assert!(h2.len() >= 3, "{h2:?}");
+    assert!(h2.windows(2).all(|w| w[1] == w[0] + 1), "{h2:?}");
+    assert!(*h2.last().unwrap() <= killed_at + 1);
+
+    let status = lab.mx(&sb, &["status"]);
+    for h in ["h1", "h3"] {
+        assert!(
+            status.stdout.lines().any(|l| l.trim_start().starts_with(h) && l.contains("ts=")),
+            "{h} runs on:\n{}",
+            status.stdout
+        );
+    }
+    let stop = lab.mx(&sb, &["stop"]);
+    assert_eq!(stop.code, 1, "h4 cannot be reached: {}", stop.stdout);
+}
+
+#[test]
+fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
+    let Some(lab) = Lab::up(82, 2) else { return };
+    let sb = lab.controller("2000");
+    // Every request h1 sends to h2 goes out twice.
+    lab.exec(
+        1,
+        &["nft", "-f", "-"],
+        &nft_chain(
+            "ip",
+            "output",
+            &format!("ip daddr 198.18.82.2 udp dport {PORT} dup to 198.18.82.2"),
+        ),
+    );
+    let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
+    assert_eq!(lab.mx(&sb, &["stop"]).code, 0);
+    assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
+    let report = sb.read("reports/h2.csv");
+    let header: Vec<&str> = report.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let (mut dups, mut served, mut rows) = (0.0, 0.0, 0);
+    for line in report.lines().skip(1) {
+        let f: Vec<&str> = line.trim_end().split(',').collect();
+        if f[col("dir")] == "rx" && f[col("peer")] == "h1" {
+            dups += f[col("dup_pkts")].parse::<f64>().unwrap();
+            served += f[col("pps")].parse::<f64>().unwrap();
+            rows += 1;
+        }
+    }
+    assert!(rows >= 3);
+    // One duplicate per request that arrived, in every interval: ~2000 a second.
+    assert!((dups / rows as f64 - 2000.0).abs() <= 40.0, "dups {dups} over {rows}");
+    assert!((served / rows as f64 - 2000.0).abs() <= 40.0, "served {served} over {rows}");
+    // h1 got one reply per request: no duplicate reached it.
+    let h1 = sb.read("reports/h1.csv");
+    for line in h1.lines().skip(1) {
+        let f: Vec<&str> = line.trim_end().split(',').collect();
+        if f[col("dir")] == "tx" {
+            assert_eq!(f[col("dup_pkts")], "0", "{line}");
+        }
+    }
+}
+
+/// A process listening on port 22 of host `i` that accepts and never speaks.
+fn silent_listener(lab: &Lab, i: usize) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", &lab.netns(i), "python3", "-c"])
+        .arg(
+            "import socket,time\n\
+             s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('0.0.0.0', 22)); s.listen(64)\n\
+             conns=[]\n\
+             while True: conns.append(s.accept())\n",
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// An sshd on host `i` that knows no key: every login is refused.
+fn refusing_sshd(lab: &Lab, i: usize) -> Child {
+    let config = lab.dir.join(format!("h{i}/sshd_config"));
+    let refusing = lab.dir.join(format!("h{i}/sshd_config.refusing"));
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("AuthorizedKeysFile") {
+                "AuthorizedKeysFile /nonexistent".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&refusing, text + "\n").unwrap();
+    Command::new("ip")
+        .args(["netns", "exec", &lab.netns(i), "/usr/sbin/sshd", "-D", "-f"])
+        .arg(&refusing)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn agent_lab_refused_auth_and_a_hung_ssh_get_their_own_lines_in_bounded_time() {
+    let Some(lab) = Lab::up(83, 4) else { return };
+    let sb = lab.controller("500");
+    lab.cut(2);
+    lab.cut(3);
+    let mut refusing = refusing_sshd(&lab, 2);
+    let mut silent = silent_listener(&lab, 3);
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    let start = lab.mx(&sb, &["start", "--interval", "1"]);
+    let took = t0.elapsed();
+    let _ = refusing.kill();
+    let _ = silent.kill();
+    let _ = refusing.wait();
+    let _ = silent.wait();
+    assert_eq!(start.code, 1, "{}{}", start.stdout, start.stderr);
+    // ssh's 8 s connect timeout bounds the silent host; well under a minute.
+    assert!(took < Duration::from_secs(40), "{took:?}");
+    let line = |h: &str| -> String {
+        let lines: Vec<&str> = start
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("  {h} ")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{h}: one line each:\n{}", start.stdout);
+        lines[0].to_string()
+    };
+    assert!(line("h2").contains("Permission denied"), "{}", line("h2"));
+    let hung = line("h3");
+    assert!(hung.contains("timed out") || hung.contains("Connection timed out"), "{hung}");
+    assert!(start.stdout.contains("[mx] FAILED on 2/4 hosts: h2, h3"), "{}", start.stdout);
+    // The rest of the fleet started and runs.
+    assert_eq!(lab.agents(1).len(), 1);
+    assert_eq!(lab.agents(4).len(), 1);
+}
