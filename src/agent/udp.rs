@@ -612,10 +612,7 @@ mod tests {
             });
         }
         let mut gso = gso;
-        assert_eq!(
-            batch.send(tx.as_raw_fd(), &pad, &mut gso).sent,
-            sizes.len()
-        );
+        assert_eq!(batch.send(tx.as_raw_fd(), &pad, &mut gso).sent, sizes.len());
         gso
     }
 

@@ -299,18 +299,37 @@ fn fetch(
     );
     let done = fleet.step(out, &label, &fleet.all(), quiet, |host| {
         let to = into.join(format!("{}{suffix}", host.name));
+        // Into a side file, renamed over the copy only when whole: a transfer
+        // cut half way (a link going down) must not truncate what we had.
+        let part = into.join(format!(".{}{suffix}.part", host.name));
         let got = fleet.transport.pull(
             host,
             &format!("{}/{file}", fleet.dir(host)),
-            &to,
+            &part,
             COPY_TIMEOUT,
         );
+        let got = if got.ok() && !fleet.dry_run {
+            match std::fs::rename(&part, &to) {
+                Ok(()) => got,
+                Err(e) => Outcome {
+                    code: 1,
+                    text: format!("cannot keep {}: {e}", to.display()),
+                },
+            }
+        } else {
+            let _ = std::fs::remove_file(&part);
+            got
+        };
         match (got.ok(), quiet) {
             (true, false) if !fleet.dry_run => Outcome {
                 code: 0,
                 text: format!("-> {}", to.display()),
             },
             (true, _) => got,
+            (false, _) if to.exists() => Outcome {
+                code: got.code,
+                text: format!("not collected, the earlier copy kept: {}", got.text),
+            },
             (false, _) => Outcome {
                 code: got.code,
                 text: format!("{missing}: {}", got.text),

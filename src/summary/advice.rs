@@ -67,10 +67,19 @@ fn leg(flows: &[&FlowFigures], receiving: bool) -> &'static str {
 
 /// Hosts whose flows all lose far more than the fleet's typical flow: as
 /// senders (a dark row of the grid), as receivers (a dark column), or both
-/// (the host's own link is the bottleneck).
+/// (the host's own link is the bottleneck). "Typical" is the median flow that
+/// does not touch the host: in a small fleet most flows may touch a sick one.
 fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
-    let typical = median(flows.iter().map(|f| f.loss).collect());
-    // Host -> (its flows on that side, the least loss among them), sick ones only.
+    let typical_without = |host: u32| {
+        let others: Vec<f64> = flows
+            .iter()
+            .filter(|f| f.host != host && f.peer != host)
+            .map(|f| f.loss)
+            .collect();
+        (!others.is_empty()).then(|| median(others))
+    };
+    // Host -> (its flows on that side, the least loss among them, the typical
+    // loss elsewhere), sick ones only.
     let sick = |side: fn(&FlowFigures) -> u32| {
         let mut by_host: std::collections::BTreeMap<u32, Vec<&FlowFigures>> = Default::default();
         for f in flows {
@@ -79,20 +88,21 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
         by_host
             .into_iter()
             .filter(|(_, fs)| fs.len() >= 2)
-            .map(|(host, fs)| {
+            .filter_map(|(host, fs)| {
                 let least = fs.iter().map(|f| f.loss).fold(f64::INFINITY, f64::min);
-                (host, (fs, least))
+                let typical = typical_without(host)?;
+                (least > LEG_LOSS_PCT && least > SICK_FACTOR * typical)
+                    .then_some((host, (fs, least, typical)))
             })
-            .filter(|(_, (_, least))| *least > LEG_LOSS_PCT && *least > SICK_FACTOR * typical)
             .collect::<std::collections::BTreeMap<_, _>>()
     };
     let senders = sick(|f| f.host);
     let receivers = sick(|f| f.peer);
     let mut lines = Vec::new();
-    for (host, (out_flows, least_out)) in &senders {
+    for (host, (out_flows, least_out, typical)) in &senders {
         let name = set.name(*host);
         lines.push(match receivers.get(host) {
-            Some((_, least_in)) => format!(
+            Some((_, least_in, _)) => format!(
                 "{name} is the bottleneck: every flow it sends loses at least {least_out:.1}% and every flow into it at least {least_in:.1}%, while a typical flow loses {typical:.2}% -- look at {name}'s own link: a rate cap, a saturated or failing NIC or switch port (a dark row and column in `mx summarize --grid`)"
             ),
             None => format!(
@@ -101,7 +111,7 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
             ),
         });
     }
-    for (host, (in_flows, least_in)) in &receivers {
+    for (host, (in_flows, least_in, typical)) in &receivers {
         if senders.contains_key(host) {
             continue;
         }
@@ -142,7 +152,10 @@ fn silent_lines(set: &ReportSet, ctx: &Context) -> Vec<String> {
             .hosts()
             .iter()
             .map(|h| h.name.as_str())
-            .filter(|name| set.id_of(name).is_none_or(|id| !set.last_seen.contains_key(&id)))
+            .filter(|name| {
+                set.id_of(name)
+                    .is_none_or(|id| !set.last_seen.contains_key(&id))
+            })
             .collect();
         if !never.is_empty() {
             lines.push(format!(

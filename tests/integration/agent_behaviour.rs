@@ -542,7 +542,11 @@ fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
     }
     // The agents end on their monotonic deadline: nothing stalled.
     fleet.wait_ok();
-    assert!(started.elapsed() < Duration::from_secs(12), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
     for (src, name) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
         let rows = fleet.report(name);
         let ticks: Vec<i64> = rows
@@ -578,4 +582,90 @@ fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
             assert!(want.contains(&peer), "{name} ts={ts}: layer {layer}");
         }
     }
+}
+
+/// A small tmpfs mounted at `dir`, unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: std::path::PathBuf) -> SmallDisk {
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "mxdisk"])
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount a tmpfs (needs root)");
+        SmallDisk(dir)
+    }
+
+    /// Writes a file until the disk refuses: the disk is full.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(self.0.join("filler")).unwrap();
+        let chunk = [0u8; 4096];
+        while filler.write_all(&chunk).is_ok() {}
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.0.join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn agent_a_full_disk_holds_the_report_and_loses_nothing_when_space_returns() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: mounting a small disk needs root; CI runs as root");
+        return;
+    }
+    let net = 35;
+    let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    std::fs::create_dir_all(fleet.dir("h1")).unwrap();
+    let disk = SmallDisk::mount(fleet.dir("h1").join("disk"));
+    let args = ["--interval", "1", "--duration", "9"];
+    fleet.start(
+        "h1",
+        &[&args[..], &["--report", "disk/report.csv"]].concat(),
+    );
+    fleet.start("h2", &args);
+    std::thread::sleep(Duration::from_millis(2500));
+    disk.fill();
+    std::thread::sleep(Duration::from_secs(3));
+    disk.free();
+    fleet.wait_ok();
+    let log = fleet.log("h1");
+    assert!(
+        log.contains("cannot write the report (No space left on device"),
+        "{log}"
+    );
+    assert!(
+        log.contains("the report is being written again: nothing was lost"),
+        "{log}"
+    );
+    // Every row whole, every interval there, one per second, at full rate.
+    let text = std::fs::read_to_string(disk.0.join("report.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next().unwrap().split(',').count(), COLUMNS.len());
+    let mut ticks = Vec::new();
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), COLUMNS.len(), "a torn row: {line:?}");
+        if cells[2] == "host" {
+            ticks.push(cells[0].parse::<i64>().unwrap());
+        }
+        if cells[2] == "tx" && !ticks.is_empty() && line.ends_with('\r') {
+            let pps: f64 = cells[7].parse().unwrap();
+            assert!(pps > 900.0, "traffic went on: {line}");
+        }
+    }
+    assert!(ticks.len() >= 7, "{ticks:?}");
+    assert!(ticks.windows(2).all(|w| w[1] == w[0] + 1), "{ticks:?}");
 }

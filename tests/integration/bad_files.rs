@@ -65,14 +65,26 @@ fn assert_one_line_refusal(run: &Run, name: &str, what: &str) {
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{what}: {:?}", run.stderr);
     assert!(lines[0].starts_with("mx: "), "{what}: {}", lines[0]);
-    assert!(lines[0].contains(name), "{what}: {} does not name {name}", lines[0]);
+    assert!(
+        lines[0].contains(name),
+        "{what}: {} does not name {name}",
+        lines[0]
+    );
 }
 
 #[test]
 fn every_matrix_command_refuses_a_bad_matrix_in_one_line() {
     let commands: [&[&str]; 9] = [
         &["check", "--matrix", "m.csv"],
-        &["agent", "--matrix", "m.csv", "--host", "a", "--duration", "1"],
+        &[
+            "agent",
+            "--matrix",
+            "m.csv",
+            "--host",
+            "a",
+            "--duration",
+            "1",
+        ],
         &["start", "--matrix", "m.csv", "--local", "fleet"],
         &["status", "--matrix", "m.csv", "--local", "fleet"],
         &["stop", "--matrix", "m.csv", "--local", "fleet"],
@@ -88,7 +100,10 @@ fn every_matrix_command_refuses_a_bad_matrix_in_one_line() {
             let run = sb.mx(args);
             assert_one_line_refusal(&run, "m.csv", &format!("{bad:?} {args:?}"));
         }
-        assert!(!sb.file("fleet").exists(), "{bad:?}: a refused command made the fleet");
+        assert!(
+            !sb.file("fleet").exists(),
+            "{bad:?}: a refused command made the fleet"
+        );
     }
 }
 
@@ -119,18 +134,33 @@ fn a_matrix_line_over_64_mib_is_refused_without_reading_on() {
     text.resize(70 << 20, b' ');
     std::fs::write(sb.file("m.csv"), text).unwrap();
     let run = sb.mx(&["check", "--matrix", "m.csv"]);
-    assert_eq!(run.stderr, "mx: m.csv:2: a line over 64 MiB: not a matrix\n");
+    assert_eq!(
+        run.stderr,
+        "mx: m.csv:2: a line over 64 MiB: not a matrix\n"
+    );
     assert_eq!(run.code, 2);
 }
 
 #[test]
 fn server_list_commands_refuse_bad_lists_in_one_line() {
-    for bad in [Bad::Missing, Bad::Empty, Bad::Directory, Bad::Binary, Bad::Huge] {
+    for bad in [
+        Bad::Missing,
+        Bad::Empty,
+        Bad::Directory,
+        Bad::Binary,
+        Bad::Huge,
+    ] {
         let sb = Sandbox::new();
         make(&sb, "servers.txt", bad);
         for args in [
             &["gen", "--servers", "servers.txt"][..],
-            &["hints", "--servers", "servers.txt", "--pps-per-pair", "1000"][..],
+            &[
+                "hints",
+                "--servers",
+                "servers.txt",
+                "--pps-per-pair",
+                "1000",
+            ][..],
         ] {
             let run = sb.mx(args);
             assert_one_line_refusal(&run, "servers.txt", &format!("{bad:?} {args:?}"));
@@ -146,12 +176,30 @@ fn summarize_and_export_refuse_a_bad_report_in_one_line() {
         std::fs::create_dir(sb.file("reports")).unwrap();
         make(&sb, "reports/a.csv", bad);
         for args in [
-            &["summarize", "--no-collect", "--reports", "reports", "--window", "0"][..],
-            &["export", "--no-collect", "--reports", "reports", "--window", "0"][..],
+            &[
+                "summarize",
+                "--no-collect",
+                "--reports",
+                "reports",
+                "--window",
+                "0",
+            ][..],
+            &[
+                "export",
+                "--no-collect",
+                "--reports",
+                "reports",
+                "--window",
+                "0",
+            ][..],
         ] {
             let run = sb.mx(args);
             // A directory named like a report is not a report file: nothing to read.
-            let name = if matches!(bad, Bad::Directory) { "reports" } else { "a.csv" };
+            let name = if matches!(bad, Bad::Directory) {
+                "reports"
+            } else {
+                "a.csv"
+            };
             assert_one_line_refusal(&run, name, &format!("{bad:?} {args:?}"));
         }
     }

@@ -43,7 +43,10 @@ fn flood(net: u8, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> u64 {
     while !stop.load(Ordering::Relaxed) {
         let due = (start.elapsed().as_secs_f64() * FLOOD_PPS as f64) as u64;
         while count < due {
-            if stranger.send_to(&packets[count as usize % packets.len()], to).is_ok() {
+            if stranger
+                .send_to(&packets[count as usize % packets.len()], to)
+                .is_ok()
+            {
                 count += 1;
             }
         }
@@ -110,7 +113,10 @@ fn agent_under_a_100k_pps_flood_keeps_its_flows_and_answers_no_stranger() {
         "stray {stray} of {sent} sent"
     );
     // The real flows: at their target rate, delivery within 1% of the clean run.
-    assert!((clean_rate - RATE).abs() <= 0.01 * RATE, "clean {clean_rate}");
+    assert!(
+        (clean_rate - RATE).abs() <= 0.01 * RATE,
+        "clean {clean_rate}"
+    );
     assert!((rate - RATE).abs() <= 0.01 * RATE, "flooded {rate}");
     assert!(
         (delivery - clean_delivery).abs() <= 0.01,

@@ -7,8 +7,8 @@ mod agents;
 mod util;
 
 mod agent_behaviour;
-mod bad_files;
 mod agent_traffic;
+mod bad_files;
 mod cli_help;
 mod cpython_vectors;
 mod export;
