@@ -11,6 +11,8 @@ Rows, interleaved per round (paired-bench.md):
   light     an agent sending 1,000 pps in total (one flow) and answering its
             peer: CPU of the whole agent process, in % of one core, from
             /proc/<pid>/stat over the run.
+  pacing    one flow at 100, 1k, 10k, 100k and 1M pps: achieved / target
+            over the run and the worst full interval.
   1k flows  an agent holding 1,000 flow sockets (4 peers x 250 streams at 100
             pps each): achieved rate per peer vs target, and the process's
             peak and final resident memory (flat = no growth over the run).
@@ -113,6 +115,22 @@ def light_load_cpu():
     return (c1 - c0) / (t1 - t0) * 100
 
 
+SWEEP = (100, 1_000, 10_000, 100_000, 1_000_000)
+
+
+def pacing_sweep():
+    """{rate: (achieved % over the run, worst full interval %)} for one flow a -> b."""
+    out = {}
+    for rate in SWEEP:
+        text = f"src\\dst,a=127.0.0.1:7301,b=127.0.0.2:7302\na,,{rate}\n"
+        rows, _ = run_pair(text, 6, ["--workers", "1"], ["--workers", "1"])
+        tx = full(rows, "tx")
+        pps = [float(r["pps"]) for r in tx]
+        out[rate] = (sum(pps) / len(pps) / rate * 100,
+                     max((abs(p / rate - 1) for p in pps)) * 100)
+    return out
+
+
 def thousand_flows():
     """1,000 flow sockets on agent a (c answers too: a third agent)."""
     with tempfile.TemporaryDirectory() as d:
@@ -153,7 +171,8 @@ def main():
         mx_busy = mx_rtt_p50(["--busy-poll"])
         cpu = light_load_cpu()
         achieved, peak, rss_early, rss_late = thousand_flows()
-        rounds.append((sp, mx_default, mx_busy, cpu, min(achieved), max(achieved), peak, rss_early, rss_late))
+        sweep = pacing_sweep()
+        rounds.append((sp, mx_default, mx_busy, cpu, min(achieved), max(achieved), peak, rss_early, rss_late, sweep))
         print(f"  round {i + 1}: RTT p50 sockperf {sp:.1f}us, mx {mx_default:.0f}us, busy {mx_busy:.0f}us; "
               f"1 kpps agent {cpu:.2f}% of a core; 1000 flows: achieved {min(achieved):.2f}..{max(achieved):.2f}%, "
               f"peak RSS {peak:.1f} MiB ({rss_early:.1f} -> {rss_late:.1f})", flush=True)
@@ -168,6 +187,10 @@ def main():
     print(f"| 1,000 flows x 100 pps: achieved vs target, worst peer | {min(r[4] for r in rounds):.2f}% .. {max(r[5] for r in rounds):.2f}% | target 99-101% |")
     print(f"| 1,000 flows: agent peak RSS | {m(6):.1f} MiB | target < 32 MiB |")
     print(f"| 1,000 flows: RSS 2 s in -> at the end | {m(7):.1f} -> {m(8):.1f} MiB | flat |")
+    for rate in SWEEP:
+        run = statistics.median(r[9][rate][0] for r in rounds)
+        worst = max(r[9][rate][1] for r in rounds)
+        print(f"| pacing, one flow at {rate:,} pps: achieved over the run (worst interval off by) | {run:.2f}% ({worst:.2f}%) | target 99-101% |")
 
 
 if __name__ == "__main__":

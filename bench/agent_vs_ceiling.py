@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mx agent against the kernel's request/response ceiling, side by side.
 
-  bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES]
+  bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES] [--rx-size BYTES]
 
 Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md):
 
@@ -56,9 +56,10 @@ def machine():
 
 def ceiling(seconds, size, mode=()):
     """Round trips per second per process (mean of the two)."""
-    a = subprocess.Popen([CEILING, "127.0.0.1", "7101", "127.0.0.2", "7102", str(seconds), str(size), *mode],
+    sizes = f"{size[0]}/{size[1]}"
+    a = subprocess.Popen([CEILING, "127.0.0.1", "7101", "127.0.0.2", "7102", str(seconds), sizes, *mode],
                          stdout=subprocess.PIPE, text=True)
-    b = subprocess.Popen([CEILING, "127.0.0.2", "7102", "127.0.0.1", "7101", str(seconds), str(size), *mode],
+    b = subprocess.Popen([CEILING, "127.0.0.2", "7102", "127.0.0.1", "7101", str(seconds), sizes, *mode],
                          stdout=subprocess.PIPE, text=True)
     rates = []
     for p in (a, b):
@@ -72,7 +73,8 @@ def mx_trial(rate, seconds, size, extra):
     with tempfile.TemporaryDirectory() as d:
         matrix = os.path.join(d, "matrix.csv")
         with open(matrix, "w") as f:
-            f.write(f"# tx_size={size} rx_size={size} port=7200\n")
+            tx, rx = size
+            f.write(f"# tx_size={tx} rx_size={rx} port=7200\n")
             f.write("src\\dst,a=127.0.0.1,b=127.0.0.2\n")
             f.write(f"a,,{rate}\nb,{rate},\n")
         procs = []
@@ -137,33 +139,44 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.5)
     ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--rx-size", type=int, default=None, help="reply size (default: --size)")
+    ap.add_argument("--only-default", action="store_true", help="rows A, D and E only (skip --no-gso)")
     args = ap.parse_args()
+    size = (args.size, args.rx_size or args.size)
     build()
     print(f"machine: {machine()}")
-    print(f"{args.size}-byte requests and replies, one pair on loopback, one worker each; {args.rounds} rounds A B\n")
+    print(f"{size[0]}-byte requests, {size[1]}-byte replies, one pair on loopback, one worker each;"
+          f" {args.rounds} rounds, interleaved\n")
     rows = []
     start = {"B": 80_000, "C": 80_000, "E": 400_000}
     flags = {"B": ["--no-gso"], "C": ["--no-gso", "--busy-poll"], "E": []}
     for i in range(args.rounds):
-        row = {"A": ceiling(args.seconds, args.size)}
-        for key in ("B", "C"):
-            row[key] = start[key] = mx_ceiling(start[key], args.seconds, args.size, flags[key])
-        row["D"] = ceiling(args.seconds, args.size, ["gso"])
-        row["E"] = start["E"] = mx_ceiling(start["E"], args.seconds, args.size, flags["E"])
+        row = {"A": ceiling(args.seconds, size)}
+        for key in () if args.only_default else ("B", "C"):
+            row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key])
+        row["D"] = ceiling(args.seconds, size, ["gso"])
+        row["E"] = start["E"] = mx_ceiling(start["E"], args.seconds, size, flags["E"])
         rows.append(row)
+        ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in row.items() if k != "A")
         print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in row.items())
-              + f"   B/A {row['B'] / row['A']:.2f} C/A {row['C'] / row['A']:.2f}"
-              + f" E/A {row['E'] / row['A']:.2f} E/D {row['E'] / row['D']:.2f}", flush=True)
+              + f"   {ratios} E/D {row['E'] / row['D']:.2f}", flush=True)
     med = lambda xs: statistics.median(xs)
     ratio = lambda k, base: med(r[k] / r[base] for r in rows)
+    what = {
+        "A": "A: raw batched request/response loop (recvmmsg/sendmmsg), per process",
+        "B": "B: mx --no-gso, 1 worker, highest rate delivering >= 99.9%",
+        "C": "C: mx --no-gso --busy-poll",
+        "D": "D: raw loop over GSO/GRO, per process",
+        "E": "E: mx default (GSO/GRO), 1 worker, highest rate delivering >= 99.9%",
+    }
     print()
     print("| what | median | vs A | vs D |")
     print("|---|---|---|---|")
-    print(f"| A: raw batched request/response loop (recvmmsg/sendmmsg), per process | {med(r['A'] for r in rows) / 1e3:.1f} k round trips/s | 1.00 | |")
-    print(f"| B: mx --no-gso, 1 worker, highest rate delivering >= 99.9% | {med(r['B'] for r in rows) / 1e3:.1f} kpps per flow | {ratio('B', 'A'):.2f} | |")
-    print(f"| C: mx --no-gso --busy-poll | {med(r['C'] for r in rows) / 1e3:.1f} kpps per flow | {ratio('C', 'A'):.2f} | |")
-    print(f"| D: raw loop over GSO/GRO, per process | {med(r['D'] for r in rows) / 1e3:.1f} k round trips/s | {ratio('D', 'A'):.2f} | 1.00 |")
-    print(f"| E: mx default (GSO/GRO), 1 worker, highest rate delivering >= 99.9% | {med(r['E'] for r in rows) / 1e3:.1f} kpps per flow | {ratio('E', 'A'):.2f} | {ratio('E', 'D'):.2f} |")
+    for k in rows[0]:
+        unit = "k round trips/s" if k in "AD" else "kpps per flow"
+        vs_d = f"{ratio(k, 'D'):.2f}" if k in "DE" else ""
+        print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} |")
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,7 @@
  * At most WINDOW requests are outstanding, so queues never overflow and
  * nothing is lost.
  *
- *   rr_ceiling <my-ip> <my-port> <peer-ip> <peer-port> <seconds> [size] [gso]
+ *   rr_ceiling <my-ip> <my-port> <peer-ip> <peer-port> <seconds> [size[/reply-size]] [gso]
  *
  * With "gso", the same loop over the kernel's coalescing path: requests go 64
  * to a sendmsg as one UDP_SEGMENT super-datagram, both sockets read with
@@ -91,7 +91,17 @@ static int segments(struct mmsghdr *m) {
     return seg > 0 ? (m->msg_len + seg - 1) / seg : 1;
 }
 
-static int gso_loop(int server, int client, int size, double seconds) {
+/* GSO sends of `count` datagrams of `size` bytes, as many per send as fit. */
+static void send_gso_all(int fd, char *buf, int size, int count, struct sockaddr_in *to) {
+    int most = 65507 / size < 64 ? 65507 / size : 64;
+    while (count > 0) {
+        int k = count < most ? count : most;
+        send_gso(fd, buf, size, k, to);
+        count -= k;
+    }
+}
+
+static int gso_loop(int server, int client, int size, int reply_size, double seconds) {
     int on = 1;
     setsockopt(server, SOL_UDP, UDP_GRO, &on, sizeof on);
     setsockopt(client, SOL_UDP, UDP_GRO, &on, sizeof on);
@@ -121,7 +131,7 @@ static int gso_loop(int server, int client, int size, double seconds) {
             int n = recvmmsg(fd, msg, GSO_SLOTS, MSG_DONTWAIT, NULL);
             if (pass == 0) {
                 /* Answer each coalesced batch with one GSO send to its sender. */
-                for (int i = 0; i < n; i++) send_gso(server, out, size, segments(&msg[i]), &from[i]);
+                for (int i = 0; i < n; i++) send_gso_all(server, out, reply_size, segments(&msg[i]), &from[i]);
             } else if (n > 0) {
                 for (int i = 0; i < n; i++) {
                     int k = segments(&msg[i]);
@@ -145,6 +155,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     int size = argc > 6 ? atoi(argv[6]) : 64;
+    const char *slash = argc > 6 ? strchr(argv[6], '/') : NULL;
+    int reply_size = slash ? atoi(slash + 1) : size;
     double seconds = atof(argv[5]);
     int server = udp_socket(argv[1], atoi(argv[2]));
     int client = udp_socket(argv[1], 0);
@@ -154,16 +166,17 @@ int main(int argc, char **argv) {
         perror("connect");
         return 2;
     }
-    if (argc > 7 && strcmp(argv[7], "gso") == 0) return gso_loop(server, client, size, seconds);
+    if (argc > 7 && strcmp(argv[7], "gso") == 0) return gso_loop(server, client, size, reply_size, seconds);
 
     static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE];
     static struct sockaddr_in from[BATCH];
-    struct iovec out_iov[BATCH], in_iov[BATCH];
+    struct iovec out_iov[BATCH], reply_iov[BATCH], in_iov[BATCH];
     struct mmsghdr out_msg[BATCH], in_msg[BATCH];
     memset(out_msg, 0, sizeof out_msg);
     memset(in_msg, 0, sizeof in_msg);
     for (int i = 0; i < BATCH; i++) {
         out_iov[i] = (struct iovec){out[i], size};
+        reply_iov[i] = (struct iovec){out[i], reply_size};
         out_msg[i].msg_hdr.msg_iov = &out_iov[i];
         out_msg[i].msg_hdr.msg_iovlen = 1;
         in_iov[i] = (struct iovec){in[i], MAXSIZE};
@@ -185,7 +198,10 @@ int main(int argc, char **argv) {
         }
         /* Requests, while the window allows. */
         if (outstanding + BATCH <= WINDOW) {
-            for (int i = 0; i < BATCH; i++) out_msg[i].msg_hdr.msg_name = NULL, out_msg[i].msg_hdr.msg_namelen = 0;
+            for (int i = 0; i < BATCH; i++) {
+                out_msg[i].msg_hdr.msg_name = NULL, out_msg[i].msg_hdr.msg_namelen = 0;
+                out_msg[i].msg_hdr.msg_iov = &out_iov[i];
+            }
             int n = sendmmsg(client, out_msg, BATCH, MSG_DONTWAIT);
             if (n > 0) outstanding += n;
         }
@@ -200,6 +216,7 @@ int main(int argc, char **argv) {
             for (int i = 0; i < n; i++) {
                 out_msg[i].msg_hdr.msg_name = &from[i];
                 out_msg[i].msg_hdr.msg_namelen = sizeof from[i];
+                out_msg[i].msg_hdr.msg_iov = &reply_iov[i];
             }
             sendmmsg(server, out_msg, n, MSG_DONTWAIT);
         }

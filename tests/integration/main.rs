@@ -13,6 +13,7 @@ mod cli_help;
 mod cpython_vectors;
 mod export;
 mod fleet_local;
+mod fuzz;
 mod gen_check_hints_golden;
 mod hand_edited;
 mod hostile_network;
