@@ -178,10 +178,10 @@ proptest! {
     #[test]
     fn fuzz_server_list_parser(bytes in input("servers")) {
         // A list is text: what is not UTF-8 is refused before parsing.
-        if let Ok(text) = std::str::from_utf8(&bytes) {
-            if let Err(e) = parse_servers(text, "fuzz.txt") {
-                one_line_naming(e.message(), "fuzz.txt");
-            }
+        if let Ok(text) = std::str::from_utf8(&bytes)
+            && let Err(e) = parse_servers(text, "fuzz.txt")
+        {
+            one_line_naming(e.message(), "fuzz.txt");
         }
     }
 
