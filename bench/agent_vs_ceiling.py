@@ -20,6 +20,10 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
      datagrams per UDP_SEGMENT send, UDP_GRO reads, one GSO reply per batch).
   E  mx as it runs by default: GSO/GRO where the kernel has them. Ratios
      against A (the plain loop) and against D (the same kernel path).
+  F  sockperf throughput, same message size: messages sent per second, one
+     way (its server only counts; nothing comes back).
+  G  sockperf ping-pong at full speed: round trips per second with one
+     message in flight (its latency mode).
 
 Prints the machine, every round, the medians and the paired ratios. Builds what it
 runs (cargo build --release; gcc -O2). Traffic stays on 127.0.0.0/8.
@@ -27,6 +31,7 @@ runs (cargo build --release; gcc -O2). Traffic stays on 127.0.0.0/8.
 import argparse
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -66,6 +71,27 @@ def ceiling(seconds, size, mode=()):
         out, _ = p.communicate()
         rates.append(float(out.strip().split("=")[1]))
     return statistics.mean(rates)
+
+
+def sockperf(seconds, size):
+    """(throughput msg/s one way, ping-pong round trips/s), or None for sizes
+    it does not take (asymmetric)."""
+    if size[0] != size[1]:
+        return None
+    server = subprocess.Popen(["sockperf", "server", "-i", "127.0.0.9", "-p", "11113"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    try:
+        common = ["-i", "127.0.0.9", "-p", "11113", "-m", str(size[0]), "-t", str(int(seconds))]
+        out = subprocess.run(["sockperf", "throughput", *common], capture_output=True, text=True).stdout
+        rate = float(out.split("Message Rate is ")[1].split()[0])
+        out = subprocess.run(["sockperf", "ping-pong", *common], capture_output=True, text=True).stdout
+        # "Total 65589 observations" (sockperf may colour it)
+        observations = float(re.search(r"Total (\d+) observations", out).group(1))
+        return rate, observations / int(seconds)
+    finally:
+        server.kill()
+        server.wait()
 
 
 def mx_trial(rate, seconds, size, extra):
@@ -156,6 +182,8 @@ def main():
             row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key])
         row["D"] = ceiling(args.seconds, size, ["gso"])
         row["E"] = start["E"] = mx_ceiling(start["E"], args.seconds, size, flags["E"])
+        if (sp := sockperf(args.seconds, size)) is not None:
+            row["F"], row["G"] = sp
         rows.append(row)
         ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in row.items() if k != "A")
         print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in row.items())
@@ -168,12 +196,14 @@ def main():
         "C": "C: mx --no-gso --busy-poll",
         "D": "D: raw loop over GSO/GRO, per process",
         "E": "E: mx default (GSO/GRO), 1 worker, highest rate delivering >= 99.9%",
+        "F": "F: sockperf throughput, one way (messages sent/s)",
+        "G": "G: sockperf ping-pong, one in flight (round trips/s)",
     }
     print()
     print("| what | median | vs A | vs D |")
     print("|---|---|---|---|")
     for k in rows[0]:
-        unit = "k round trips/s" if k in "AD" else "kpps per flow"
+        unit = {"A": "k round trips/s", "D": "k round trips/s", "F": "k msg/s", "G": "k round trips/s"}.get(k, "kpps per flow")
         vs_d = f"{ratio(k, 'D'):.2f}" if k in "DE" else ""
         print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} |")
 

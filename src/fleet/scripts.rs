@@ -24,18 +24,38 @@ fn agent_pids(dir: &str) -> String {
     )
 }
 
+/// The file that marks a remote directory as made by mx: `clean` deletes no
+/// directory without it, and `start` moves into no one else's.
+pub const OWNED_MARK: &str = ".mx-remote-dir";
+
+/// Makes the directory and marks it mx's; refuses a directory that holds
+/// files mx did not put there (an empty one is taken).
+fn make_owned_dir(dir: &str) -> String {
+    format!(
+        "if [ -d {d} ] && [ ! -e {d}/{OWNED_MARK} ] && [ -n \"$(ls -A {d} 2>/dev/null)\" ]; then echo \"{shown} holds files mx did not put there -- choose another --remote-dir\"; exit 1; fi\n\
+         mkdir -p {d} && : > {d}/{OWNED_MARK} || exit 1",
+        d = q(dir),
+        shown = shown(dir),
+    )
+}
+
+/// `dir` for a message inside double quotes: nothing in it can expand.
+fn shown(dir: &str) -> String {
+    dir.replace(['"', '\\', '$', '`'], "?")
+}
+
 /// Makes the directory, unless an agent is already running there.
 pub fn prepare(dir: &str) -> String {
     format!(
-        "{pids}\nmkdir -p {d} || exit 1\nif [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\necho ready",
+        "{pids}\n{make}\nif [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\necho ready",
         pids = agent_pids(dir),
-        d = q(dir)
+        make = make_owned_dir(dir),
     )
 }
 
 /// Makes the directory (reload: the agent there is about to be replaced).
 pub fn make_dir(dir: &str) -> String {
-    format!("mkdir -p {} || exit 1", q(dir))
+    make_owned_dir(dir)
 }
 
 /// Starts the agent detached; waits for its stamp (written once its workers
@@ -119,12 +139,13 @@ pub fn clean(dir: &str) -> String {
     format!(
         "{stop_script}\nwas=$state\n\
          if [ -n \"$(agent_pids)\" ]; then echo 'LEFTOVER: an agent is still running'; exit 1; fi\n\
+         if [ -e {d} ] && [ ! -e {d}/{OWNED_MARK} ]; then echo \"LEFTOVER: {shown} was not made by mx (no {OWNED_MARK} in it): left alone\"; exit 1; fi\n\
          rm -rf {d}\n\
          if [ -e {d} ]; then echo \"LEFTOVER: {shown} still exists\"; exit 1; fi\n\
          echo \"clean (was: $was)\"",
         stop_script = stop(dir).replace("echo $state", ":"),
         d = q(dir),
-        shown = dir.replace(['"', '\\', '$', '`'], "?"),
+        shown = shown(dir),
     )
 }
 

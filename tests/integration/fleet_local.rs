@@ -398,3 +398,50 @@ fn status_watch_refreshes() {
     assert!(text.contains("(every 1s, ctrl-c to stop)"));
     assert!(text.matches("h1  NOT-DEPLOYED").count() >= 2);
 }
+
+#[test]
+fn clean_and_start_leave_a_directory_mx_did_not_make_alone() {
+    let sb = fleet_dir(56, &["h1", "h2"]);
+    // On h1, the remote dir already holds someone's files.
+    let theirs = sb.file("hosts/h1/srv/data");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("precious.txt"), "keep me").unwrap();
+    let local = ["--local", "hosts", "--remote-dir", "/srv/data"];
+    let clean = sb.mx(&[&["clean", "--yes"][..], &local].concat());
+    assert_eq!(clean.code, 1, "{}", clean.stdout);
+    assert!(
+        clean
+            .stdout
+            .contains("hosts/h1/srv/data was not made by mx (no .mx-remote-dir in it): left alone"),
+        "{}",
+        clean.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("precious.txt")).unwrap(),
+        "keep me"
+    );
+    let start = sb.mx(&[&["start", "--interval", "1"][..], &local].concat());
+    assert_eq!(start.code, 1, "{}", start.stdout);
+    assert!(
+        start.stdout.contains(
+            "hosts/h1/srv/data holds files mx did not put there -- choose another --remote-dir"
+        ),
+        "{}",
+        start.stdout
+    );
+    assert_eq!(
+        std::fs::read_dir(&theirs).unwrap().count(),
+        1,
+        "nothing copied in"
+    );
+    // A directory mx made (h2's, on a start elsewhere) is cleaned as before.
+    let ours = ["--local", "hosts", "--remote-dir", "/var/tmp/mx-owned"];
+    assert_eq!(
+        sb.mx(&[&["start", "--interval", "1"][..], &ours].concat())
+            .code,
+        0
+    );
+    assert!(sb.file("hosts/h2/var/tmp/mx-owned/.mx-remote-dir").exists());
+    assert_eq!(sb.mx(&[&["clean", "--yes"][..], &ours].concat()).code, 0);
+    assert!(!sb.file("hosts/h2/var/tmp/mx-owned").exists());
+}
