@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """A long run of one agent, to show its memory stays flat.
 
-  bench/soak.py [--minutes 30] [--every 60]
+  bench/soak.py [--minutes 30] [--every 60] [--warmup 5]
 
 Five local agents on 127.0.0.0/8: agent `a` holds 200 flow sockets (4 peers x
 50 streams, 5,000 pps per peer: 20 kpps out) and answers its peers' requests
 (each of b..e sends 2,000 pps to a). Every `--every` seconds the script
 samples a's resident memory (VmRSS) and the rows its report has; at the end it
-prints the samples, the least-squares slope of RSS over time with its standard
-error, and whether the slope is distinguishable from noise (|slope| > 2 SE).
+prints the samples, the least-squares slope of RSS over time after the warm-up
+(the allocator and the histograms reach their working size in the first
+minutes) with its standard error, and whether the slope is distinguishable
+from noise (|slope| > 2 SE).
 
 Builds mx in release mode; writes nothing outside a temporary directory.
 """
@@ -56,6 +58,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--every", type=float, default=60)
+    ap.add_argument("--warmup", type=float, default=5, help="minutes left out of the slope")
     args = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     seconds = args.minutes * 60
@@ -83,15 +86,15 @@ def main():
             p.terminate()
         for p in procs.values():
             p.wait()
-    xs = [s[0] for s in samples]
     ys = [s[1] for s in samples]
-    b, se = slope(xs, ys)
+    steady = [s for s in samples if s[0] > args.warmup]
+    b, se = slope([s[0] for s in steady], [s[1] for s in steady])
     print()
     print("| soak | figure |")
     print("|---|---|")
     print(f"| duration, samples | {args.minutes:g} min, {len(samples)} |")
     print(f"| RSS first / last / min / max | {ys[0] / 1024:.2f} / {ys[-1] / 1024:.2f} / {min(ys) / 1024:.2f} / {max(ys) / 1024:.2f} MiB |")
-    print(f"| least-squares slope | {b:+.2f} KiB/min ({b * 60 / 1024:+.3f} MiB/hour), standard error {se:.2f} KiB/min |")
+    print(f"| least-squares slope after {args.warmup:g} min of warm-up | {b:+.2f} KiB/min ({b * 60 / 1024:+.3f} MiB/hour), standard error {se:.2f} KiB/min |")
     print(f"| growth beyond noise (abs(slope) > 2 SE)? | {'YES' if abs(b) > 2 * se else 'no'} |")
 
 

@@ -305,6 +305,7 @@ impl SendBatch {
     /// and the rest goes one datagram per message.
     pub fn send(&mut self, fd: RawFd, padding: &[u8], gso: &mut bool) -> Sent {
         let mut outcome = Sent::default();
+        self.sent[..self.len].fill(false);
         while outcome.tried < self.len {
             let at = outcome.tried;
             match self.send_from(fd, padding, at, *gso) {
@@ -640,6 +641,34 @@ mod tests {
         send_requests(bound(&rx), &sizes, false);
         let (got, _) = receive(&rx, &mut RecvBatch::headers(), sizes.len());
         assert_eq!(got, [(32, 1), (64, 2), (1400, 3), (8192, 4), (65507, 5)]);
+    }
+
+    #[test]
+    fn a_refused_datagram_is_skipped_and_the_rest_still_go() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = bound(&rx);
+        let tx = responder_socket(
+            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
+            Buffers::default(),
+        )
+        .unwrap();
+        let pad = padding();
+        let mut batch = SendBatch::new();
+        // The kernel refuses a datagram to port 0 (EINVAL), and only that one.
+        let port_zero = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+        for (seq, dest) in [(1, to), (2, port_zero), (3, to), (4, to)] {
+            batch.push(64, Some(dest), |h| {
+                Header::request(1, 64, 64, seq, 7).encode(h)
+            });
+        }
+        let mut gso = false;
+        let outcome = batch.send(tx.as_raw_fd(), &pad, &mut gso);
+        assert_eq!((outcome.tried, outcome.sent), (4, 3));
+        assert!(outcome.error.is_some());
+        let flags: Vec<bool> = (0..4).map(|i| batch.was_sent(i)).collect();
+        assert_eq!(flags, [true, false, true, true]);
+        let (got, _) = receive(&rx, &mut RecvBatch::headers(), 3);
+        assert_eq!(got, [(64, 1), (64, 3), (64, 4)]);
     }
 
     #[test]
