@@ -347,6 +347,14 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         plan.workers,
         shards.join(", ")
     );
+    say!(
+        "datagrams: {}",
+        if plan.gso {
+            "UDP GSO/GRO, runs of up to 64 per trip through the stack"
+        } else {
+            "one per trip through the stack"
+        }
+    );
     if let (Some(key), Some(rotation)) = (plan.matrix.config.shuffle, plan.matrix.config.rotation) {
         let schedule = plan.schedule();
         say!(

@@ -252,7 +252,7 @@ fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
 
 /// Datagram lengths a plain socket with UDP_GRO set reads from h1 for a
 /// second: a length over tx_size is a run of requests the kernel kept whole.
-fn lengths_read_with_gro(net: u8, extra: &[&str]) -> Vec<usize> {
+fn lengths_read_with_gro(net: u8, extra: &[&str]) -> (Vec<usize>, String) {
     use std::os::fd::AsRawFd;
     let mut fleet = Fleet::new(&mesh(net, 2, "20000", (200, 64)));
     let peer = plain_socket(addr(net, 2), PORT);
@@ -280,12 +280,13 @@ fn lengths_read_with_gro(net: u8, extra: &[&str]) -> Vec<usize> {
         }
     }
     fleet.wait(Duration::from_secs(10));
-    lengths
+    (lengths, fleet.log("h1"))
 }
 
 #[test]
 fn requests_go_as_gso_runs_by_default_and_one_by_one_with_no_gso() {
-    let coalesced = lengths_read_with_gro(19, &[]);
+    let (coalesced, log) = lengths_read_with_gro(19, &[]);
+    assert!(log.contains("datagrams: UDP GSO/GRO, runs of up to 64"), "{log}");
     assert!(!coalesced.is_empty());
     assert!(coalesced.iter().all(|len| len % 200 == 0), "{coalesced:?}");
     // 20 kpps sends 40 requests every 2 ms: whole runs of them.
@@ -293,7 +294,8 @@ fn requests_go_as_gso_runs_by_default_and_one_by_one_with_no_gso() {
         coalesced.iter().any(|&len| len >= 10 * 200),
         "{coalesced:?}"
     );
-    let single = lengths_read_with_gro(20, &["--no-gso"]);
+    let (single, log) = lengths_read_with_gro(20, &["--no-gso"]);
+    assert!(log.contains("datagrams: one per trip through the stack"), "{log}");
     assert!(single.len() > 10_000, "{}", single.len());
     assert!(single.iter().all(|&len| len == 200), "{single:?}");
 }

@@ -74,7 +74,7 @@ fn assert_one_line_refusal(run: &Run, name: &str, what: &str) {
 
 #[test]
 fn every_matrix_command_refuses_a_bad_matrix_in_one_line() {
-    let commands: [&[&str]; 9] = [
+    let commands: [&[&str]; 11] = [
         &["check", "--matrix", "m.csv"],
         &[
             "agent",
@@ -92,6 +92,8 @@ fn every_matrix_command_refuses_a_bad_matrix_in_one_line() {
         &["reload", "--matrix", "m.csv", "--local", "fleet"],
         &["doctor", "--matrix", "m.csv", "--local", "fleet"],
         &["run", "--matrix", "m.csv", "--local", "fleet", "--for", "1"],
+        &["logs", "--matrix", "m.csv", "--local", "fleet"],
+        &["collect", "--matrix", "m.csv", "--local", "fleet"],
     ];
     for bad in ALL {
         let sb = Sandbox::new();
