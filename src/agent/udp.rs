@@ -167,35 +167,26 @@ impl RecvBatch {
     }
 
     /// The datagrams of the last [`recv`](Self::recv), super-datagrams split.
-    pub fn datagrams(&self) -> impl Iterator<Item = Datagram<'_>> {
-        (0..self.count).flat_map(move |i| {
-            // With MSG_TRUNC, msg_len is the real length even when only part
-            // of it was copied.
-            let len = self.hdrs[i].msg_len as usize;
-            let segment = self.gro_segment(i).unwrap_or(len).max(1);
-            let slot = &self.bufs[i * self.slot_len..(i + 1) * self.slot_len];
-            let addr = &self.addrs[i];
-            let from = SocketAddrV4::new(
-                Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
-                u16::from_be(addr.sin_port),
-            );
-            // An empty datagram is still one datagram (a stray).
-            let starts = (0..len.max(1)).step_by(segment);
-            starts.map(move |at| {
-                let len = segment.min(len - at.min(len));
-                let head_end = (at + len.min(RECV_COPY)).min(slot.len());
-                Datagram {
-                    head: &slot[at.min(head_end)..head_end],
-                    len,
-                    from,
-                }
-            })
-        })
+    pub fn datagrams(&self) -> Datagrams<'_> {
+        Datagrams {
+            batch: self,
+            next_message: 0,
+            slot: &[],
+            from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            len: 0,
+            segment: 1,
+            at: 0,
+            end: 0,
+        }
     }
 
     /// The segment size the kernel reported for a coalesced message `i`.
     fn gro_segment(&self, i: usize) -> Option<usize> {
         let hdr = &self.hdrs[i].msg_hdr;
+        if hdr.msg_controllen == 0 {
+            // The common case, and every one on a socket without UDP_GRO.
+            return None;
+        }
         // SAFETY: the CMSG_* helpers read within msg_control..+msg_controllen,
         // which the kernel filled (or left at zero length) in the last call.
         unsafe {
@@ -209,6 +200,60 @@ impl RecvBatch {
             }
         }
         None
+    }
+}
+
+/// The datagrams of one receive batch, in order: a plain message is one, a
+/// GRO message is cut at its segment size (the last segment may be shorter).
+/// A hand-written iterator: this runs once per datagram on the hot path.
+pub struct Datagrams<'a> {
+    batch: &'a RecvBatch,
+    next_message: usize,
+    /// The current message's slot, sender, length and segment size.
+    slot: &'a [u8],
+    from: SocketAddrV4,
+    len: usize,
+    segment: usize,
+    /// Offset of the next datagram in the message, and where they end (an
+    /// empty message still yields one, empty, datagram: a stray).
+    at: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Datagrams<'a> {
+    type Item = Datagram<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Datagram<'a>> {
+        while self.at >= self.end {
+            let i = self.next_message;
+            let batch = self.batch;
+            if i >= batch.count {
+                return None;
+            }
+            self.next_message += 1;
+            // With MSG_TRUNC, msg_len is the real length even when only part
+            // of it was copied.
+            self.len = batch.hdrs[i].msg_len as usize;
+            self.segment = batch.gro_segment(i).unwrap_or(self.len).max(1);
+            self.slot = &batch.bufs[i * batch.slot_len..(i + 1) * batch.slot_len];
+            let addr = &batch.addrs[i];
+            self.from = SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
+                u16::from_be(addr.sin_port),
+            );
+            self.at = 0;
+            self.end = self.len.max(1);
+        }
+        let at = self.at;
+        let len = self.segment.min(self.len.saturating_sub(at));
+        let head_end = (at + len.min(RECV_COPY)).min(self.slot.len());
+        self.at += self.segment;
+        Some(Datagram {
+            head: &self.slot[at.min(head_end)..head_end],
+            len,
+            from: self.from,
+        })
     }
 }
 

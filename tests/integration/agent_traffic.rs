@@ -286,7 +286,10 @@ fn lengths_read_with_gro(net: u8, extra: &[&str]) -> (Vec<usize>, String) {
 #[test]
 fn requests_go_as_gso_runs_by_default_and_one_by_one_with_no_gso() {
     let (coalesced, log) = lengths_read_with_gro(19, &[]);
-    assert!(log.contains("datagrams: UDP GSO/GRO, runs of up to 64"), "{log}");
+    assert!(
+        log.contains("datagrams: UDP GSO/GRO, runs of up to 64"),
+        "{log}"
+    );
     assert!(!coalesced.is_empty());
     assert!(coalesced.iter().all(|len| len % 200 == 0), "{coalesced:?}");
     // 20 kpps sends 40 requests every 2 ms: whole runs of them.
@@ -295,7 +298,10 @@ fn requests_go_as_gso_runs_by_default_and_one_by_one_with_no_gso() {
         "{coalesced:?}"
     );
     let (single, log) = lengths_read_with_gro(20, &["--no-gso"]);
-    assert!(log.contains("datagrams: one per trip through the stack"), "{log}");
+    assert!(
+        log.contains("datagrams: one per trip through the stack"),
+        "{log}"
+    );
     assert!(single.len() > 10_000, "{}", single.len());
     assert!(single.iter().all(|&len| len == 200), "{single:?}");
 }
