@@ -65,6 +65,9 @@ pub struct Reporter {
     stalled: Option<String>,
     /// A line for the log about the report's state, once per change.
     news: Option<String>,
+    /// Intervals dropped because too much was already held, since the last
+    /// time the disk took everything.
+    dropped: u64,
 }
 
 /// Most report bytes held in memory while the disk refuses them (~1 million
@@ -94,6 +97,7 @@ impl Reporter {
             unwritten: Vec::new(),
             stalled: None,
             news: None,
+            dropped: 0,
         })
     }
 
@@ -285,6 +289,7 @@ impl Reporter {
     /// where the file stopped: no row is ever half-written for good.
     fn append(&mut self, ts: i64, rows: &[u8]) {
         if self.unwritten.len() + rows.len() > MAX_UNWRITTEN {
+            self.dropped += 1;
             self.news = Some(format!(
                 "ts={ts} report: {} MiB already held for a refusing disk -- this interval's rows are dropped",
                 MAX_UNWRITTEN >> 20
@@ -305,6 +310,10 @@ impl Reporter {
             }
         };
         self.unwritten.drain(..written);
+        if self.unwritten.is_empty() && self.unwritten.capacity() > 1 << 20 {
+            // A long stall is over: give the memory back.
+            self.unwritten = Vec::new();
+        }
         match (error, self.stalled.take()) {
             (Some(e), None) => {
                 self.news = Some(format!(
@@ -314,9 +323,12 @@ impl Reporter {
             }
             (Some(_), Some(before)) => self.stalled = Some(before),
             (None, Some(_)) => {
-                self.news = Some(format!(
-                    "ts={ts} the report is being written again: nothing was lost"
-                ));
+                self.news = Some(match std::mem::take(&mut self.dropped) {
+                    0 => format!("ts={ts} the report is being written again: nothing was lost"),
+                    n => format!(
+                        "ts={ts} the report is being written again: the rows of {n} interval(s) were dropped while it was held"
+                    ),
+                });
             }
             (None, None) => {}
         }
