@@ -479,3 +479,57 @@ fn agent_lab_refused_auth_and_a_hung_ssh_get_their_own_lines_in_bounded_time() {
     assert!(line("h4").contains("stopped"), "{}", line("h4"));
     assert!(lab.agents(1).is_empty() && lab.agents(4).is_empty());
 }
+
+#[test]
+fn agent_lab_reordered_requests_are_counted_out_of_order() {
+    let Some(lab) = Lab::up(84, 2) else { return };
+    let sb = lab.controller("2000");
+    // On h1's way out, 10% of its requests to h2 take a slow lane (an htb
+    // class below their rate, so a queue builds): they arrive behind later ones.
+    for argv in [
+        &[
+            "tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+        ][..],
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate",
+            "1gbit",
+        ],
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate",
+            "150kbit", "ceil", "150kbit",
+        ],
+    ] {
+        lab.exec(1, argv, "");
+    }
+    lab.exec(
+        1,
+        &["nft", "-f", "-"],
+        &nft_chain(
+            "ip",
+            "output",
+            &format!("ip daddr 198.18.84.2 udp dport {PORT} numgen random mod 100 < 10 meta priority set 1:20"),
+        ),
+    );
+    let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
+    assert_eq!(lab.mx(&sb, &["stop"]).code, 0);
+    assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
+    let column = |text: &str, dir: &str, peer: &str, name: &str| -> f64 {
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let col = |n: &str| header.iter().position(|c| *c == n).unwrap();
+        text.lines()
+            .skip(1)
+            .map(|l| l.trim_end().split(',').collect::<Vec<_>>())
+            .filter(|f| f[col("dir")] == dir && f[col("peer")] == peer)
+            .map(|f| f[col(name)].parse::<f64>().unwrap_or(0.0))
+            .sum()
+    };
+    let h2 = sb.read("reports/h2.csv");
+    let h1 = sb.read("reports/h1.csv");
+    // h2 saw h1's requests out of order; nothing else was reordered.
+    assert!(column(&h2, "rx", "h1", "ooo_pkts") > 100.0, "{h2}");
+    assert_eq!(column(&h1, "rx", "h2", "ooo_pkts"), 0.0, "{h1}");
+    assert_eq!(column(&h2, "rx", "h1", "dup_pkts"), 0.0);
+}
