@@ -11,9 +11,10 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
      pacing, no timing, no reports). Figure: round trips per second per process.
   B  mx --no-gso: two local `mx agent --workers 1` with one paced flow each
      way, on the same kernel path as A. Figure: the highest per-flow rate both
-     deliver at >= 99.9% (replies / requests in every full interval) while
-     sending >= 99% of the target, found by ramping up by 1.25x until a rate
-     fails, then bisecting between the last pass and the first fail.
+     deliver at >= 99.9% (replies / requests over the run's full intervals)
+     while sending >= 99% of the target in every one, found by ramping up by
+     1.25x until a rate fails, then bisecting between the last pass and the
+     first fail.
   C  the same with `--busy-poll` (workers spin instead of sleeping in epoll,
      as the ceiling does).
   D  A's loop over the kernel's coalescing path (rr_ceiling ... gso: 64
@@ -121,10 +122,14 @@ def mx_trial(rate, seconds, size, extra):
             tx = [r for r in rows if r[col["dir"]] == "tx" and r[col["ts"]] in full]
             if len(tx) < 2:
                 return False
-            for r in tx:
-                pps, rep = float(r[col["pps"]]), float(r[col["rep_pps"]])
-                if pps < 0.99 * rate or rep < 0.999 * pps:
-                    return False
+            # Every full interval sends at the rate; over the run, 99.9% of
+            # the requests come back. (Per interval, replies in flight at a
+            # tick land in the next one: at 40 kpps and 1 ms of RTT that alone
+            # is 0.1% of an interval, so an interval's own ratio is no test.)
+            sent = [float(r[col["pps"]]) for r in tx]
+            back = [float(r[col["rep_pps"]]) for r in tx]
+            if min(sent) < 0.99 * rate or sum(back) < 0.999 * sum(sent):
+                return False
         return True
 
 
