@@ -504,10 +504,16 @@ fn summarize_refusals() {
 fn agent_run_summarized_end_to_end() {
     let net = 43;
     let mut fleet = Fleet::new(&mesh(net, 3, "2000", (64, 512)));
-    fleet.run_all(
-        &["h1", "h2", "h3"],
-        &["--interval", "1", "--duration", "6.6"],
-    );
+    for h in ["h1", "h2", "h3"] {
+        fleet.start(h, &["--interval", "1", "--duration", "30"]);
+    }
+    // Stopped together (a --duration each would end them as far apart as
+    // they started, and the last one's requests would meet a stopped peer).
+    std::thread::sleep(std::time::Duration::from_millis(6600));
+    for h in ["h1", "h2", "h3"] {
+        fleet.terminate(h);
+    }
+    fleet.wait_ok();
     let reports = fleet.sandbox.file("reports");
     std::fs::create_dir_all(&reports).unwrap();
     for h in ["h1", "h2", "h3"] {
