@@ -144,23 +144,29 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
     }
 }
 
-#[test]
-fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
-    let net = 23;
+/// A 4-host layered matrix on `net` (1 peer per layer, 1 s dwell, seed 3) at
+/// `pps` per pair: its text and the parsed matrix.
+fn layered_matrix(net: u8, pps: &str) -> (String, Matrix) {
     let sandbox = Sandbox::new();
     let servers: String = (1..=4)
         .map(|i| format!("h{i}={}\n", addr(net, i)))
         .collect();
     sandbox.write("servers.txt", &servers);
     let run = sandbox.mx(&[
-        "gen", "--peers", "1", "--seed", "3", "--dwell", "1", "--pps", "max", "-o", "-",
+        "gen", "--peers", "1", "--seed", "3", "--dwell", "1", "--pps", pps, "-o", "-",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let matrix = Matrix::parse(run.stdout.as_bytes(), "layered.csv").unwrap();
+    (run.stdout, matrix)
+}
+
+#[test]
+fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
+    let (text, matrix) = layered_matrix(23, "max");
     let schedule = Schedule::new(&matrix);
     assert_eq!(schedule.layer_count(), 3);
 
-    let mut fleet = Fleet::new(&run.stdout);
+    let mut fleet = Fleet::new(&text);
     for h in ["h1", "h2", "h3", "h4"] {
         fleet.start(
             h,
@@ -517,19 +523,9 @@ fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
         eprintln!("SKIPPED: stepping the wall clock needs root; CI runs as root");
         return;
     }
-    let net = 34;
-    let sandbox = Sandbox::new();
-    let servers: String = (1..=4)
-        .map(|i| format!("h{i}={}\n", addr(net, i)))
-        .collect();
-    sandbox.write("servers.txt", &servers);
-    let run = sandbox.mx(&[
-        "gen", "--peers", "1", "--seed", "3", "--dwell", "1", "--pps", "1000", "-o", "-",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let matrix = Matrix::parse(run.stdout.as_bytes(), "layered.csv").unwrap();
+    let (text, matrix) = layered_matrix(34, "1000");
     let schedule = Schedule::new(&matrix);
-    let mut fleet = Fleet::new(&run.stdout);
+    let mut fleet = Fleet::new(&text);
     for h in ["h1", "h2", "h3", "h4"] {
         fleet.start(h, &["--interval", "1", "--duration", "9", "--workers", "1"]);
     }

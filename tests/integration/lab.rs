@@ -103,28 +103,9 @@ impl Lab {
 
     /// Runs `argv` inside host `i`'s network namespace; panics on failure.
     pub fn exec(&self, i: usize, argv: &[&str], stdin: &str) -> String {
-        use std::io::Write;
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.netns(i)])
-            .args(argv)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "h{i}: {argv:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.netns(i)]).args(argv);
+        run_fed(cmd, stdin)
     }
 
     /// Stops host `i`'s sshd (and everything in its namespaces): unreachable.
@@ -137,6 +118,32 @@ impl Lab {
             let _ = Command::new("kill").args(["-KILL", pid]).status();
         }
     }
+}
+
+/// Runs `cmd` with `stdin` as its input; its output, or a panic with its
+/// errors if it fails.
+pub fn run_fed(mut cmd: Command, stdin: &str) -> String {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 impl Drop for Lab {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::lab::Lab;
+use crate::lab::{Lab, run_fed};
 use crate::summarize::advice;
 use crate::util::Sandbox;
 
@@ -51,6 +51,42 @@ fn run_and_summarize(
     assert_eq!(lab.mx(sb, &["stop"]).code, 0);
     assert_eq!(lab.mx(sb, &["clean", "--yes"]).code, 0);
     summary.stdout
+}
+
+/// Starts the lab's fleet (`--no-gso`), lets it run `seconds`, collects the
+/// reports into reports/, then stops and cleans.
+fn run_and_collect(lab: &Lab, sb: &Sandbox, seconds: u64) {
+    let start = lab.mx(sb, &["start", "--interval", "1", "--no-gso"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_secs(seconds));
+    assert_eq!(lab.mx(sb, &["collect"]).code, 0);
+    assert_eq!(lab.mx(sb, &["stop"]).code, 0);
+    assert_eq!(lab.mx(sb, &["clean", "--yes"]).code, 0);
+}
+
+/// The rows of a collected report whose `dir` and `peer` are these, as
+/// column name -> cell.
+fn report_rows(sb: &Sandbox, host: &str, dir: &str, peer: &str) -> Vec<BTreeMap<String, String>> {
+    let text = sb.read(&format!("reports/{host}.csv"));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.trim_end().split(','))
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        })
+        .filter(|r| r["dir"] == dir && r["peer"] == peer)
+        .collect()
+}
+
+/// The sum of `column` over rows, blanks as nothing.
+fn sum(rows: &[BTreeMap<String, String>], column: &str) -> f64 {
+    rows.iter()
+        .filter_map(|r| r[column].parse::<f64>().ok())
+        .sum()
 }
 
 /// A grid file of the summary: (src, dst) -> value, blanks left out.
@@ -170,19 +206,9 @@ impl BridgeRule {
         let net = lab.net();
         let script =
             nft_chain("bridge", "forward", rule).replacen("mxfault", &format!("mxfault{net}"), 1);
-        let mut child = Command::new("nft")
-            .args(["-f", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success(), "{script}");
+        let mut nft = Command::new("nft");
+        nft.args(["-f", "-"]);
+        run_fed(nft, &script);
         BridgeRule(net)
     }
 }
@@ -354,41 +380,24 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
             &format!("ip daddr 198.18.82.2 udp dport {PORT} dup to 198.18.82.2"),
         ),
     );
-    let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
-    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    std::thread::sleep(Duration::from_secs(5));
-    assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
-    assert_eq!(lab.mx(&sb, &["stop"]).code, 0);
-    assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
-    let report = sb.read("reports/h2.csv");
-    let header: Vec<&str> = report.lines().next().unwrap().split(',').collect();
-    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
-    let rows: Vec<Vec<&str>> = report
-        .lines()
-        .skip(1)
-        .map(|l| l.trim_end().split(',').collect::<Vec<_>>())
-        .filter(|f| f[col("dir")] == "rx" && f[col("peer")] == "h1")
-        .collect();
+    run_and_collect(&lab, &sb, 5);
+    let rows = report_rows(&sb, "h2", "rx", "h1");
     // The full intervals: not the first (the agents started in it), not the last.
     let full = &rows[1..rows.len() - 1];
-    assert!(full.len() >= 2, "{report}");
-    for f in full {
+    assert!(full.len() >= 2, "{rows:?}");
+    for r in full {
         // One duplicate for every request that arrived (interval 1 s: the
         // count and the rate are the same number).
-        let dups: f64 = f[col("dup_pkts")].parse().unwrap();
-        let served: f64 = f[col("pps")].parse().unwrap();
-        assert!((served - 2000.0).abs() <= 20.0, "{f:?}");
-        assert!((dups - served).abs() <= 0.01 * served, "{f:?}");
+        let dups: f64 = r["dup_pkts"].parse().unwrap();
+        let served: f64 = r["pps"].parse().unwrap();
+        assert!((served - 2000.0).abs() <= 20.0, "{r:?}");
+        assert!((dups - served).abs() <= 0.01 * served, "{r:?}");
         // ... and each answered once.
-        assert_eq!(f[col("rep_pps")], f[col("pps")], "{f:?}");
+        assert_eq!(r["rep_pps"], r["pps"], "{r:?}");
     }
     // h1 got one reply per request: no duplicate reached it.
-    let h1 = sb.read("reports/h1.csv");
-    for line in h1.lines().skip(1) {
-        let f: Vec<&str> = line.trim_end().split(',').collect();
-        if f[col("dir")] == "tx" {
-            assert_eq!(f[col("dup_pkts")], "0", "{line}");
-        }
+    for r in report_rows(&sb, "h1", "tx", "h2") {
+        assert_eq!(r["dup_pkts"], "0", "{r:?}");
     }
 }
 
@@ -510,26 +519,10 @@ fn agent_lab_reordered_requests_are_counted_out_of_order() {
             &format!("ip daddr 198.18.84.2 udp dport {PORT} numgen random mod 100 < 10 meta priority set 1:20"),
         ),
     );
-    let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
-    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    std::thread::sleep(Duration::from_secs(5));
-    assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
-    assert_eq!(lab.mx(&sb, &["stop"]).code, 0);
-    assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
-    let column = |text: &str, dir: &str, peer: &str, name: &str| -> f64 {
-        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-        let col = |n: &str| header.iter().position(|c| *c == n).unwrap();
-        text.lines()
-            .skip(1)
-            .map(|l| l.trim_end().split(',').collect::<Vec<_>>())
-            .filter(|f| f[col("dir")] == dir && f[col("peer")] == peer)
-            .map(|f| f[col(name)].parse::<f64>().unwrap_or(0.0))
-            .sum()
-    };
-    let h2 = sb.read("reports/h2.csv");
-    let h1 = sb.read("reports/h1.csv");
+    run_and_collect(&lab, &sb, 5);
+    let h2_from_h1 = report_rows(&sb, "h2", "rx", "h1");
     // h2 saw h1's requests out of order; nothing else was reordered.
-    assert!(column(&h2, "rx", "h1", "ooo_pkts") > 100.0, "{h2}");
-    assert_eq!(column(&h1, "rx", "h2", "ooo_pkts"), 0.0, "{h1}");
-    assert_eq!(column(&h2, "rx", "h1", "dup_pkts"), 0.0);
+    assert!(sum(&h2_from_h1, "ooo_pkts") > 100.0, "{h2_from_h1:?}");
+    assert_eq!(sum(&report_rows(&sb, "h1", "rx", "h2"), "ooo_pkts"), 0.0);
+    assert_eq!(sum(&h2_from_h1, "dup_pkts"), 0.0);
 }
