@@ -185,6 +185,9 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     // 1. The matrix, held to the agent's stricter standard.
     let matrix = Matrix::load(&args.matrix)?;
     matrix.check_layer_zero(&args.matrix.display().to_string())?;
+    for warning in matrix.warnings() {
+        warn!("mx: warning: {warning}");
+    }
     // 2. Who am I.
     let me = identity::who_am_i(&matrix, args.host.as_deref())?;
     let me_host = matrix.hosts()[me as usize].clone();

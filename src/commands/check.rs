@@ -11,6 +11,7 @@ use crate::units::{self, bits, pps};
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
     let matrix = Matrix::load(&args.matrix)?;
+    matrix.print_warnings();
     let n = matrix.host_count();
     let load = matrix_load(&matrix);
 

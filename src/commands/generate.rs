@@ -10,7 +10,7 @@ use crate::matrix::build::{Shape, Traffic, build};
 use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
-use crate::matrix::{Matrix, Rate};
+use crate::matrix::{Host, Matrix, Rate, shared_endpoint, shared_endpoint_message};
 use crate::plan::{per_host, pps_for_gbps};
 use crate::units::{self, bits, payload_bits, pps, wire_bits};
 
@@ -19,6 +19,18 @@ const DEFAULT_PPS: f64 = 10_000.0;
 
 pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
     let hosts = read_servers(&args.servers.path)?;
+    // Two hosts at one address and port would make a matrix every reader refuses.
+    let placed: Vec<Host> = hosts
+        .iter()
+        .map(|t| Host::from_token(t.clone(), args.port))
+        .collect();
+    if let Some((a, b)) = shared_endpoint(&placed) {
+        return Err(Error::refused(format!(
+            "{}: {}",
+            args.servers.path.display(),
+            shared_endpoint_message(&placed[a], &placed[b])
+        )));
+    }
     let n = hosts.len();
     let (tx_size, rx_size) = args.sizes.checked()?;
     let shape = shape(args, n)?;

@@ -62,6 +62,8 @@ pub fn stage(
 /// The matrix with every host name resolved to its IPv4 address on the
 /// controller, when any host is named rather than numbered: the agents never
 /// need DNS (ssh still goes to the name). `None` when all are addresses.
+/// Two names (or a name and an address) landing on one ip:port are refused:
+/// one agent would answer for both.
 pub fn resolved(matrix: &Matrix) -> Result<Option<Matrix>> {
     if matrix
         .hosts()
@@ -82,7 +84,15 @@ pub fn resolved(matrix: &Matrix) -> Result<Option<Matrix>> {
             }
         }
     }
-    Ok(Some(matrix.retargeted(&addrs)))
+    let resolved = matrix.retargeted(&addrs);
+    if let Some((a, b)) = crate::matrix::shared_endpoint(resolved.hosts()) {
+        let (first, second) = (&matrix.hosts()[a], &matrix.hosts()[b]);
+        return Err(Error::refused(format!(
+            "hosts '{}' ({}) and '{}' ({}) both resolve to {}:{} -- one agent would answer for both; give each host its own address or port",
+            first.name, first.addr, second.name, second.addr, addrs[a], first.port
+        )));
+    }
+    Ok(Some(resolved))
 }
 
 /// Makes the remote dir (refusing a host whose agent runs) and copies `files`.
@@ -118,6 +128,7 @@ pub fn deploy(
 
 pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
+    fleet.matrix.print_warnings();
     check_dwell_interval(&fleet, args.run.agent_flags.interval)?;
     let mut hosts = fleet.all();
     if !args.run.no_deploy {

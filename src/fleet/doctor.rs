@@ -48,6 +48,7 @@ fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
 
 pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
+    fleet.matrix.print_warnings();
     let binary = args.agent.resolve()?;
     let arch = elf_arch(&binary).unwrap_or("unknown");
     let m = &fleet.matrix;

@@ -59,6 +59,7 @@ enum Action {
 
 pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
+    fleet.matrix.print_warnings();
     let retargeted = match &args.bind {
         Some(spec) => Some(bind::retarget(&fleet, spec, out)?),
         None => None,

@@ -159,6 +159,35 @@ pub struct Matrix {
     hosts: Vec<Host>,
     rows: Vec<Vec<Cell>>,
     by_name: HashMap<String, u32>,
+    /// What the reader accepted but ignored (a value on the diagonal, a cell
+    /// past the header's last host), one line each naming the file and line.
+    warnings: Vec<String>,
+}
+
+/// The first two hosts (by index) at one address and UDP port: one agent would
+/// bind it and answer for both. Addresses compare as text, trimmed and without
+/// case (names are case-insensitive); the port is the effective one, so
+/// `10.0.0.5` and `10.0.0.5:5301` are two hosts. Names that resolve to one
+/// address are caught where they are resolved (`mx start`).
+pub fn shared_endpoint(hosts: &[Host]) -> Option<(usize, usize)> {
+    let mut seen: HashMap<(String, u16), usize> = HashMap::with_capacity(hosts.len());
+    for (i, host) in hosts.iter().enumerate() {
+        match seen.entry((host.addr.trim().to_ascii_lowercase(), host.port)) {
+            std::collections::hash_map::Entry::Occupied(first) => return Some((*first.get(), i)),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(i);
+            }
+        }
+    }
+    None
+}
+
+/// The refusal for two hosts [`shared_endpoint`] found.
+pub fn shared_endpoint_message(first: &Host, second: &Host) -> String {
+    format!(
+        "hosts '{}' and '{}' are both at {}:{} -- one agent would answer for both; give each host its own address or port",
+        first.name, second.name, first.addr, first.port
+    )
 }
 
 impl Matrix {
@@ -179,6 +208,21 @@ impl Matrix {
             hosts,
             rows,
             by_name,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// What the reader accepted but ignored, one line each (`m.csv:4: cell a -> a:
+    /// ...`); empty for a matrix `mx gen` wrote.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Prints the warnings to stderr as `mx: warning: <file>:<line>: ...`, for
+    /// the commands a person watches (check, start, run, reload, doctor).
+    pub fn print_warnings(&self) {
+        for warning in &self.warnings {
+            eprintln!("mx: warning: {warning}");
         }
     }
 

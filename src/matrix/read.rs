@@ -9,6 +9,19 @@
 //! Every refusal names the file and, where one is at fault, the line
 //! (`matrix.csv:7: cell a -> b: 'x' is not a packet rate ...`).
 //!
+//! Stricter than the original in two places, where its forgiveness hides a
+//! mistake that quietly changes the run:
+//! - a row host written twice is refused, naming both lines (the original merges
+//!   the rows, facts.md 1.4: a row copy-pasted for another host and not renamed
+//!   would silently drop that host's flows);
+//! - two hosts at one address and UDP port are refused (one agent would answer
+//!   for both, and the summary would still call every flow on target).
+//!
+//! A value on the diagonal, or a cell past the header's last host, is ignored as
+//! the original ignores it, but no longer silently: each is a warning on the
+//! loaded matrix ([`Matrix::warnings`]) that the commands print. Nothing `mx gen`
+//! writes is refused or warned about.
+//!
 //! The grid of a sparse 10,000-host matrix is ~100 MB of commas, so rows are split
 //! without copying when they hold no quotes, and a cell repeated from the one before
 //! (the common case: one rate everywhere) is not parsed again.
@@ -29,6 +42,10 @@ const CONFIG_KEYS: [&str; 9] = [
 
 /// The matrix format this mx reads (`# mx matrix v1 -- ...`, facts.md 1.9).
 const FORMAT_VERSION: u32 = 1;
+
+/// Warnings listed one by one; past that, one line counts the rest (a filled-in
+/// diagonal of a 10,000-host matrix is not 10,000 lines of stderr).
+const MAX_WARNINGS: usize = 20;
 
 /// The longest line a matrix may have. A full-mesh row of 65,535 hosts is
 /// ~400 KB; a longer line is not a matrix, and reading it whole (a multi-GB
@@ -126,10 +143,16 @@ struct GridReader<'a> {
     header_line: usize,
     tokens: Vec<HostToken>,
     columns: Vec<Option<u32>>,
+    /// Grid columns up to the header's last host (trailing blank header cells,
+    /// as a spreadsheet pads them, are not columns); a cell beyond is ignored.
+    host_columns: usize,
     by_name: HashMap<String, u32>,
     rows: Vec<Vec<Cell>>,
-    /// Line of each host's row, 0 when it has none yet: a repeated row merges.
+    /// Line of each host's row, 0 when it has none yet: a second row is refused.
     row_lines: Vec<usize>,
+    warnings: Vec<String>,
+    /// Warnings past [`MAX_WARNINGS`], counted but not listed.
+    unlisted_warnings: usize,
     grid_rows: usize,
     scratch: Vec<u8>,
     last_cell: Vec<u8>,
@@ -144,9 +167,12 @@ impl<'a> GridReader<'a> {
             header_line: 0,
             tokens: Vec::new(),
             columns: Vec::new(),
+            host_columns: 0,
             by_name: HashMap::new(),
             rows: Vec::new(),
             row_lines: Vec::new(),
+            warnings: Vec::new(),
+            unlisted_warnings: 0,
             grid_rows: 0,
             scratch: Vec::new(),
             last_cell: Vec::new(),
@@ -160,6 +186,16 @@ impl<'a> GridReader<'a> {
 
     fn refuse(&self, message: impl std::fmt::Display) -> Error {
         Error::refused(format!("{}: {message}", self.label))
+    }
+
+    /// Something accepted but ignored: kept for the commands to print.
+    fn warn_at(&mut self, line: usize, message: impl std::fmt::Display) {
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings
+                .push(format!("{}:{line}: {message}", self.label));
+        } else {
+            self.unlisted_warnings += 1;
+        }
     }
 
     /// One line of the file, classified (facts.md 1.1).
@@ -256,6 +292,11 @@ impl<'a> GridReader<'a> {
         if self.tokens.len() < 2 {
             return Err(self.refuse_at(line_no, "need at least 2 hosts"));
         }
+        self.host_columns = self
+            .columns
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1);
         if self.tokens.len() > MAX_HOSTS {
             return Err(self.refuse_at(
                 line_no,
@@ -291,6 +332,18 @@ impl<'a> GridReader<'a> {
                         format!("row host '{}' is not in the header row", token.name),
                     )
                 })?;
+                // The original merges a repeated row into the first; we refuse it
+                // (see the module comment).
+                let first = self.row_lines[index as usize];
+                if first != 0 {
+                    return Err(self.refuse_at(
+                        line_no,
+                        format!(
+                            "row host '{}' is written twice (first on line {first}) -- each host has one row",
+                            token.name
+                        ),
+                    ));
+                }
                 src = Some(index);
                 return Ok(());
             }
@@ -298,8 +351,25 @@ impl<'a> GridReader<'a> {
                 return Ok(());
             }
             blank = false;
-            // Cells past the header's last column are ignored, as the original does.
-            let Some(Some(dst)) = self.columns.get(column - 1).copied() else {
+            // Cells past the header's last host are ignored, as the original
+            // does, with a warning. (A cell under a blank header cell between
+            // hosts is ignored silently, as before.)
+            if column > self.host_columns {
+                if let Some(src) = src {
+                    let last = self.host_columns - 1;
+                    let message = format!(
+                        "cell {} -> column {}: '{}' is past the last host of the header ('{}', column {}) -- ignored",
+                        self.tokens[src as usize].name,
+                        column + 1,
+                        shown(field),
+                        self.tokens[self.columns[last].expect("a host column") as usize].name,
+                        last + 2,
+                    );
+                    self.warn_at(line_no, message);
+                }
+                return Ok(());
+            }
+            let Some(dst) = self.columns[column - 1] else {
                 return Ok(());
             };
             let rate = self.cell_rate(field);
@@ -316,7 +386,16 @@ impl<'a> GridReader<'a> {
             match rate {
                 Ok(None) => {}
                 Ok(Some(rate)) if dst != src => cells.push(Cell { dst, rate }),
-                Ok(Some(_)) => {} // the diagonal is ignored
+                Ok(Some(_)) => {
+                    // The diagonal is ignored, with a warning (a 0 there says
+                    // "no flow", which is true, and goes unremarked).
+                    let message = format!(
+                        "cell {s} -> {s}: '{}' is on the diagonal (a host does not send to itself) -- ignored",
+                        shown(field),
+                        s = self.tokens[src as usize].name,
+                    );
+                    self.warn_at(line_no, message);
+                }
                 Err(kind) => {
                     let (s, d) = (
                         &self.tokens[src as usize].name,
@@ -340,13 +419,8 @@ impl<'a> GridReader<'a> {
             return Err(err);
         }
         if let Some(src) = src {
-            let src = src as usize;
-            if self.row_lines[src] == 0 {
-                self.row_lines[src] = line_no;
-                self.rows[src] = cells;
-            } else {
-                merge_cells(&mut self.rows[src], cells);
-            }
+            self.row_lines[src as usize] = line_no;
+            self.rows[src as usize] = cells;
         }
         Ok(blank)
     }
@@ -444,6 +518,12 @@ impl<'a> GridReader<'a> {
             .cloned()
             .map(|t| Host::from_token(t, config.port))
             .collect();
+        if let Some((a, b)) = super::shared_endpoint(&hosts) {
+            return Err(self.refuse_at(
+                self.header_line,
+                super::shared_endpoint_message(&hosts[a], &hosts[b]),
+            ));
+        }
         let n = hosts.len();
         if let Some((layer_count, line)) = layers.filter(|&(l, _)| l > 1) {
             config.rotation = Some(self.rotation(n, layer_count, line, peers, seed, fill)?);
@@ -451,7 +531,16 @@ impl<'a> GridReader<'a> {
         if self.rows.iter().all(Vec::is_empty) {
             return Err(self.refuse("every cell is empty -- no flows to run"));
         }
-        Ok(Matrix::from_parts(config, hosts, self.rows))
+        let mut warnings = self.warnings;
+        if self.unlisted_warnings > 0 {
+            warnings.push(format!(
+                "{}: {} more cells ignored like these (the first {MAX_WARNINGS} are listed)",
+                self.label, self.unlisted_warnings
+            ));
+        }
+        let mut matrix = Matrix::from_parts(config, hosts, self.rows);
+        matrix.warnings = warnings;
+        Ok(matrix)
     }
 
     /// Validates the rotation keys of a layered matrix (facts.md 1.5).
@@ -534,14 +623,23 @@ fn parse_rate(field: &[u8]) -> Result<Option<Rate>, CellError> {
     }
 }
 
-/// A repeated row merges into the first: its non-empty cells set or override.
-fn merge_cells(row: &mut Vec<Cell>, extra: Vec<Cell>) {
-    for cell in extra {
-        match row.binary_search_by_key(&cell.dst, |c| c.dst) {
-            Ok(i) => row[i] = cell,
-            Err(i) => row.insert(i, cell),
+/// A cell's text for a warning: one line (control characters escaped) and short.
+fn shown(field: &[u8]) -> String {
+    const LONGEST: usize = 32;
+    let text = String::from_utf8_lossy(field);
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == LONGEST {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
         }
     }
+    out
 }
 
 /// Which fields [`for_each_field`] reports.
@@ -691,6 +789,153 @@ mod tests {
             fields("\"h\",,\"\",9", Fields::NonEmpty),
             want(&[(0, "h"), (3, "9")])
         );
+    }
+
+    fn refusal(text: &str) -> String {
+        Matrix::parse(text.as_bytes(), "m.csv")
+            .unwrap_err()
+            .message()
+            .to_string()
+    }
+
+    fn warnings(text: &str) -> Vec<String> {
+        Matrix::parse(text.as_bytes(), "m.csv")
+            .unwrap()
+            .warnings()
+            .to_vec()
+    }
+
+    #[test]
+    fn a_second_row_for_a_host_is_refused_naming_both_lines() {
+        assert_eq!(
+            refusal("src\\dst,a,b,c\na,,5,\nb,1,,\n\n# c sends nothing\nb,,,9\n"),
+            "m.csv:6: row host 'b' is written twice (first on line 3) -- each host has one row"
+        );
+        // The row names its host by the token's name, in any form.
+        assert_eq!(
+            refusal("src\\dst,a=10.0.0.1,b\na=10.0.0.1,,5\na,,6\n"),
+            "m.csv:3: row host 'a' is written twice (first on line 2) -- each host has one row"
+        );
+        // A row with no rates is still the host's row.
+        assert_eq!(
+            refusal("src\\dst,a,b\na,,\nb,1,\na,,5\n"),
+            "m.csv:4: row host 'a' is written twice (first on line 2) -- each host has one row"
+        );
+    }
+
+    #[test]
+    fn two_hosts_at_one_address_and_port_are_refused() {
+        let both = |hosts: &str, at: &str| {
+            format!(
+                "m.csv:1: hosts {hosts} are both at {at} -- one agent would answer for both; give each host its own address or port"
+            )
+        };
+        let header = |tokens: &str| format!("src\\dst,{tokens}\na,,5\n");
+        assert_eq!(
+            refusal(&header("a=127.0.0.61,b=127.0.0.61")),
+            both("'a' and 'b'", "127.0.0.61:5300")
+        );
+        // Names compare without case; the address is trimmed.
+        assert_eq!(
+            refusal(&header("a=Web.Example,b= web.example ")),
+            both("'a' and 'b'", "Web.Example:5300")
+        );
+        // The effective port: the token's, else the header's, wherever it stands.
+        assert_eq!(
+            refusal(&header("a=10.0.0.5,b=10.0.0.5:5300")),
+            both("'a' and 'b'", "10.0.0.5:5300")
+        );
+        assert_eq!(
+            refusal(&(header("a=10.0.0.5:7000,c=10.0.0.6,b=10.0.0.5") + "# port=7000\n")),
+            both("'a' and 'b'", "10.0.0.5:7000")
+        );
+        // One address on two ports is two hosts.
+        for tokens in [
+            "a=10.0.0.5,b=10.0.0.5:5301",
+            "a=10.0.0.5:5301,b=10.0.0.5:5302",
+            "a=web.example,b=db.example",
+            "a=10.0.0.5:5301,10.0.0.5",
+        ] {
+            let m = Matrix::parse(header(tokens).as_bytes(), "m.csv");
+            assert!(m.is_ok(), "{tokens}: {:?}", m.err());
+        }
+    }
+
+    #[test]
+    fn ignored_cells_are_warnings_naming_the_cell() {
+        assert_eq!(
+            warnings("src\\dst,a,b\r\n# rates\r\na,99,5,7,8\r\nb,1,max\r\n"),
+            [
+                "m.csv:3: cell a -> a: '99' is on the diagonal (a host does not send to itself) -- ignored",
+                "m.csv:3: cell a -> column 4: '7' is past the last host of the header ('b', column 3) -- ignored",
+                "m.csv:3: cell a -> column 5: '8' is past the last host of the header ('b', column 3) -- ignored",
+                "m.csv:4: cell b -> b: 'max' is on the diagonal (a host does not send to itself) -- ignored",
+            ]
+        );
+        // Blank header cells at the end (a spreadsheet's padding) are not hosts' columns.
+        assert_eq!(
+            warnings("src\\dst,a,b,,\na,,5,\"7\"\n"),
+            [
+                "m.csv:2: cell a -> column 4: '7' is past the last host of the header ('b', column 3) -- ignored"
+            ]
+        );
+    }
+
+    #[test]
+    fn hand_edits_that_change_nothing_are_silent() {
+        for text in [
+            // Blank, zero or whitespace cells anywhere, trailing commas, quotes, CRLF.
+            "src\\dst,a,b,,\r\na,0,5,,, \r\n\r\n# b\r\n\"b\",\"20000.0\",\"\",\"\"\r\n",
+            "# tx_size=64\nsrc\\dst,a,b\na, ,5\nb,1,0.0\n",
+        ] {
+            assert_eq!(warnings(text), Vec::<String>::new(), "{text:?}");
+        }
+        // What gen writes.
+        let hosts: Vec<_> = ["a", "b", "c=10.0.0.3:5400"]
+            .iter()
+            .map(|t| HostToken::parse(t).unwrap())
+            .collect();
+        let traffic = crate::matrix::build::Traffic {
+            rate: Rate::per_second(20000.0),
+            tx_size: 64,
+            rx_size: 64,
+            port: 5300,
+        };
+        let m = crate::matrix::build::build(hosts, crate::matrix::build::Shape::FullMesh, traffic);
+        assert_eq!(
+            warnings(&String::from_utf8(m.to_bytes()).unwrap()),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn warnings_past_twenty_are_counted_not_listed() {
+        let n = 30;
+        let mut text = String::from("src\\dst");
+        for i in 0..n {
+            text.push_str(&format!(",h{i}"));
+        }
+        text.push('\n');
+        for i in 0..n {
+            text.push_str(&format!("h{i}"));
+            for j in 0..n {
+                text.push_str(if i == j { ",1" } else { ",2" });
+            }
+            text.push('\n');
+        }
+        let w = warnings(&text);
+        assert_eq!(w.len(), MAX_WARNINGS + 1);
+        assert_eq!(
+            w[MAX_WARNINGS],
+            "m.csv: 10 more cells ignored like these (the first 20 are listed)"
+        );
+    }
+
+    #[test]
+    fn a_cell_in_a_warning_is_one_short_line() {
+        assert_eq!(shown(b"7"), "7");
+        assert_eq!(shown(b"a\rb\x1b"), "a\\rb\\u{1b}");
+        assert_eq!(shown(&[b'x'; 40]), format!("{}...", "x".repeat(32)));
     }
 
     #[test]

@@ -139,7 +139,7 @@ fn input(target: &'static str) -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-/// A refusal must be one line and name the file.
+/// A refusal or a warning must be one line and name the file.
 fn one_line_naming(message: &str, name: &str) {
     assert!(!message.contains('\n'), "two lines: {message:?}");
     assert!(
@@ -154,8 +154,9 @@ proptest! {
     #[test]
     fn fuzz_matrix_parser(bytes in input("matrix")) {
         let parsed = Matrix::parse(&bytes, "fuzz.csv");
-        if let Err(e) = &parsed {
-            one_line_naming(e.message(), "fuzz.csv");
+        match &parsed {
+            Err(e) => one_line_naming(e.message(), "fuzz.csv"),
+            Ok(m) => m.warnings().iter().for_each(|w| one_line_naming(w, "fuzz.csv")),
         }
         // The streaming reader (what the agent and every command use) agrees.
         let dir = tempfile::tempdir().unwrap();
@@ -167,6 +168,9 @@ proptest! {
             (Ok(a), Ok(b)) => {
                 prop_assert_eq!(a.host_count(), b.host_count());
                 prop_assert_eq!(a.flow_count(), b.flow_count());
+                let warnings: Vec<String> =
+                    a.warnings().iter().map(|w| w.replacen("fuzz.csv", &label, 1)).collect();
+                prop_assert_eq!(warnings.as_slice(), b.warnings());
             }
             (Err(a), Err(b)) => {
                 prop_assert_eq!(a.message().replacen("fuzz.csv", &label, 1), b.message());

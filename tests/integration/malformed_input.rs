@@ -18,6 +18,33 @@ fn refuses_matrix(text: &str, want: &str) {
     assert_eq!(run.stdout, "");
 }
 
+/// `mx start --dry-run` (a fleet command that would deploy this matrix) must
+/// refuse it with exactly `want`, print nothing else and write nothing.
+fn start_refuses_matrix(text: &str, want: &str) {
+    let sb = Sandbox::new();
+    sb.write("m.csv", text);
+    let run = sb.mx(&["start", "--dry-run", "--matrix", "m.csv"]);
+    assert_eq!(
+        run.stderr,
+        format!("mx: {want}\n"),
+        "stdout: {}",
+        run.stdout
+    );
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "", "a refused start rehearsed its steps");
+    assert_eq!(files_in(&sb), ["m.csv"], "a refused start wrote files");
+}
+
+/// Names of the files in the sandbox, sorted.
+fn files_in(sb: &Sandbox) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(sb.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
 /// `mx gen` with `servers` and `args` must refuse with `want` and write nothing.
 fn refuses_gen(servers: &str, args: &[&str], want: &str) {
     let sb = Sandbox::new();
@@ -73,6 +100,34 @@ fn duplicate_host_in_the_header() {
 #[test]
 fn fewer_than_two_hosts() {
     refuses_matrix("src\\dst,a\na,\n", "m.csv:1: need at least 2 hosts");
+}
+
+#[test]
+fn row_host_written_twice() {
+    // A row copy-pasted for another host and not renamed: the original merged
+    // it into the first, and c's flows were silently never run.
+    let text = "src\\dst,a,b,c\na,,5,5\nb,5,,5\n# c, pasted from b\nb,5,5,\n";
+    let want = "m.csv:5: row host 'b' is written twice (first on line 3) -- each host has one row";
+    refuses_matrix(text, want);
+    start_refuses_matrix(text, want);
+}
+
+#[test]
+fn two_hosts_at_one_address_and_port() {
+    // One agent would bind 127.0.0.61:5300 and answer for both.
+    let text = "src\\dst,a=127.0.0.61,b=127.0.0.61,c=127.0.0.62\na,,5,5\nb,5,,5\nc,5,5,\n";
+    let want = "m.csv:1: hosts 'a' and 'b' are both at 127.0.0.61:5300 -- one agent would answer for both; give each host its own address or port";
+    refuses_matrix(text, want);
+    start_refuses_matrix(text, want);
+}
+
+#[test]
+fn two_hosts_at_one_name_and_the_header_port() {
+    // Names compare without case; a token without a port is at the header's.
+    refuses_matrix(
+        "src\\dst,a=Db.Example:5400,b=db.example\na,,5\n# tx_size=64 port=5400\n",
+        "m.csv:1: hosts 'a' and 'b' are both at Db.Example:5400 -- one agent would answer for both; give each host its own address or port",
+    );
 }
 
 #[test]
@@ -211,12 +266,41 @@ fn server_list_with_duplicate_hosts() {
 }
 
 #[test]
+fn server_list_with_two_hosts_at_one_address_and_port() {
+    // gen would write a matrix that every reader refuses.
+    refuses_gen(
+        "a=10.0.0.1:5400\nb=10.0.0.2\nc=10.0.0.1\n",
+        &["--port", "5400"],
+        "servers.txt: hosts 'a' and 'c' are both at 10.0.0.1:5400 -- one agent would answer for both; give each host its own address or port",
+    );
+}
+
+#[test]
 fn server_list_with_a_bad_token() {
     refuses_gen(
         "h1\nh2:99999\n",
         &[],
         "servers.txt:2: bad port in host token 'h2:99999' (want name[=addr[:port]] with a port from 1 to 65535)",
     );
+}
+
+// ---- fleet commands ----
+
+#[test]
+fn start_refuses_two_names_that_resolve_to_one_address() {
+    // The reader cannot tell `localhost` from 127.0.0.1; start resolves the
+    // names before it deploys, and refuses before anything is copied.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a=localhost\nb=127.0.0.1\n");
+    assert_eq!(sb.mx(&["gen", "--pps", "100"]).code, 0);
+    let run = sb.mx(&["start", "--dry-run"]);
+    assert_eq!(
+        run.stderr,
+        "mx: hosts 'a' (localhost) and 'b' (127.0.0.1) both resolve to 127.0.0.1:5300 -- one agent would answer for both; give each host its own address or port\n"
+    );
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "");
+    assert_eq!(files_in(&sb), ["matrix.csv", "servers.txt"]);
 }
 
 // ---- gen switches ----
