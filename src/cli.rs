@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// Variables that supply defaults; `main` unsets any that are set but empty.
-pub const ENV_DEFAULTS: [&str; 10] = [
+pub const ENV_DEFAULTS: [&str; 11] = [
     "MX_MATRIX",
     "MX_SERVERS",
     "MX_REPORTS",
@@ -22,6 +22,7 @@ pub const ENV_DEFAULTS: [&str; 10] = [
     "MX_SSH",
     "MX_SCP",
     "MX_AGENT",
+    "MX_PYTHON",
     "IPERF_BIND",
 ];
 
@@ -434,6 +435,24 @@ pub struct AgentBinary {
         hide_env_values = true
     )]
     pub path: Option<PathBuf>,
+
+    /// Accepted from mx 1.x (the Python tool) and ignored: the agent is mx itself, so
+    /// no interpreter runs on the hosts (--agent chooses the executable)
+    #[arg(long, value_name = "PYTHON", env = "MX_PYTHON", hide_env_values = true)]
+    pub python: Option<String>,
+}
+
+/// What `--python` on the command line gets: one line on stderr, then the command
+/// goes on. `MX_PYTHON` in the environment is accepted silently (a profile written
+/// for the original should not nag on every command).
+pub const PYTHON_IGNORED: &str = "--python has no effect here: the agent is mx itself, no interpreter runs on the hosts (ignored)";
+
+/// Whether `--python` was given on the command line (not through `MX_PYTHON`).
+pub fn python_on_command_line(matches: &clap::ArgMatches) -> bool {
+    matches.subcommand().is_some_and(|(_, sub)| {
+        sub.ids().any(|id| id.as_str() == "python")
+            && sub.value_source("python") == Some(clap::parser::ValueSource::CommandLine)
+    })
 }
 
 impl AgentBinary {

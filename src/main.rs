@@ -64,7 +64,12 @@ fn parse() -> std::result::Result<Cli, ExitCode> {
         .try_get_matches()
         .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
     match parsed {
-        Ok((cli, _)) => Ok(cli),
+        Ok((cli, matches)) => {
+            if cli::python_on_command_line(&matches) {
+                eprintln!("mx: {}", cli::PYTHON_IGNORED);
+            }
+            Ok(cli)
+        }
         Err(e) if e.use_stderr() => {
             let text = e.render().to_string().replace("\nUsage: ", "\nusage: ");
             eprint!("{text}");

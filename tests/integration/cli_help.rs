@@ -175,3 +175,46 @@ fn every_help_opens_with_the_argparse_usage_line_listing_every_switch() {
     );
     assert!(!run.stderr.contains("Usage:"), "{}", run.stderr);
 }
+
+const PYTHON_LINE: &str = "mx: --python has no effect here: the agent is mx itself, \
+                           no interpreter runs on the hosts (ignored)\n";
+
+#[test]
+fn python_is_accepted_and_ignored_with_one_line() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "h1=127.62.0.1\nh2=127.62.0.2\n");
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let run = sb.mx(&["start", "--dry-run", "--python", "python3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    assert!(run.stdout.contains("DRY-RUN"), "{}", run.stdout);
+    let run = sb.mx(&["doctor", "--local", "hosts", "--python=/usr/bin/python3.11"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    let run = sb.mx(&["reload", "--dry-run", "--python", "python3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    let run = sb.mx(&[
+        "run",
+        "--dry-run",
+        "--python",
+        "python3",
+        "--for",
+        "0",
+        "--no-collect",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    // MX_PYTHON, as a profile written for the original sets it: silent.
+    let run = sb.mx_env(&["start", "--dry-run"], &[("MX_PYTHON", "python3")]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, "");
+    // Only where the original had it.
+    let run = sb.mx(&["status", "--python", "python3"]);
+    assert_eq!(run.code, 2);
+    let page = sb.mx(&["help"]).stdout;
+    assert!(page.contains("--python"));
+    assert!(page.contains(
+        "MX_PYTHON    default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
+    ));
+}
