@@ -521,6 +521,146 @@ fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, ctx: &Context, fold: bool)
     }
 }
 
+/// A number for the header: whole values as integers (60, not 60.0).
+fn whole(v: f64) -> serde_json::Value {
+    if v.fract() == 0.0 && v.abs() < 9e15 {
+        (v as i64).into()
+    } else {
+        serde_json::json!(v)
+    }
+}
+
+/// What an export says about itself before its samples: the run, the window and
+/// the hosts that are missing. The TSV carries it as `#` comment lines (the
+/// viewer skips them); NDJSON as one object keyed `"!export"` (as overlays are
+/// keyed `"!test"`), so every line of `--json` output parses.
+struct Header<'a> {
+    hosts: usize,
+    window: f64,
+    samples: usize,
+    tx_size: u32,
+    rx_size: u32,
+    rotation: Option<crate::matrix::Rotation>,
+    /// Earliest and latest ts in the window.
+    from: i64,
+    to: i64,
+    nic_gbps: Option<f64>,
+    /// The line-utilization overlay's name, prefix included.
+    line_util: String,
+    silent: &'a [&'a str],
+    never: &'a [String],
+}
+
+impl Header<'_> {
+    fn window_text(&self) -> String {
+        if self.window > 0.0 {
+            format!("last {}s", units::g(self.window))
+        } else {
+            "whole history".to_string()
+        }
+    }
+
+    /// The `#` lines (facts.md 6).
+    fn tsv(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "# mx {} export -- {} host(s), {}, {} sample(s)",
+            env!("CARGO_PKG_VERSION"),
+            self.hosts,
+            self.window_text(),
+            self.samples
+        );
+        let layers = self.rotation.map_or(String::new(), |r| {
+            format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
+        });
+        let _ = writeln!(
+            t,
+            "# run shape: {} bytes out -> {} bytes back{layers}",
+            self.tx_size, self.rx_size
+        );
+        let _ = writeln!(
+            t,
+            "# window covers {} .. {}",
+            local_time(self.from),
+            local_time(self.to)
+        );
+        if let Some(g) = self.nic_gbps {
+            let _ = writeln!(
+                t,
+                "# NIC line rate {} Gb/s: {} included",
+                units::g(g),
+                self.line_util
+            );
+        }
+        let few = |names: &mut dyn Iterator<Item = &str>, count: usize| {
+            let mut s = names.take(8).collect::<Vec<_>>().join(", ");
+            if count > 8 {
+                s.push_str(&format!(" (+{} more)", count - 8));
+            }
+            s
+        };
+        if !self.silent.is_empty() {
+            let _ = writeln!(
+                t,
+                "# {} host(s) went quiet before the window: {}",
+                self.silent.len(),
+                few(&mut self.silent.iter().copied(), self.silent.len())
+            );
+        }
+        if !self.never.is_empty() {
+            let _ = writeln!(
+                t,
+                "# {} host(s) in the matrix never reported at all: {}",
+                self.never.len(),
+                few(&mut self.never.iter().map(String::as_str), self.never.len())
+            );
+        }
+        t
+    }
+
+    /// One object, keys sorted like every line of the NDJSON:
+    /// `{"!export": "mx <version>", "dwell_s", "from", "from_ts", "hosts", "layers",
+    /// "never_reported", "nic_gbps", "rx_size", "samples", "silent", "to", "to_ts",
+    /// "tx_size", "window", "window_s"}`; the optional keys only when they apply, the
+    /// host lists whole.
+    fn json(&self) -> serde_json::Value {
+        use serde_json::{Value, json};
+        let mut obj = serde_json::Map::new();
+        let mut put = |k: &str, v: Value| {
+            obj.insert(k.to_string(), v);
+        };
+        put(
+            "!export",
+            format!("mx {}", env!("CARGO_PKG_VERSION")).into(),
+        );
+        put("hosts", self.hosts.into());
+        put("samples", self.samples.into());
+        put("window", self.window_text().into());
+        put("window_s", whole(self.window.max(0.0)));
+        put("from", local_time(self.from).into());
+        put("to", local_time(self.to).into());
+        put("from_ts", self.from.into());
+        put("to_ts", self.to.into());
+        put("tx_size", self.tx_size.into());
+        put("rx_size", self.rx_size.into());
+        if let Some(r) = self.rotation {
+            put("layers", r.layers.into());
+            put("dwell_s", whole(r.dwell));
+        }
+        if let Some(g) = self.nic_gbps {
+            put("nic_gbps", whole(g));
+        }
+        if !self.silent.is_empty() {
+            put("silent", json!(self.silent));
+        }
+        if !self.never.is_empty() {
+            put("never_reported", json!(self.never));
+        }
+        Value::Object(obj)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn render(
     args: &ExportArgs,
@@ -532,68 +672,25 @@ fn render(
     never: &[String],
     fold: bool,
 ) -> String {
-    let mut t = String::new();
-    let window = if args.window > 0.0 {
-        format!("last {}s", units::g(args.window))
+    let header = Header {
+        hosts,
+        window: args.window,
+        samples: samples.len(),
+        tx_size: ctx.tx_size,
+        rx_size: ctx.rx_size,
+        rotation: ctx.matrix.as_ref().and_then(|m| m.config.rotation),
+        from: set.earliest_in_window.unwrap_or(set.latest),
+        to: set.latest,
+        nic_gbps: args.nic_gbps,
+        line_util: format!("{}{}", args.test_prefix, overlays::LINE_UTIL.name),
+        silent,
+        never,
+    };
+    let mut t = if args.json {
+        format!("{}\n", header.json())
     } else {
-        "whole history".to_string()
+        header.tsv()
     };
-    let _ = writeln!(
-        t,
-        "# mx {} export -- {hosts} host(s), {window}, {} sample(s)",
-        env!("CARGO_PKG_VERSION"),
-        samples.len()
-    );
-    let layers = ctx
-        .matrix
-        .as_ref()
-        .and_then(|m| m.config.rotation)
-        .map_or(String::new(), |r| {
-            format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
-        });
-    let _ = writeln!(
-        t,
-        "# run shape: {} bytes out -> {} bytes back{layers}",
-        ctx.tx_size, ctx.rx_size
-    );
-    let _ = writeln!(
-        t,
-        "# window covers {} .. {}",
-        local_time(set.earliest_in_window.unwrap_or(set.latest)),
-        local_time(set.latest)
-    );
-    if let Some(g) = args.nic_gbps {
-        let _ = writeln!(
-            t,
-            "# NIC line rate {} Gb/s: {}line_util included",
-            units::g(g),
-            args.test_prefix
-        );
-    }
-    let few = |names: &[String]| {
-        let mut s = names.iter().take(8).cloned().collect::<Vec<_>>().join(", ");
-        if names.len() > 8 {
-            s.push_str(&format!(" (+{} more)", names.len() - 8));
-        }
-        s
-    };
-    if !silent.is_empty() {
-        let names: Vec<String> = silent.iter().map(|s| s.to_string()).collect();
-        let _ = writeln!(
-            t,
-            "# {} host(s) went quiet before the window: {}",
-            silent.len(),
-            few(&names)
-        );
-    }
-    if !never.is_empty() {
-        let _ = writeln!(
-            t,
-            "# {} host(s) in the matrix never reported at all: {}",
-            never.len(),
-            few(never)
-        );
-    }
     let nic = args.nic_gbps.map(units::g);
     // One !test line per overlay, in order of first sample.
     let mut seen: Vec<Overlay> = Vec::new();

@@ -159,7 +159,8 @@ fn peers_fold_names_json_run_and_no_meta() {
         "{out}"
     );
     let json = export(&sb, &["--json", "--no-meta"]);
-    let first_sample = json.lines().find(|l| l.starts_with('{')).unwrap();
+    // The header object comes first, then the samples.
+    let first_sample = json.lines().nth(1).unwrap();
     let v: serde_json::Value = serde_json::from_str(first_sample).unwrap();
     assert_eq!(v["test"], "mx_pps");
     assert_eq!(v["value"], 1000.0);
@@ -205,4 +206,118 @@ fn raw_samples_per_interval_and_append() {
         0
     );
     assert_eq!(sb.read("r.tsv"), format!("{once}{once}"));
+}
+
+/// Every line of a `--json` export as a JSON object (panics on any that is not).
+fn json_lines(out: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    out.lines()
+        .map(|l| match serde_json::from_str(l) {
+            Ok(serde_json::Value::Object(o)) => o,
+            other => panic!("not a JSON object: {l:?} ({other:?})"),
+        })
+        .collect()
+}
+
+#[test]
+fn json_every_line_parses_the_header_and_overlays_are_objects_too() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a\nb\nc\nd\n");
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let mut r = Reports::default();
+    // c reported only early on; d never did.
+    r.tx(10, "c", "a", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+    for ts in [200, 201] {
+        r.tx(ts, "a", "b", Some(10000.0), 10000.0, 9000.0, 50.0, 100.0);
+        r.tx(ts, "b", "a", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+        r.rx(ts, "b", "a", 10000.0, 9000.0);
+        r.rx(ts, "a", "b", 10000.0, 10000.0);
+    }
+    r.write(&sb);
+    let args = [
+        "export",
+        "--no-collect",
+        "--window",
+        "30",
+        "--json",
+        "--nic-gbps",
+        "10",
+        "--peers",
+        "--run",
+        "n7",
+    ];
+    let run = sb.mx(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = json_lines(&run.stdout);
+    // The header: one object, first, keyed "!export".
+    let header = &lines[0];
+    assert_eq!(
+        header["!export"],
+        format!("mx {}", env!("CARGO_PKG_VERSION")).as_str()
+    );
+    assert_eq!(header["hosts"], 2);
+    assert_eq!(header["window"], "last 30s");
+    assert_eq!(header["window_s"], 30);
+    assert_eq!(header["from_ts"], 200);
+    assert_eq!(header["to_ts"], 201);
+    assert_eq!(header["tx_size"], 64);
+    assert_eq!(header["rx_size"], 64);
+    assert_eq!(header["nic_gbps"], 10);
+    assert_eq!(header["silent"], serde_json::json!(["c"]));
+    assert_eq!(header["never_reported"], serde_json::json!(["d"]));
+    assert_eq!(
+        lines.iter().filter(|o| o.contains_key("!export")).count(),
+        1
+    );
+    assert_eq!(
+        header["samples"],
+        lines.iter().filter(|o| o.contains_key("test")).count()
+    );
+    // The overlays: one object each, with their meta as strings, quotes gone.
+    let overlays: Vec<_> = lines.iter().filter(|o| o.contains_key("!test")).collect();
+    let loss = overlays
+        .iter()
+        .find(|o| o["!test"] == "mx_loss")
+        .expect("an mx_loss object");
+    assert_eq!(loss["unit"], "%");
+    assert_eq!(loss["higher"], "bad");
+    assert_eq!(loss["decimals"], "2");
+    assert_eq!(loss["short"], "LOSS");
+    assert_eq!(loss["label"], "Round-trip loss");
+    let egress = overlays
+        .iter()
+        .find(|o| o["!test"] == "mx_egress_gbps")
+        .unwrap();
+    assert_eq!(egress["max"], "10");
+    let mut tests: Vec<&str> = lines
+        .iter()
+        .filter_map(|o| o.get("test").and_then(|t| t.as_str()))
+        .collect();
+    tests.sort_unstable();
+    tests.dedup();
+    assert_eq!(overlays.len(), tests.len(), "one object per overlay");
+    // The samples, numbers as numbers, states as text, tags under "meta".
+    let state_d = lines
+        .iter()
+        .find(|o| o.get("test").is_some_and(|t| t == "mx_state") && o["target"] == "d")
+        .unwrap();
+    assert_eq!(state_d["value"], "NO-DATA");
+    let flow = lines
+        .iter()
+        .find(|o| {
+            o.get("test").is_some_and(|t| t == "mx_pps")
+                && o["target"] == "a"
+                && o.contains_key("meta")
+        })
+        .unwrap();
+    assert_eq!(flow["value"], 10000.0);
+    assert_eq!(flow["meta"], serde_json::json!({"peer": "b", "run": "n7"}));
+    // Without the overlay objects every line still parses, the header stays.
+    let run = sb.mx(&[&args[..], &["--no-meta"]].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = json_lines(&run.stdout);
+    assert!(lines[0].contains_key("!export"));
+    assert!(lines[1..].iter().all(|o| o.contains_key("test")));
+    // The TSV keeps its # lines.
+    let run = sb.mx(&args[..args.len() - 6]);
+    assert!(run.stdout.starts_with("# mx "), "{}", run.stdout);
 }
