@@ -18,7 +18,7 @@ use crate::cli::ExportArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::report::read::{Kind, for_each_row, report_files};
 use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::{self, Context, HostFigures};
+use crate::summary::figures::{self, Context, ForwardGap, HostFigures};
 use crate::units::{self, wire_bits};
 
 use overlays::Overlay;
@@ -418,31 +418,149 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
         overlays_used.len(),
         reporting.len()
     );
-    let no_rx: Vec<&str> = hosts
-        .iter()
-        .filter(|h| !h.has_rx)
-        .map(|h| set.name(h.id))
-        .collect();
-    if !no_rx.is_empty() {
-        eprintln!(
-            "[mx] no rx rows for {} host(s) (no served_pps/egress_gbps): {}",
-            no_rx.len(),
-            no_rx.join(", ")
-        );
-    }
-    let no_split: Vec<&str> = hosts
-        .iter()
-        .filter(|h| h.sent > 0.0 && h.arrived.is_none())
-        .map(|h| set.name(h.id))
-        .collect();
-    if !no_split.is_empty() {
-        eprintln!(
-            "[mx] loss split unknown for {} host(s) (a peer did not report): {}",
-            no_split.len(),
-            no_split.join(", ")
-        );
+    for line in gap_notes(args, &set, &hosts, &silent, &never) {
+        eprintln!("[mx] export: {line}");
     }
     Ok(0)
+}
+
+/// Notes of one kind past this many are summed up in one line.
+const NOTES_PER_KIND: usize = 10;
+
+/// Which host lost which overlays, and why (after the summary line, facts.md 6):
+/// no rx rows of its own (served, egress, line utilization); the loss split,
+/// naming the peers that left it unknown; nothing but a SILENT or NO-DATA state.
+fn gap_notes(
+    args: &ExportArgs,
+    set: &ReportSet,
+    hosts: &[HostFigures],
+    silent: &[&str],
+    never: &[String],
+) -> Vec<String> {
+    let name = |o: &Overlay| format!("{}{}", args.test_prefix, o.name);
+    let names = |overlays: &[Overlay]| {
+        overlays
+            .iter()
+            .map(&name)
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let mut by_name: Vec<&HostFigures> = hosts.iter().collect();
+    by_name.sort_by(|a, b| set.name(a.id).cmp(set.name(b.id)));
+    let mut served = vec![overlays::SERVED_PPS, overlays::EGRESS_GBPS];
+    if args.nic_gbps.is_some() {
+        served.push(overlays::LINE_UTIL);
+    }
+    let no_rx: Vec<(String, String)> = by_name
+        .iter()
+        .filter(|h| !h.has_rx)
+        .map(|h| {
+            (
+                set.name(h.id).to_string(),
+                format!(
+                    "{} has no {}: its report holds no rx row in the window (no requests counted arriving from any peer)",
+                    set.name(h.id),
+                    names(&served)
+                ),
+            )
+        })
+        .collect();
+    let split = names(&[overlays::FORWARD_LOSS, overlays::RETURN_LOSS]);
+    let no_split: Vec<(String, String)> = by_name
+        .iter()
+        .filter(|h| h.sent > 0.0 && h.arrived.is_none())
+        .map(|h| {
+            let peers_with = |gap: ForwardGap| {
+                let mut peers: Vec<&str> = h
+                    .forward_gaps
+                    .iter()
+                    .filter(|(_, g)| *g == gap)
+                    .map(|&(p, _)| set.name(p))
+                    .collect();
+                peers.sort_unstable();
+                peers
+            };
+            let mut why = Vec::new();
+            for (gap, what) in [
+                (ForwardGap::NoRxRow, "wrote no rx row about it"),
+                (
+                    ForwardGap::NoHostRow,
+                    "wrote no host row in the window, so its rx counts have no rate",
+                ),
+            ] {
+                let peers = peers_with(gap);
+                match peers.len() {
+                    0 => {}
+                    1 => why.push(format!("peer {} {what}", peers[0])),
+                    n => why.push(format!("{n} peers {} {what}", few(&peers))),
+                }
+            }
+            if why.is_empty() {
+                why.push("it has no flow of its own in the window".to_string());
+            }
+            (
+                set.name(h.id).to_string(),
+                format!(
+                    "{} has no {split}: the loss split is unknown ({})",
+                    set.name(h.id),
+                    why.join("; ")
+                ),
+            )
+        })
+        .collect();
+    let silent_notes: Vec<(String, String)> = silent
+        .iter()
+        .map(|host| {
+            let last = set
+                .id_of(host)
+                .and_then(|id| set.last_seen.get(&id))
+                .map_or(String::new(), |ts| {
+                    format!(" (ts {ts}, {})", local_time(*ts))
+                });
+            (
+                host.to_string(),
+                format!(
+                    "{host} has only {}=SILENT: its last row{last} is before the window",
+                    name(&overlays::STATE)
+                ),
+            )
+        })
+        .collect();
+    let never_notes: Vec<(String, String)> = never
+        .iter()
+        .map(|host| {
+            (
+                host.clone(),
+                format!(
+                    "{host} has only {}=NO-DATA: it is in the matrix and never reported",
+                    name(&overlays::STATE)
+                ),
+            )
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for notes in [no_rx, no_split, silent_notes, never_notes] {
+        let shown = notes.len().min(NOTES_PER_KIND);
+        lines.extend(notes[..shown].iter().map(|(_, line)| line.clone()));
+        if notes.len() > shown {
+            let rest: Vec<&str> = notes[shown..].iter().map(|(h, _)| h.as_str()).collect();
+            lines.push(format!(
+                "and {} more host(s) the same way: {}",
+                rest.len(),
+                few(&rest)
+            ));
+        }
+    }
+    lines
+}
+
+/// Up to 8 names, then how many more.
+fn few(names: &[&str]) -> String {
+    let mut s = names.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > 8 {
+        s.push_str(&format!(" (+{} more)", names.len() - 8));
+    }
+    s
 }
 
 fn write_output(path: &Path, text: &str, append: bool) -> Result<()> {
@@ -593,19 +711,12 @@ impl Header<'_> {
                 self.line_util
             );
         }
-        let few = |names: &mut dyn Iterator<Item = &str>, count: usize| {
-            let mut s = names.take(8).collect::<Vec<_>>().join(", ");
-            if count > 8 {
-                s.push_str(&format!(" (+{} more)", count - 8));
-            }
-            s
-        };
         if !self.silent.is_empty() {
             let _ = writeln!(
                 t,
                 "# {} host(s) went quiet before the window: {}",
                 self.silent.len(),
-                few(&mut self.silent.iter().copied(), self.silent.len())
+                few(self.silent)
             );
         }
         if !self.never.is_empty() {
@@ -613,7 +724,7 @@ impl Header<'_> {
                 t,
                 "# {} host(s) in the matrix never reported at all: {}",
                 self.never.len(),
-                few(&mut self.never.iter().map(String::as_str), self.never.len())
+                few(&self.never.iter().map(String::as_str).collect::<Vec<_>>())
             );
         }
         t

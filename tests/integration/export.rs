@@ -321,3 +321,136 @@ fn json_every_line_parses_the_header_and_overlays_are_objects_too() {
     let run = sb.mx(&args[..args.len() - 6]);
     assert!(run.stdout.starts_with("# mx "), "{}", run.stdout);
 }
+
+/// The stderr notes after export's summary line.
+fn notes(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .skip_while(|l| !l.contains(" sample(s) over "))
+        .skip(1)
+        .collect()
+}
+
+#[test]
+fn export_says_which_host_lost_which_overlay_and_why() {
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for ts in [100, 101] {
+        // h1 -> h2, h2 -> h1 h3 h4, h3 -> h1, h4 -> h1.
+        for (src, dst) in [
+            ("h1", "h2"),
+            ("h2", "h1"),
+            ("h2", "h3"),
+            ("h2", "h4"),
+            ("h3", "h1"),
+            ("h4", "h1"),
+        ] {
+            r.tx(ts, src, dst, Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
+        }
+        // h1 and h2 count what arrives; h3 and h4 write no rx rows at all.
+        for (host, peer) in [("h1", "h2"), ("h1", "h3"), ("h1", "h4"), ("h2", "h1")] {
+            r.rx(ts, host, peer, 1000.0, 1000.0);
+        }
+    }
+    r.write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        notes(&run.stderr),
+        [
+            "[mx] export: h3 has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)",
+            "[mx] export: h4 has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)",
+            "[mx] export: h2 has no mx_forward_loss / mx_return_loss: the loss split is unknown (2 peers h3, h4 wrote no rx row about it)",
+        ],
+        "{}",
+        run.stderr
+    );
+    // The notes name the overlays as exported: prefix, and line_util with --nic-gbps.
+    let run = sb.mx(&[
+        "export",
+        "--no-collect",
+        "--window",
+        "0",
+        "--test-prefix",
+        "fab_",
+        "--nic-gbps",
+        "25",
+    ]);
+    assert!(
+        run.stderr.contains(
+            "[mx] export: h3 has no fab_served_pps / fab_egress_gbps / fab_line_util: its report"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("h2 has no fab_forward_loss / fab_return_loss:")
+    );
+    // And they are true: those samples are absent.
+    for (test, host) in [("mx_served_pps", "h3"), ("mx_forward_loss", "h2")] {
+        assert_eq!(value(&export(&sb, &[]), test, host), None);
+    }
+    assert!(value(&export(&sb, &[]), "mx_forward_loss", "h1").is_some());
+}
+
+#[test]
+fn export_notes_a_layered_peer_without_host_rows_and_the_silent_hosts() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a\nb\nc\nd\n");
+    let mut r = Reports::default();
+    r.tx(10, "c", "a", Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
+    for ts in [100, 101] {
+        let mut tx = row(ts, "a", Dir::Tx, "b");
+        tx.pps = Some(1000.0);
+        tx.rep_pps = Some(1000.0);
+        tx.layer = Some(0);
+        r.push(tx);
+        r.host(ts, "a", 1000.0, 1000.0, 1000.0, 5.0, 5.0, 5.0, 1);
+        // b counts a's requests but writes no host row: no rate for them.
+        r.rx(ts, "b", "a", 1000.0, 1000.0);
+    }
+    r.write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let seen = notes(&run.stderr);
+    assert!(seen.contains(&"[mx] export: a has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)"), "{seen:?}");
+    assert!(seen.contains(&"[mx] export: a has no mx_forward_loss / mx_return_loss: the loss split is unknown (peer b wrote no host row in the window, so its rx counts have no rate)"), "{seen:?}");
+    let silent = seen
+        .iter()
+        .find(|l| l.starts_with("[mx] export: c has only mx_state=SILENT: its last row (ts 10, "))
+        .unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(silent.ends_with(") is before the window"), "{silent}");
+    // With the matrix, a host that never reported is named too.
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let run = sb.mx(&["export", "--no-collect", "--window", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        notes(&run.stderr).contains(
+            &"[mx] export: d has only mx_state=NO-DATA: it is in the matrix and never reported"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn export_notes_past_ten_of_a_kind_are_summed_up() {
+    let sb = Sandbox::new();
+    let servers: String = (1..=14).map(|i| format!("h{i:02}\n")).collect();
+    sb.write("servers.txt", &servers);
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    mesh_reports(&["h01", "h02"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let seen = notes(&run.stderr);
+    assert_eq!(seen.len(), 11, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        "[mx] export: h03 has only mx_state=NO-DATA: it is in the matrix and never reported"
+    );
+    assert_eq!(
+        seen[10],
+        "[mx] export: and 2 more host(s) the same way: h13, h14"
+    );
+}
