@@ -92,21 +92,45 @@ fn read_names(path: &Path) -> Result<HashMap<String, String>> {
                 i + 1
             )));
         }
+        check_field(
+            &format!("{} line {}: target", path.display(), i + 1),
+            fields[1],
+            "choose a target without",
+        )?;
         names.insert(fields[0].to_string(), fields[1].to_string());
     }
     Ok(names)
 }
 
-fn check_field(what: &str, text: &str) -> Result<()> {
-    if text
+/// Refuses text that would break a results line (`test<TAB>target<TAB>value
+/// k=v ...`): whitespace, which separates its fields, or a quote, which opens a
+/// quoted value. `fix` says what to do instead.
+fn check_field(what: &str, text: &str, fix: &str) -> Result<()> {
+    let Some(bad) = text
         .chars()
-        .any(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '"'))
-    {
-        return Err(Error::refused(format!(
-            "{what} '{text}' holds a space, tab, line break or quote, which the results format cannot carry"
-        )));
-    }
-    Ok(())
+        .find(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '"'))
+    else {
+        return Ok(());
+    };
+    let holds = match bad {
+        ' ' => "whitespace (a space), which separates the fields of",
+        '\t' => "whitespace (a tab), which separates the fields of",
+        '\r' => "whitespace (a carriage return), which would break",
+        '\n' => "whitespace (a line feed), which would break",
+        _ => "a quote (\"), which opens a quoted value in",
+    };
+    let shown: String = text
+        .chars()
+        .map(|c| match c {
+            '\t' => "\\t".to_string(),
+            '\r' => "\\r".to_string(),
+            '\n' => "\\n".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    Err(Error::refused(format!(
+        "{what} '{shown}' holds {holds} a results line -- {fix}"
+    )))
 }
 
 fn local_time(ts: i64) -> String {
@@ -168,8 +192,11 @@ impl Builder<'_> {
 }
 
 pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
+    let without = "choose one without";
+    check_field("--test-prefix", &args.test_prefix, without)?;
+    check_field("--target-prefix", &args.target_prefix, without)?;
     if let Some(run) = &args.run {
-        check_field("--run", run)?;
+        check_field("--run", run, without)?;
     }
     let names = match &args.names {
         Some(path) => read_names(path)?,
@@ -214,8 +241,16 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
     let prefix = args.target_prefix.clone();
     let target_of =
         |host: &str| format!("{prefix}{}", names.get(host).map_or(host, String::as_str));
-    for id in set.window_hosts() {
-        check_field("target", &target_of(set.name(id)))?;
+    // The prefix and the --names targets are checked; a host name left as it
+    // is must be clean too (a matrix never holds such a name; a report might).
+    let fix = format!(
+        "no matrix host can be named so: check the reports in {}/",
+        reports.display()
+    );
+    for name in &set.names {
+        if !names.contains_key(name) {
+            check_field("host name", name, &fix)?;
+        }
     }
 
     let hosts = figures::hosts(&set, &ctx);
@@ -438,13 +473,7 @@ fn gap_notes(
     never: &[String],
 ) -> Vec<String> {
     let name = |o: &Overlay| format!("{}{}", args.test_prefix, o.name);
-    let names = |overlays: &[Overlay]| {
-        overlays
-            .iter()
-            .map(&name)
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
+    let names = |overlays: &[Overlay]| overlays.iter().map(&name).collect::<Vec<_>>().join(" / ");
     let mut by_name: Vec<&HostFigures> = hosts.iter().collect();
     by_name.sort_by(|a, b| set.name(a.id).cmp(set.name(b.id)));
     let mut served = vec![overlays::SERVED_PPS, overlays::EGRESS_GBPS];

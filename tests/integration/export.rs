@@ -454,3 +454,51 @@ fn export_notes_past_ten_of_a_kind_are_summed_up() {
         "[mx] export: and 2 more host(s) the same way: h13, h14"
     );
 }
+
+#[test]
+fn text_that_would_break_the_results_line_is_refused_naming_whitespace_or_quote() {
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "b"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    for flag in ["--test-prefix", "--target-prefix", "--run"] {
+        for (text, shown, holds) in [
+            ("two words", "two words", "whitespace (a space)"),
+            ("tab\there", "tab\\there", "whitespace (a tab)"),
+            ("cr\rhere", "cr\\rhere", "whitespace (a carriage return)"),
+            ("lf\nhere", "lf\\nhere", "whitespace (a line feed)"),
+            ("say\"hi", "say\"hi", "a quote (\")"),
+        ] {
+            let run = sb.mx(&["export", "--no-collect", flag, text]);
+            assert_eq!(run.code, 2, "{flag} {text:?}");
+            assert!(
+                run.stderr
+                    .starts_with(&format!("mx: {flag} '{shown}' holds {holds}, ")),
+                "{flag} {text:?}: {}",
+                run.stderr
+            );
+            assert!(run.stderr.ends_with(" -- choose one without\n"));
+            assert_eq!(run.stdout, "");
+        }
+    }
+    let run = sb.mx(&["export", "--no-collect", "--test-prefix", "mx 1."]);
+    assert_eq!(
+        run.stderr,
+        "mx: --test-prefix 'mx 1.' holds whitespace (a space), which separates the fields of a results line -- choose one without\n"
+    );
+    // A --names target can only hold a quote (the file is split on whitespace).
+    sb.write("q.map", "# exceptions\na rack\"1\n");
+    let run = sb.mx(&["export", "--no-collect", "--names", "q.map"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: q.map line 2: target 'rack\"1' holds a quote (\"), which opens a quoted value in a results line -- choose a target without\n"
+    );
+    // A host name from a report that no matrix could hold.
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "x y"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr.lines().last().unwrap_or(""),
+        "mx: host name 'x y' holds whitespace (a space), which separates the fields of a results line -- no matrix host can be named so: check the reports in reports/"
+    );
+}
