@@ -4,8 +4,8 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
-use matrix_orchestrator::cli::{Cli, Command, ENV_DEFAULTS};
+use clap::FromArgMatches;
+use matrix_orchestrator::cli::{self, Cli, Command, ENV_DEFAULTS};
 use matrix_orchestrator::commands::{check, demo, generate, help, hints};
 use matrix_orchestrator::error::Result;
 use matrix_orchestrator::fleet::commands as fleet;
@@ -13,7 +13,10 @@ use matrix_orchestrator::{agent, export, summary};
 
 fn main() -> ExitCode {
     unset_empty_defaults();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result = run(cli.command, &mut out).and_then(|code| {
@@ -51,6 +54,28 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Run(args)) => fleet::run(&args, out),
         Some(Command::Demo(args)) => demo::run(&args, out),
         Some(Command::Help) => help::run(out),
+    }
+}
+
+/// The command line, or the exit status of a usage error (printed, with the
+/// usage line lowercase as argparse writes it) or of `--help`/`--version`.
+fn parse() -> std::result::Result<Cli, ExitCode> {
+    let parsed = cli::command()
+        .try_get_matches()
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    match parsed {
+        Ok((cli, matches)) => {
+            if cli::python_on_command_line(&matches) {
+                eprintln!("mx: {}", cli::PYTHON_IGNORED);
+            }
+            Ok(cli)
+        }
+        Err(e) if e.use_stderr() => {
+            let text = e.render().to_string().replace("\nUsage: ", "\nusage: ");
+            eprint!("{text}");
+            Err(ExitCode::from(e.exit_code() as u8))
+        }
+        Err(e) => e.exit(),
     }
 }
 

@@ -73,7 +73,7 @@ fn shape(args: &GenArgs, n: usize) -> Result<Shape> {
     };
     if peers < 1 || peers as usize > n - 1 {
         return Err(Error::refused(format!(
-            "--peers must be between 1 and N-1 for N hosts (got {peers}; N = {n}, so 1 to {})",
+            "--peers must be between 1 and {} for {n} hosts (got {peers})",
             n - 1
         )));
     }

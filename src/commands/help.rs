@@ -5,16 +5,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use clap::CommandFactory;
-
-use crate::cli::Cli;
 use crate::error::{EXIT_REFUSED, Result};
 
 const SEPARATOR_WIDTH: usize = 74;
 
 /// `mx help`: the top-level help, each sub-command's full help, the environment.
 pub fn run(out: &mut dyn Write) -> Result<u8> {
-    let mut cli = Cli::command();
+    let mut cli = crate::cli::command();
     cli.build();
     let separator = "=".repeat(SEPARATOR_WIDTH);
     writeln!(
@@ -55,7 +52,7 @@ pub fn run(out: &mut dyn Write) -> Result<u8> {
 
 /// `mx` with no command: what it is, how to start, where to look. Exit 2.
 pub fn no_command(out: &mut dyn Write) -> Result<u8> {
-    let mut cli = Cli::command();
+    let mut cli = crate::cli::command();
     write!(out, "{}", cli.render_help())?;
     writeln!(out)?;
     writeln!(

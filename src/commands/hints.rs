@@ -35,7 +35,8 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         Some(k) if k >= 1 && (k as usize) < n => k as usize,
         Some(k) => {
             return Err(Error::refused(format!(
-                "--peers must be between 1 and N-1 for N hosts (got {k}; N = {n})"
+                "--peers must be between 1 and {} for {n} hosts (got {k})",
+                n - 1
             )));
         }
     };

@@ -18,7 +18,7 @@ use crate::cli::ExportArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::report::read::{Kind, for_each_row, report_files};
 use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::{self, Context, HostFigures};
+use crate::summary::figures::{self, Context, ForwardGap, HostFigures};
 use crate::units::{self, wire_bits};
 
 use overlays::Overlay;
@@ -92,21 +92,45 @@ fn read_names(path: &Path) -> Result<HashMap<String, String>> {
                 i + 1
             )));
         }
+        check_field(
+            &format!("{} line {}: target", path.display(), i + 1),
+            fields[1],
+            "choose a target without",
+        )?;
         names.insert(fields[0].to_string(), fields[1].to_string());
     }
     Ok(names)
 }
 
-fn check_field(what: &str, text: &str) -> Result<()> {
-    if text
+/// Refuses text that would break a results line (`test<TAB>target<TAB>value
+/// k=v ...`): whitespace, which separates its fields, or a quote, which opens a
+/// quoted value. `fix` says what to do instead.
+fn check_field(what: &str, text: &str, fix: &str) -> Result<()> {
+    let Some(bad) = text
         .chars()
-        .any(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '"'))
-    {
-        return Err(Error::refused(format!(
-            "{what} '{text}' holds a space, tab, line break or quote, which the results format cannot carry"
-        )));
-    }
-    Ok(())
+        .find(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '"'))
+    else {
+        return Ok(());
+    };
+    let holds = match bad {
+        ' ' => "whitespace (a space), which separates the fields of",
+        '\t' => "whitespace (a tab), which separates the fields of",
+        '\r' => "whitespace (a carriage return), which would break",
+        '\n' => "whitespace (a line feed), which would break",
+        _ => "a quote (\"), which opens a quoted value in",
+    };
+    let shown: String = text
+        .chars()
+        .map(|c| match c {
+            '\t' => "\\t".to_string(),
+            '\r' => "\\r".to_string(),
+            '\n' => "\\n".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    Err(Error::refused(format!(
+        "{what} '{shown}' holds {holds} a results line -- {fix}"
+    )))
 }
 
 fn local_time(ts: i64) -> String {
@@ -168,8 +192,11 @@ impl Builder<'_> {
 }
 
 pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
+    let without = "choose one without";
+    check_field("--test-prefix", &args.test_prefix, without)?;
+    check_field("--target-prefix", &args.target_prefix, without)?;
     if let Some(run) = &args.run {
-        check_field("--run", run)?;
+        check_field("--run", run, without)?;
     }
     let names = match &args.names {
         Some(path) => read_names(path)?,
@@ -214,8 +241,16 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
     let prefix = args.target_prefix.clone();
     let target_of =
         |host: &str| format!("{prefix}{}", names.get(host).map_or(host, String::as_str));
-    for id in set.window_hosts() {
-        check_field("target", &target_of(set.name(id)))?;
+    // The prefix and the --names targets are checked; a host name left as it
+    // is must be clean too (a matrix never holds such a name; a report might).
+    let fix = format!(
+        "no matrix host can be named so: check the reports in {}/",
+        reports.display()
+    );
+    for name in &set.names {
+        if !names.contains_key(name) {
+            check_field("host name", name, &fix)?;
+        }
     }
 
     let hosts = figures::hosts(&set, &ctx);
@@ -418,31 +453,143 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
         overlays_used.len(),
         reporting.len()
     );
-    let no_rx: Vec<&str> = hosts
-        .iter()
-        .filter(|h| !h.has_rx)
-        .map(|h| set.name(h.id))
-        .collect();
-    if !no_rx.is_empty() {
-        eprintln!(
-            "[mx] no rx rows for {} host(s) (no served_pps/egress_gbps): {}",
-            no_rx.len(),
-            no_rx.join(", ")
-        );
-    }
-    let no_split: Vec<&str> = hosts
-        .iter()
-        .filter(|h| h.sent > 0.0 && h.arrived.is_none())
-        .map(|h| set.name(h.id))
-        .collect();
-    if !no_split.is_empty() {
-        eprintln!(
-            "[mx] loss split unknown for {} host(s) (a peer did not report): {}",
-            no_split.len(),
-            no_split.join(", ")
-        );
+    for line in gap_notes(args, &set, &hosts, &silent, &never) {
+        eprintln!("[mx] export: {line}");
     }
     Ok(0)
+}
+
+/// Notes of one kind past this many are summed up in one line.
+const NOTES_PER_KIND: usize = 10;
+
+/// Which host lost which overlays, and why (after the summary line, facts.md 6):
+/// no rx rows of its own (served, egress, line utilization); the loss split,
+/// naming the peers that left it unknown; nothing but a SILENT or NO-DATA state.
+fn gap_notes(
+    args: &ExportArgs,
+    set: &ReportSet,
+    hosts: &[HostFigures],
+    silent: &[&str],
+    never: &[String],
+) -> Vec<String> {
+    let name = |o: &Overlay| format!("{}{}", args.test_prefix, o.name);
+    let names = |overlays: &[Overlay]| overlays.iter().map(&name).collect::<Vec<_>>().join(" / ");
+    let mut by_name: Vec<&HostFigures> = hosts.iter().collect();
+    by_name.sort_by(|a, b| set.name(a.id).cmp(set.name(b.id)));
+    let mut served = vec![overlays::SERVED_PPS, overlays::EGRESS_GBPS];
+    if args.nic_gbps.is_some() {
+        served.push(overlays::LINE_UTIL);
+    }
+    let no_rx: Vec<(String, String)> = by_name
+        .iter()
+        .filter(|h| !h.has_rx)
+        .map(|h| {
+            (
+                set.name(h.id).to_string(),
+                format!(
+                    "{} has no {}: its report holds no rx row in the window (no requests counted arriving from any peer)",
+                    set.name(h.id),
+                    names(&served)
+                ),
+            )
+        })
+        .collect();
+    let split = names(&[overlays::FORWARD_LOSS, overlays::RETURN_LOSS]);
+    let no_split: Vec<(String, String)> = by_name
+        .iter()
+        .filter(|h| h.sent > 0.0 && h.arrived.is_none())
+        .map(|h| {
+            let peers_with = |gap: ForwardGap| {
+                let mut peers: Vec<&str> = h
+                    .forward_gaps
+                    .iter()
+                    .filter(|(_, g)| *g == gap)
+                    .map(|&(p, _)| set.name(p))
+                    .collect();
+                peers.sort_unstable();
+                peers
+            };
+            let mut why = Vec::new();
+            for (gap, what) in [
+                (ForwardGap::NoRxRow, "wrote no rx row about it"),
+                (
+                    ForwardGap::NoHostRow,
+                    "wrote no host row in the window, so its rx counts have no rate",
+                ),
+            ] {
+                let peers = peers_with(gap);
+                match peers.len() {
+                    0 => {}
+                    1 => why.push(format!("peer {} {what}", peers[0])),
+                    n => why.push(format!("{n} peers {} {what}", few(&peers))),
+                }
+            }
+            if why.is_empty() {
+                why.push("it has no flow of its own in the window".to_string());
+            }
+            (
+                set.name(h.id).to_string(),
+                format!(
+                    "{} has no {split}: the loss split is unknown ({})",
+                    set.name(h.id),
+                    why.join("; ")
+                ),
+            )
+        })
+        .collect();
+    let silent_notes: Vec<(String, String)> = silent
+        .iter()
+        .map(|host| {
+            let last = set
+                .id_of(host)
+                .and_then(|id| set.last_seen.get(&id))
+                .map_or(String::new(), |ts| {
+                    format!(" (ts {ts}, {})", local_time(*ts))
+                });
+            (
+                host.to_string(),
+                format!(
+                    "{host} has only {}=SILENT: its last row{last} is before the window",
+                    name(&overlays::STATE)
+                ),
+            )
+        })
+        .collect();
+    let never_notes: Vec<(String, String)> = never
+        .iter()
+        .map(|host| {
+            (
+                host.clone(),
+                format!(
+                    "{host} has only {}=NO-DATA: it is in the matrix and never reported",
+                    name(&overlays::STATE)
+                ),
+            )
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for notes in [no_rx, no_split, silent_notes, never_notes] {
+        let shown = notes.len().min(NOTES_PER_KIND);
+        lines.extend(notes[..shown].iter().map(|(_, line)| line.clone()));
+        if notes.len() > shown {
+            let rest: Vec<&str> = notes[shown..].iter().map(|(h, _)| h.as_str()).collect();
+            lines.push(format!(
+                "and {} more host(s) the same way: {}",
+                rest.len(),
+                few(&rest)
+            ));
+        }
+    }
+    lines
+}
+
+/// Up to 8 names, then how many more.
+fn few(names: &[&str]) -> String {
+    let mut s = names.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > 8 {
+        s.push_str(&format!(" (+{} more)", names.len() - 8));
+    }
+    s
 }
 
 fn write_output(path: &Path, text: &str, append: bool) -> Result<()> {
@@ -521,6 +668,139 @@ fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, ctx: &Context, fold: bool)
     }
 }
 
+/// A number for the header: whole values as integers (60, not 60.0).
+fn whole(v: f64) -> serde_json::Value {
+    if v.fract() == 0.0 && v.abs() < 9e15 {
+        (v as i64).into()
+    } else {
+        serde_json::json!(v)
+    }
+}
+
+/// What an export says about itself before its samples: the run, the window and
+/// the hosts that are missing. The TSV carries it as `#` comment lines (the
+/// viewer skips them); NDJSON as one object keyed `"!export"` (as overlays are
+/// keyed `"!test"`), so every line of `--json` output parses.
+struct Header<'a> {
+    hosts: usize,
+    window: f64,
+    samples: usize,
+    tx_size: u32,
+    rx_size: u32,
+    rotation: Option<crate::matrix::Rotation>,
+    /// Earliest and latest ts in the window.
+    from: i64,
+    to: i64,
+    nic_gbps: Option<f64>,
+    /// The line-utilization overlay's name, prefix included.
+    line_util: String,
+    silent: &'a [&'a str],
+    never: &'a [String],
+}
+
+impl Header<'_> {
+    fn window_text(&self) -> String {
+        if self.window > 0.0 {
+            format!("last {}s", units::g(self.window))
+        } else {
+            "whole history".to_string()
+        }
+    }
+
+    /// The `#` lines (facts.md 6).
+    fn tsv(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "# mx {} export -- {} host(s), {}, {} sample(s)",
+            env!("CARGO_PKG_VERSION"),
+            self.hosts,
+            self.window_text(),
+            self.samples
+        );
+        let layers = self.rotation.map_or(String::new(), |r| {
+            format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
+        });
+        let _ = writeln!(
+            t,
+            "# run shape: {} bytes out -> {} bytes back{layers}",
+            self.tx_size, self.rx_size
+        );
+        let _ = writeln!(
+            t,
+            "# window covers {} .. {}",
+            local_time(self.from),
+            local_time(self.to)
+        );
+        if let Some(g) = self.nic_gbps {
+            let _ = writeln!(
+                t,
+                "# NIC line rate {} Gb/s: {} included",
+                units::g(g),
+                self.line_util
+            );
+        }
+        if !self.silent.is_empty() {
+            let _ = writeln!(
+                t,
+                "# {} host(s) went quiet before the window: {}",
+                self.silent.len(),
+                few(self.silent)
+            );
+        }
+        if !self.never.is_empty() {
+            let _ = writeln!(
+                t,
+                "# {} host(s) in the matrix never reported at all: {}",
+                self.never.len(),
+                few(&self.never.iter().map(String::as_str).collect::<Vec<_>>())
+            );
+        }
+        t
+    }
+
+    /// One object, keys sorted like every line of the NDJSON:
+    /// `{"!export": "mx <version>", "dwell_s", "from", "from_ts", "hosts", "layers",
+    /// "never_reported", "nic_gbps", "rx_size", "samples", "silent", "to", "to_ts",
+    /// "tx_size", "window", "window_s"}`; the optional keys only when they apply, the
+    /// host lists whole.
+    fn json(&self) -> serde_json::Value {
+        use serde_json::{Value, json};
+        let mut obj = serde_json::Map::new();
+        let mut put = |k: &str, v: Value| {
+            obj.insert(k.to_string(), v);
+        };
+        put(
+            "!export",
+            format!("mx {}", env!("CARGO_PKG_VERSION")).into(),
+        );
+        put("hosts", self.hosts.into());
+        put("samples", self.samples.into());
+        put("window", self.window_text().into());
+        put("window_s", whole(self.window.max(0.0)));
+        put("from", local_time(self.from).into());
+        put("to", local_time(self.to).into());
+        put("from_ts", self.from.into());
+        put("to_ts", self.to.into());
+        put("tx_size", self.tx_size.into());
+        put("rx_size", self.rx_size.into());
+        if let Some(r) = self.rotation {
+            put("layers", r.layers.into());
+            put("dwell_s", whole(r.dwell));
+        }
+        if let Some(g) = self.nic_gbps {
+            put("nic_gbps", whole(g));
+        }
+        if !self.silent.is_empty() {
+            put("silent", json!(self.silent));
+        }
+        if !self.never.is_empty() {
+            put("never_reported", json!(self.never));
+        }
+        Value::Object(obj)
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn render(
     args: &ExportArgs,
@@ -532,68 +812,25 @@ fn render(
     never: &[String],
     fold: bool,
 ) -> String {
-    let mut t = String::new();
-    let window = if args.window > 0.0 {
-        format!("last {}s", units::g(args.window))
+    let header = Header {
+        hosts,
+        window: args.window,
+        samples: samples.len(),
+        tx_size: ctx.tx_size,
+        rx_size: ctx.rx_size,
+        rotation: ctx.matrix.as_ref().and_then(|m| m.config.rotation),
+        from: set.earliest_in_window.unwrap_or(set.latest),
+        to: set.latest,
+        nic_gbps: args.nic_gbps,
+        line_util: format!("{}{}", args.test_prefix, overlays::LINE_UTIL.name),
+        silent,
+        never,
+    };
+    let mut t = if args.json {
+        format!("{}\n", header.json())
     } else {
-        "whole history".to_string()
+        header.tsv()
     };
-    let _ = writeln!(
-        t,
-        "# mx {} export -- {hosts} host(s), {window}, {} sample(s)",
-        env!("CARGO_PKG_VERSION"),
-        samples.len()
-    );
-    let layers = ctx
-        .matrix
-        .as_ref()
-        .and_then(|m| m.config.rotation)
-        .map_or(String::new(), |r| {
-            format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
-        });
-    let _ = writeln!(
-        t,
-        "# run shape: {} bytes out -> {} bytes back{layers}",
-        ctx.tx_size, ctx.rx_size
-    );
-    let _ = writeln!(
-        t,
-        "# window covers {} .. {}",
-        local_time(set.earliest_in_window.unwrap_or(set.latest)),
-        local_time(set.latest)
-    );
-    if let Some(g) = args.nic_gbps {
-        let _ = writeln!(
-            t,
-            "# NIC line rate {} Gb/s: {}line_util included",
-            units::g(g),
-            args.test_prefix
-        );
-    }
-    let few = |names: &[String]| {
-        let mut s = names.iter().take(8).cloned().collect::<Vec<_>>().join(", ");
-        if names.len() > 8 {
-            s.push_str(&format!(" (+{} more)", names.len() - 8));
-        }
-        s
-    };
-    if !silent.is_empty() {
-        let names: Vec<String> = silent.iter().map(|s| s.to_string()).collect();
-        let _ = writeln!(
-            t,
-            "# {} host(s) went quiet before the window: {}",
-            silent.len(),
-            few(&names)
-        );
-    }
-    if !never.is_empty() {
-        let _ = writeln!(
-            t,
-            "# {} host(s) in the matrix never reported at all: {}",
-            never.len(),
-            few(never)
-        );
-    }
     let nic = args.nic_gbps.map(units::g);
     // One !test line per overlay, in order of first sample.
     let mut seen: Vec<Overlay> = Vec::new();

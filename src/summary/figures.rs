@@ -161,9 +161,21 @@ pub struct HostFigures {
     /// Requests this host's peers counted arriving from it, when every peer
     /// reported (the forward leg); `None` when some peer did not.
     pub arrived: Option<f64>,
+    /// The peers that left `arrived` unknown, and why (empty when it is known).
+    pub forward_gaps: Vec<(u32, ForwardGap)>,
     pub dup: f64,
     pub ooo: f64,
     pub stray: f64,
+}
+
+/// Why a peer leaves a host's forward leg unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardGap {
+    /// The peer wrote no rx row about the host in the window.
+    NoRxRow,
+    /// Layered: the peer wrote rx rows but no host row in the window, so its
+    /// counts cannot be turned into a rate.
+    NoHostRow,
 }
 
 impl HostFigures {
@@ -274,9 +286,11 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
                 sum_rx += rx.sum_pps;
                 sum_tx += p.sum_pps;
             }
-            _ => known = false,
+            Some(_) => h.forward_gaps.push((peer, ForwardGap::NoHostRow)),
+            None => h.forward_gaps.push((peer, ForwardGap::NoRxRow)),
         }
     }
+    known &= h.forward_gaps.is_empty();
     if ctx.layered && known {
         arrived = h.sent * if sum_tx > 0.0 { sum_rx / sum_tx } else { 0.0 };
     }

@@ -10,7 +10,11 @@ use crate::util::Sandbox;
 fn bare_mx_prints_usage_and_where_to_start_and_exits_2() {
     let run = Sandbox::new().mx(&[]);
     assert_eq!(run.code, 2);
-    assert!(run.stdout.contains("Usage: mx [COMMAND]"), "{}", run.stdout);
+    assert!(
+        run.stdout.starts_with("usage: mx [-h] [-V]"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout
             .contains("start here:  mx gen --servers servers.txt --pps 20000 && mx run --for 60")
@@ -39,7 +43,7 @@ fn help_lists_every_switch_of_every_command() {
             continue;
         }
         assert!(
-            run.stdout.contains(&format!("Usage: mx {name}")),
+            run.stdout.contains(&format!("usage: mx {name}")),
             "mx help lacks the usage of {name}"
         );
         for arg in sub.get_arguments() {
@@ -103,4 +107,114 @@ fn an_empty_variable_counts_as_unset() {
     let run = sb.mx_env(&["check"], &[("MX_MATRIX", "")]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with("matrix matrix.csv:"));
+}
+
+/// The first option string of each visible switch: what argparse's usage shows.
+fn usage_switches(sub: &clap::Command) -> Vec<String> {
+    sub.get_arguments()
+        .filter(|a| !a.is_hide_set() && !a.is_positional())
+        .map(|a| match a.get_short() {
+            Some(short) => format!("-{short}"),
+            None => format!("--{}", a.get_long().expect("a switch has a name")),
+        })
+        .collect()
+}
+
+#[test]
+fn every_help_opens_with_the_argparse_usage_line_listing_every_switch() {
+    let sb = Sandbox::new();
+    let page = sb.mx(&["help"]);
+    assert_eq!(page.code, 0, "{}", page.stderr);
+    let mut commands = 0;
+    for sub in Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        let run = sb.mx(&[name, "--help"]);
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        let head = format!("usage: mx {name} [-h]");
+        assert!(
+            run.stdout.starts_with(&head),
+            "mx {name} --help starts with {:?}",
+            run.stdout.lines().next()
+        );
+        // The usage block runs to the first blank line.
+        let block = run.stdout.split("\n\n").next().unwrap();
+        let tokens: Vec<&str> = block
+            .split(|c: char| c.is_whitespace() || "[]|".contains(c))
+            .collect();
+        for switch in usage_switches(sub) {
+            assert!(
+                tokens.contains(&switch.as_str()),
+                "mx {name}'s usage lacks {switch}:\n{block}"
+            );
+        }
+        assert!(
+            !block.contains("--ssh"),
+            "hidden switches stay out of the usage"
+        );
+        // `-h` shows the same line, and `mx help` the same block.
+        let short = sb.mx(&[name, "-h"]);
+        assert!(short.stdout.starts_with(block), "mx {name} -h");
+        assert!(
+            name == "help" || page.stdout.contains(&format!("=\n{block}\n")),
+            "mx help lacks the usage block of {name}:\n{block}"
+        );
+        commands += 1;
+    }
+    assert!(commands >= 16, "only {commands} commands");
+    assert!(
+        page.stdout
+            .contains("usage: mx [-h] [-V]\n          {gen,check,")
+    );
+    // A usage error shows the same lowercase line.
+    let run = sb.mx(&["gen", "--no-such-switch"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("\nusage: mx gen [-h] [--servers FILE]"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("Usage:"), "{}", run.stderr);
+}
+
+const PYTHON_LINE: &str = "mx: --python has no effect here: the agent is mx itself, \
+                           no interpreter runs on the hosts (ignored)\n";
+
+#[test]
+fn python_is_accepted_and_ignored_with_one_line() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "h1=127.62.0.1\nh2=127.62.0.2\n");
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let run = sb.mx(&["start", "--dry-run", "--python", "python3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    assert!(run.stdout.contains("DRY-RUN"), "{}", run.stdout);
+    let run = sb.mx(&["doctor", "--local", "hosts", "--python=/usr/bin/python3.11"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    let run = sb.mx(&["reload", "--dry-run", "--python", "python3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    let run = sb.mx(&[
+        "run",
+        "--dry-run",
+        "--python",
+        "python3",
+        "--for",
+        "0",
+        "--no-collect",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, PYTHON_LINE);
+    // MX_PYTHON, as a profile written for the original sets it: silent.
+    let run = sb.mx_env(&["start", "--dry-run"], &[("MX_PYTHON", "python3")]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stderr, "");
+    // Only where the original had it.
+    let run = sb.mx(&["status", "--python", "python3"]);
+    assert_eq!(run.code, 2);
+    let page = sb.mx(&["help"]).stdout;
+    assert!(page.contains("--python"));
+    assert!(page.contains(
+        "MX_PYTHON    default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
+    ));
 }

@@ -159,7 +159,8 @@ fn peers_fold_names_json_run_and_no_meta() {
         "{out}"
     );
     let json = export(&sb, &["--json", "--no-meta"]);
-    let first_sample = json.lines().find(|l| l.starts_with('{')).unwrap();
+    // The header object comes first, then the samples.
+    let first_sample = json.lines().nth(1).unwrap();
     let v: serde_json::Value = serde_json::from_str(first_sample).unwrap();
     assert_eq!(v["test"], "mx_pps");
     assert_eq!(v["value"], 1000.0);
@@ -205,4 +206,299 @@ fn raw_samples_per_interval_and_append() {
         0
     );
     assert_eq!(sb.read("r.tsv"), format!("{once}{once}"));
+}
+
+/// Every line of a `--json` export as a JSON object (panics on any that is not).
+fn json_lines(out: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    out.lines()
+        .map(|l| match serde_json::from_str(l) {
+            Ok(serde_json::Value::Object(o)) => o,
+            other => panic!("not a JSON object: {l:?} ({other:?})"),
+        })
+        .collect()
+}
+
+#[test]
+fn json_every_line_parses_the_header_and_overlays_are_objects_too() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a\nb\nc\nd\n");
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let mut r = Reports::default();
+    // c reported only early on; d never did.
+    r.tx(10, "c", "a", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+    for ts in [200, 201] {
+        r.tx(ts, "a", "b", Some(10000.0), 10000.0, 9000.0, 50.0, 100.0);
+        r.tx(ts, "b", "a", Some(10000.0), 10000.0, 10000.0, 50.0, 100.0);
+        r.rx(ts, "b", "a", 10000.0, 9000.0);
+        r.rx(ts, "a", "b", 10000.0, 10000.0);
+    }
+    r.write(&sb);
+    let args = [
+        "export",
+        "--no-collect",
+        "--window",
+        "30",
+        "--json",
+        "--nic-gbps",
+        "10",
+        "--peers",
+        "--run",
+        "n7",
+    ];
+    let run = sb.mx(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = json_lines(&run.stdout);
+    // The header: one object, first, keyed "!export".
+    let header = &lines[0];
+    assert_eq!(
+        header["!export"],
+        format!("mx {}", env!("CARGO_PKG_VERSION")).as_str()
+    );
+    assert_eq!(header["hosts"], 2);
+    assert_eq!(header["window"], "last 30s");
+    assert_eq!(header["window_s"], 30);
+    assert_eq!(header["from_ts"], 200);
+    assert_eq!(header["to_ts"], 201);
+    assert_eq!(header["tx_size"], 64);
+    assert_eq!(header["rx_size"], 64);
+    assert_eq!(header["nic_gbps"], 10);
+    assert_eq!(header["silent"], serde_json::json!(["c"]));
+    assert_eq!(header["never_reported"], serde_json::json!(["d"]));
+    assert_eq!(
+        lines.iter().filter(|o| o.contains_key("!export")).count(),
+        1
+    );
+    assert_eq!(
+        header["samples"],
+        lines.iter().filter(|o| o.contains_key("test")).count()
+    );
+    // The overlays: one object each, with their meta as strings, quotes gone.
+    let overlays: Vec<_> = lines.iter().filter(|o| o.contains_key("!test")).collect();
+    let loss = overlays
+        .iter()
+        .find(|o| o["!test"] == "mx_loss")
+        .expect("an mx_loss object");
+    assert_eq!(loss["unit"], "%");
+    assert_eq!(loss["higher"], "bad");
+    assert_eq!(loss["decimals"], "2");
+    assert_eq!(loss["short"], "LOSS");
+    assert_eq!(loss["label"], "Round-trip loss");
+    let egress = overlays
+        .iter()
+        .find(|o| o["!test"] == "mx_egress_gbps")
+        .unwrap();
+    assert_eq!(egress["max"], "10");
+    let mut tests: Vec<&str> = lines
+        .iter()
+        .filter_map(|o| o.get("test").and_then(|t| t.as_str()))
+        .collect();
+    tests.sort_unstable();
+    tests.dedup();
+    assert_eq!(overlays.len(), tests.len(), "one object per overlay");
+    // The samples, numbers as numbers, states as text, tags under "meta".
+    let state_d = lines
+        .iter()
+        .find(|o| o.get("test").is_some_and(|t| t == "mx_state") && o["target"] == "d")
+        .unwrap();
+    assert_eq!(state_d["value"], "NO-DATA");
+    let flow = lines
+        .iter()
+        .find(|o| {
+            o.get("test").is_some_and(|t| t == "mx_pps")
+                && o["target"] == "a"
+                && o.contains_key("meta")
+        })
+        .unwrap();
+    assert_eq!(flow["value"], 10000.0);
+    assert_eq!(flow["meta"], serde_json::json!({"peer": "b", "run": "n7"}));
+    // Without the overlay objects every line still parses, the header stays.
+    let run = sb.mx(&[&args[..], &["--no-meta"]].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = json_lines(&run.stdout);
+    assert!(lines[0].contains_key("!export"));
+    assert!(lines[1..].iter().all(|o| o.contains_key("test")));
+    // The TSV keeps its # lines.
+    let run = sb.mx(&args[..args.len() - 6]);
+    assert!(run.stdout.starts_with("# mx "), "{}", run.stdout);
+}
+
+/// The stderr notes after export's summary line.
+fn notes(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .skip_while(|l| !l.contains(" sample(s) over "))
+        .skip(1)
+        .collect()
+}
+
+#[test]
+fn export_says_which_host_lost_which_overlay_and_why() {
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for ts in [100, 101] {
+        // h1 -> h2, h2 -> h1 h3 h4, h3 -> h1, h4 -> h1.
+        for (src, dst) in [
+            ("h1", "h2"),
+            ("h2", "h1"),
+            ("h2", "h3"),
+            ("h2", "h4"),
+            ("h3", "h1"),
+            ("h4", "h1"),
+        ] {
+            r.tx(ts, src, dst, Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
+        }
+        // h1 and h2 count what arrives; h3 and h4 write no rx rows at all.
+        for (host, peer) in [("h1", "h2"), ("h1", "h3"), ("h1", "h4"), ("h2", "h1")] {
+            r.rx(ts, host, peer, 1000.0, 1000.0);
+        }
+    }
+    r.write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        notes(&run.stderr),
+        [
+            "[mx] export: h3 has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)",
+            "[mx] export: h4 has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)",
+            "[mx] export: h2 has no mx_forward_loss / mx_return_loss: the loss split is unknown (2 peers h3, h4 wrote no rx row about it)",
+        ],
+        "{}",
+        run.stderr
+    );
+    // The notes name the overlays as exported: prefix, and line_util with --nic-gbps.
+    let run = sb.mx(&[
+        "export",
+        "--no-collect",
+        "--window",
+        "0",
+        "--test-prefix",
+        "fab_",
+        "--nic-gbps",
+        "25",
+    ]);
+    assert!(
+        run.stderr.contains(
+            "[mx] export: h3 has no fab_served_pps / fab_egress_gbps / fab_line_util: its report"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("h2 has no fab_forward_loss / fab_return_loss:")
+    );
+    // And they are true: those samples are absent.
+    for (test, host) in [("mx_served_pps", "h3"), ("mx_forward_loss", "h2")] {
+        assert_eq!(value(&export(&sb, &[]), test, host), None);
+    }
+    assert!(value(&export(&sb, &[]), "mx_forward_loss", "h1").is_some());
+}
+
+#[test]
+fn export_notes_a_layered_peer_without_host_rows_and_the_silent_hosts() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a\nb\nc\nd\n");
+    let mut r = Reports::default();
+    r.tx(10, "c", "a", Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
+    for ts in [100, 101] {
+        let mut tx = row(ts, "a", Dir::Tx, "b");
+        tx.pps = Some(1000.0);
+        tx.rep_pps = Some(1000.0);
+        tx.layer = Some(0);
+        r.push(tx);
+        r.host(ts, "a", 1000.0, 1000.0, 1000.0, 5.0, 5.0, 5.0, 1);
+        // b counts a's requests but writes no host row: no rate for them.
+        r.rx(ts, "b", "a", 1000.0, 1000.0);
+    }
+    r.write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let seen = notes(&run.stderr);
+    assert!(seen.contains(&"[mx] export: a has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)"), "{seen:?}");
+    assert!(seen.contains(&"[mx] export: a has no mx_forward_loss / mx_return_loss: the loss split is unknown (peer b wrote no host row in the window, so its rx counts have no rate)"), "{seen:?}");
+    let silent = seen
+        .iter()
+        .find(|l| l.starts_with("[mx] export: c has only mx_state=SILENT: its last row (ts 10, "))
+        .unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(silent.ends_with(") is before the window"), "{silent}");
+    // With the matrix, a host that never reported is named too.
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    let run = sb.mx(&["export", "--no-collect", "--window", "30"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        notes(&run.stderr).contains(
+            &"[mx] export: d has only mx_state=NO-DATA: it is in the matrix and never reported"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn export_notes_past_ten_of_a_kind_are_summed_up() {
+    let sb = Sandbox::new();
+    let servers: String = (1..=14).map(|i| format!("h{i:02}\n")).collect();
+    sb.write("servers.txt", &servers);
+    assert_eq!(sb.mx(&["gen"]).code, 0);
+    mesh_reports(&["h01", "h02"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let seen = notes(&run.stderr);
+    assert_eq!(seen.len(), 11, "{seen:?}");
+    assert_eq!(
+        seen[0],
+        "[mx] export: h03 has only mx_state=NO-DATA: it is in the matrix and never reported"
+    );
+    assert_eq!(
+        seen[10],
+        "[mx] export: and 2 more host(s) the same way: h13, h14"
+    );
+}
+
+#[test]
+fn text_that_would_break_the_results_line_is_refused_naming_whitespace_or_quote() {
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "b"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    for flag in ["--test-prefix", "--target-prefix", "--run"] {
+        for (text, shown, holds) in [
+            ("two words", "two words", "whitespace (a space)"),
+            ("tab\there", "tab\\there", "whitespace (a tab)"),
+            ("cr\rhere", "cr\\rhere", "whitespace (a carriage return)"),
+            ("lf\nhere", "lf\\nhere", "whitespace (a line feed)"),
+            ("say\"hi", "say\"hi", "a quote (\")"),
+        ] {
+            let run = sb.mx(&["export", "--no-collect", flag, text]);
+            assert_eq!(run.code, 2, "{flag} {text:?}");
+            assert!(
+                run.stderr
+                    .starts_with(&format!("mx: {flag} '{shown}' holds {holds}, ")),
+                "{flag} {text:?}: {}",
+                run.stderr
+            );
+            assert!(run.stderr.ends_with(" -- choose one without\n"));
+            assert_eq!(run.stdout, "");
+        }
+    }
+    let run = sb.mx(&["export", "--no-collect", "--test-prefix", "mx 1."]);
+    assert_eq!(
+        run.stderr,
+        "mx: --test-prefix 'mx 1.' holds whitespace (a space), which separates the fields of a results line -- choose one without\n"
+    );
+    // A --names target can only hold a quote (the file is split on whitespace).
+    sb.write("q.map", "# exceptions\na rack\"1\n");
+    let run = sb.mx(&["export", "--no-collect", "--names", "q.map"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "mx: q.map line 2: target 'rack\"1' holds a quote (\"), which opens a quoted value in a results line -- choose a target without\n"
+    );
+    // A host name from a report that no matrix could hold.
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "x y"], |_, _| 1.0, |_, _| 1.0).write(&sb);
+    let run = sb.mx(&["export", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr.lines().last().unwrap_or(""),
+        "mx: host name 'x y' holds whitespace (a space), which separates the fields of a results line -- no matrix host can be named so: check the reports in reports/"
+    );
 }

@@ -240,6 +240,28 @@ fn hints_sizes_a_run() {
 }
 
 #[test]
+fn hints_refuses_peers_out_of_range_with_the_numbers_filled_in() {
+    let sb = Sandbox::new();
+    sb.write("s3.txt", &hosts(3));
+    for (k, got) in [("3", "3"), ("0", "0")] {
+        let run = sb.mx(&[
+            "hints",
+            "--servers",
+            "s3.txt",
+            "--peers",
+            k,
+            "--pps-per-host",
+            "1000",
+        ]);
+        assert_eq!(run.code, 2);
+        assert_eq!(
+            run.stderr,
+            format!("mx: --peers must be between 1 and 2 for 3 hosts (got {got})\n")
+        );
+    }
+}
+
+#[test]
 fn hints_sizing_needs_the_server_list() {
     let run = Sandbox::new().mx(&["hints", "--pps-per-host", "1000"]);
     assert_eq!(run.code, 2);

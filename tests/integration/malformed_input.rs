@@ -346,7 +346,17 @@ fn gen_peers_out_of_range() {
     refuses_gen(
         THREE,
         &["--peers", "3"],
-        "--peers must be between 1 and N-1 for N hosts (got 3; N = 3, so 1 to 2)",
+        "--peers must be between 1 and 2 for 3 hosts (got 3)",
+    );
+    refuses_gen(
+        THREE,
+        &["--peers", "0"],
+        "--peers must be between 1 and 2 for 3 hosts (got 0)",
+    );
+    refuses_gen(
+        "h1\nh2\nh3\nh4\nh5\n",
+        &["--peers", "5", "--dwell", "15"],
+        "--peers must be between 1 and 4 for 5 hosts (got 5)",
     );
 }
 
