@@ -353,6 +353,21 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
 
+    /// Listen and answer, but send nothing until the fleet's start instant
+    /// appears in agent.start beside the report (how `mx start` launches agents)
+    #[arg(long, conflicts_with = "start_at")]
+    pub armed: bool,
+
+    /// Begin sending at this wall-clock time (Unix seconds; rounded to a whole
+    /// interval) instead of at once
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    pub start_at: Option<f64>,
+
+    /// Seconds the responder keeps answering after the flows end (--duration,
+    /// or the end instant `mx stop` writes into agent.end)
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::agent::clock::DEFAULT_GRACE)]
+    pub grace: f64,
+
     #[command(flatten)]
     pub flags: AgentFlags,
 }

@@ -108,6 +108,44 @@ fn strip_fraction_zeros(text: &str) -> &str {
     }
 }
 
+/// Unix time `t` as this machine's local date and time: `YYYY-MM-DD HH:MM:SS`.
+pub fn local_date_time(t: f64) -> String {
+    let tm = local_tm(t);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// Unix time `t` as this machine's local time of day: `HH:MM:SS`.
+pub fn local_clock(t: f64) -> String {
+    let tm = local_tm(t);
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
+fn local_tm(t: f64) -> libc::tm {
+    let secs = t.floor() as libc::time_t;
+    // SAFETY: localtime_r reads one time_t and fills a caller-owned tm; an
+    // all-zero tm is a valid value to start from.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&secs, &mut tm);
+        tm
+    }
+}
+
+/// Wall-clock seconds since the Unix epoch.
+pub fn wall_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 //! |--------|------|--------------|-------------------------|------------------------|
 //! | 0      | 4    | magic        | `MXO1`                  | `MXO1`                 |
 //! | 4      | 1    | kind         | 0                       | 1                      |
-//! | 5      | 1    | flags        | 0                       | 0                      |
+//! | 5      | 1    | flags        | interval tag (see below)| 0                      |
 //! | 6      | 2    | src index    | sender's matrix index   | responder's own index  |
 //! | 8      | 4    | packet len   | tx_size                 | the reply's size       |
 //! | 12     | 4    | reply len    | rx_size (reply to send) | 0                      |
@@ -16,18 +16,32 @@
 //! The rest of the datagram is padding (zeros). `t_send` is opaque to the
 //! responder: our senders put nanoseconds of their monotonic clock there, the
 //! original puts microseconds; each side only ever compares it with its own clock.
-
+//!
+//! The flags byte, which the original writes as 0 and never reads, carries our
+//! sender's interval tag: bit 7 set, bits 0-6 the number of the report interval
+//! the request is counted in (the interval's end on the wall clock divided by
+//! its length, mod 128). The receiver counts the request in the same interval,
+//! so a request in flight across a tick is counted on one side of it by both
+//! hosts, and a receiver's count never exceeds what was sent (see
+//! `agent::slots`). A request with bit 7 clear (the original's) is counted in
+//! the interval it arrives in.
 use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES};
 
 pub const HEADER_LEN: usize = 32;
 pub const MAGIC: [u8; 4] = *b"MXO1";
 pub const KIND_REQUEST: u8 = 0;
 pub const KIND_REPLY: u8 = 1;
+/// Flags bit 7: the request carries its sender's interval tag in bits 0-6.
+pub const TAGGED: u8 = 0x80;
+/// The interval numbers a tag tells apart.
+pub const TAG_MASK: u64 = 0x7f;
 
 /// A decoded header (kind-independent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub kind: u8,
+    /// [`TAGGED`] | interval number mod 128 on our requests; 0 otherwise.
+    pub flags: u8,
     pub src_index: u16,
     pub packet_len: u32,
     pub reply_len: u32,
@@ -39,6 +53,7 @@ impl Header {
     pub fn request(src_index: u16, tx_size: u32, rx_size: u32, seq: u64, t_send: u64) -> Header {
         Header {
             kind: KIND_REQUEST,
+            flags: 0,
             src_index,
             packet_len: tx_size,
             reply_len: rx_size,
@@ -51,12 +66,24 @@ impl Header {
     pub fn reply_to(request: &Header, own_index: u16) -> Header {
         Header {
             kind: KIND_REPLY,
+            flags: 0,
             src_index: own_index,
             packet_len: request.reply_size(),
             reply_len: 0,
             seq: request.seq,
             t_send: request.t_send,
         }
+    }
+
+    /// This request, tagged with the sender's report interval number.
+    pub fn in_interval(mut self, interval: u64) -> Header {
+        self.flags = TAGGED | (interval & TAG_MASK) as u8;
+        self
+    }
+
+    /// The interval tag (0..=127) of a request from one of our senders.
+    pub fn interval_tag(&self) -> Option<u8> {
+        (self.flags & TAGGED != 0).then_some(self.flags & TAG_MASK as u8)
     }
 
     /// The size the reply to this request must have: its reply-length field,
@@ -68,7 +95,7 @@ impl Header {
     pub fn encode(&self, out: &mut [u8; HEADER_LEN]) {
         out[0..4].copy_from_slice(&MAGIC);
         out[4] = self.kind;
-        out[5] = 0;
+        out[5] = self.flags;
         out[6..8].copy_from_slice(&self.src_index.to_be_bytes());
         out[8..12].copy_from_slice(&self.packet_len.to_be_bytes());
         out[12..16].copy_from_slice(&self.reply_len.to_be_bytes());
@@ -87,6 +114,7 @@ impl Header {
         let u64_at = |i: usize| u64::from_be_bytes(h[i..i + 8].try_into().expect("8 bytes"));
         Some(Header {
             kind: h[4],
+            flags: h[5],
             src_index: u16::from_be_bytes([h[6], h[7]]),
             packet_len: u32_at(8),
             reply_len: u32_at(12),
@@ -128,6 +156,19 @@ mod tests {
         // The reply size is clamped to what a datagram carries.
         assert_eq!(Header::request(0, 64, 5, 1, 0).reply_size(), 32);
         assert_eq!(Header::request(0, 64, 1 << 20, 1, 0).reply_size(), 65507);
+    }
+
+    #[test]
+    fn the_interval_tag_rides_in_the_flags_byte() {
+        let mut buf = [0u8; HEADER_LEN];
+        let req = Header::request(3, 64, 64, 1, 5).in_interval(1_796_003_023);
+        req.encode(&mut buf);
+        assert_eq!(buf[5], 0x80 | (1_796_003_023u64 % 128) as u8);
+        let back = Header::decode(&buf).unwrap();
+        assert_eq!(back.interval_tag(), Some((1_796_003_023u64 % 128) as u8));
+        // The original's requests (flags 0) carry none, and replies echo none.
+        assert_eq!(Header::request(3, 64, 64, 1, 5).interval_tag(), None);
+        assert_eq!(Header::reply_to(&req, 1).flags, 0);
     }
 
     #[test]

@@ -22,20 +22,9 @@ pub struct TxCounts {
     pub ooo: u64,
     /// Sends the kernel refused (e.g. ECONNREFUSED after an ICMP unreachable).
     pub send_errors: u64,
-}
-
-impl TxCounts {
-    pub fn add(&mut self, o: &TxCounts) {
-        self.sent += o.sent;
-        self.sent_bytes += o.sent_bytes;
-        self.replies += o.replies;
-        self.reply_bytes += o.reply_bytes;
-        self.rtt_sum_ns += o.rtt_sum_ns;
-        self.rtt_count += o.rtt_count;
-        self.dup += o.dup;
-        self.ooo += o.ooo;
-        self.send_errors += o.send_errors;
-    }
+    /// Replies that came back after the interval of their request had been
+    /// reported: counted as lost there, and here (not in `replies`).
+    pub late: u64,
 }
 
 /// Requests from one peer and the replies sent back to it, in an interval.
@@ -49,11 +38,14 @@ pub struct RxCounts {
     pub reply_bytes: u64,
     pub dup: u64,
     pub ooo: u64,
+    /// Requests tagged with an interval this host had already reported:
+    /// answered, but counted here instead of in `requests`.
+    pub late: u64,
 }
 
 impl RxCounts {
     pub fn is_empty(&self) -> bool {
-        self.requests == 0 && self.replies == 0 && self.dup == 0
+        self.requests == 0 && self.replies == 0 && self.dup == 0 && self.late == 0
     }
 
     pub fn add(&mut self, o: &RxCounts) {
@@ -63,23 +55,33 @@ impl RxCounts {
         self.reply_bytes += o.reply_bytes;
         self.dup += o.dup;
         self.ooo += o.ooo;
+        self.late += o.late;
     }
 }
 
-/// One flow socket's report for an interval.
+/// One flow socket's report for an interval: the requests it sent in the
+/// interval, and the replies to those requests (whenever they came back
+/// before the interval was reported).
 #[derive(Debug, Clone)]
 pub struct FlowReport {
     pub peer: u32,
     pub layer: Option<u32>,
-    /// A flow of a finished layer, kept open to catch replies still in flight.
-    pub draining: bool,
-    /// Target rate of this socket (`None`: unpaced, or draining).
+    /// Target rate of this socket (`None`: unpaced).
     pub target: Option<f64>,
     pub counts: TxCounts,
     pub rtt: Compact,
     /// Largest RTT of the interval, ns (the original kept a running maximum
     /// since the socket opened, which could predate any window summarized).
     pub rtt_max_ns: u64,
+}
+
+/// Datagrams the kernel dropped at this worker's sockets because their
+/// receive buffers were full (each socket's drop counter, the one SO_RXQ_OVFL
+/// reports): requests at the responder, replies at the flow sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SocketDrops {
+    pub requests: u64,
+    pub replies: u64,
 }
 
 /// What one worker measured over one interval.
@@ -99,6 +101,10 @@ pub struct Batch {
     pub stray: u64,
     /// The layer the worker's live flows belong to.
     pub layer: Option<u32>,
-    /// The worker's last batch (stop, deadline): a partial interval.
+    pub drops: SocketDrops,
+    /// The longest the worker was behind its send schedule in the interval:
+    /// a flow's batch was due and the worker did not get to it for this long.
+    pub behind_ns: u64,
+    /// The worker's last batch (stop, exit): a partial interval.
     pub last: bool,
 }

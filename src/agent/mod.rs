@@ -30,8 +30,10 @@ macro_rules! warn {
     }};
 }
 
+pub mod clock;
 pub mod counters;
 pub mod cpu;
+pub mod host_counters;
 pub mod identity;
 pub mod limits;
 pub mod pacing;
@@ -39,6 +41,7 @@ pub mod plan;
 pub mod reporter;
 pub mod rtt;
 pub mod sequence;
+pub mod slots;
 pub mod udp;
 pub mod worker;
 
@@ -46,7 +49,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -56,11 +59,13 @@ use crate::matrix::Matrix;
 use crate::stamp;
 use crate::units;
 
+use crate::units::wall_now;
+use clock::RunClock;
 use counters::Batch;
 use plan::AgentPlan;
 use reporter::Reporter;
 use udp::Buffers;
-use worker::{Worker, wall_now};
+use worker::Worker;
 
 /// Most streams per pair: beyond this it is a typo, not a plan.
 pub const MAX_STREAMS: u32 = 256;
@@ -117,8 +122,6 @@ pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize
     .max(1)
 }
 
-/// The first report tick: the next multiple of the interval on the wall clock,
-/// or the one after if that is under half an interval away (no sliver rows).
 /// Whether to coalesce with GSO/GRO; says once when the kernel cannot.
 fn kernel_coalesces() -> bool {
     let yes = udp::kernel_coalesces();
@@ -126,15 +129,6 @@ fn kernel_coalesces() -> bool {
         warn!("mx agent: this kernel has no UDP GSO/GRO (Linux 5.0+): one datagram per trip");
     }
     yes
-}
-
-fn first_tick(now: f64, interval: f64) -> f64 {
-    let next = (now / interval).floor() * interval + interval;
-    if next - now < interval / 2.0 {
-        next + interval
-    } else {
-        next
-    }
 }
 
 /// Writes `text` to `path` through a temp file and a rename.
@@ -182,6 +176,12 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
             units::g(args.flags.duration)
         )));
     }
+    if !(args.grace >= 0.0 && args.grace.is_finite()) {
+        return Err(Error::refused(format!(
+            "--grace must be 0 or a number of seconds (got {})",
+            units::g(args.grace)
+        )));
+    }
     // 1. The matrix, held to the agent's stricter standard.
     let matrix = Matrix::load(&args.matrix)?;
     matrix.check_layer_zero(&args.matrix.display().to_string())?;
@@ -215,6 +215,20 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     // 5. Peers, resolved once.
     let peer_addrs: Vec<Option<SocketAddrV4>> =
         matrix.hosts().iter().map(identity::resolve).collect();
+    // Every peer this host will ever send to must have an address: a flow
+    // that cannot open fails the start, it never becomes a quiet, empty run.
+    for peer in schedule_peers(&matrix, me) {
+        if peer_addrs[peer as usize].is_none() {
+            let host = &matrix.hosts()[peer as usize];
+            return Err(Error::refused(format!(
+                "cannot reach {} ({}:{}): the address does not resolve to an IPv4 address here -- fix its token in {}",
+                host.name,
+                host.addr,
+                host.port,
+                args.matrix.display()
+            )));
+        }
+    }
     let allowed_sources = peer_addrs.iter().flatten().map(|a| *a.ip()).collect();
     // Requests leave from our matrix address when it is local, so responders
     // recognise the source as a matrix host.
@@ -242,7 +256,6 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     );
     let responder_default = DEFAULT_RESPONDER_RCVBUF.max(RESPONDER_DATAGRAMS * tx_size);
     let flow_default = DEFAULT_FLOW_RCVBUF.max(FLOW_DATAGRAMS * rx_size);
-    let now = wall_now();
     let mut plan = AgentPlan {
         matrix,
         me,
@@ -263,9 +276,6 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         interval: args.flags.interval,
         busy_poll: args.flags.busy_poll,
         gso: !args.flags.no_gso && kernel_coalesces(),
-        first_tick: first_tick(now, args.flags.interval),
-        deadline: (args.flags.duration > 0.0)
-            .then(|| Instant::now() + Duration::from_secs_f64(args.flags.duration)),
     };
     let layered = plan.matrix.config.rotation.is_some();
     // 6. A dwell the ticks cannot land on.
@@ -300,13 +310,19 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .map_err(|e| Error::refused(format!("cannot handle signals: {e}")))?;
     }
-    let mut reporter = Reporter::open(&args.report, &plan)
+    let clock = Arc::new(RunClock::new(Arc::clone(&stop)));
+    let (start_file, end_file) = clock::control_paths(&args.report);
+    // Control files of an earlier run must not start or end this one.
+    for stale in [&start_file, &end_file] {
+        let _ = std::fs::remove_file(stale);
+    }
+    let mut reporter = Reporter::open(&args.report, &plan, Arc::clone(&clock))
         .map_err(|e| Error::io(&args.report, "cannot open the report", &e))?;
     let (tx, rx) = mpsc::channel::<Batch>();
     let mut threads = Vec::new();
     let mut shards = Vec::new();
     for id in 0..plan.workers {
-        let worker = Worker::new(id, Arc::clone(&plan), Arc::clone(&stop), tx.clone())
+        let worker = Worker::new(id, Arc::clone(&plan), Arc::clone(&clock), tx.clone())
             .map_err(|e| Error::refused(format!("worker {id}: {e}")))?;
         shards.push(worker.flow_count().to_string());
         let thread = std::thread::Builder::new()
@@ -318,6 +334,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     drop(tx);
 
     // 10-11. Banner, then the files that say this agent is up.
+    let now = wall_now();
     let peers: Vec<&str> = {
         let schedule = plan.schedule();
         let layer = schedule.layer_at(now).unwrap_or(0);
@@ -383,8 +400,24 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         &stamp::stamp_text(&fingerprint, &args.flags.to_args()),
     )?;
 
-    let result = report_loop(&plan, &rx, &mut reporter);
-    stop.store(true, Ordering::SeqCst);
+    // The start: at once, at --start-at, or (--armed) when the controller
+    // writes it; with --duration the end follows from it.
+    let when = Timing {
+        interval: args.flags.interval,
+        duration: args.flags.duration,
+        grace: args.grace,
+        start_file: args.armed.then_some(start_file),
+        end_file,
+    };
+    if !args.armed {
+        when.start(&clock, args.start_at);
+    } else {
+        say!(
+            "armed: listening and answering; the flows begin at the fleet's start instant (agent.start)"
+        );
+    }
+    let result = report_loop(&plan, &rx, &mut reporter, &clock, &when);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
     for thread in threads {
         let _ = thread.join();
     }
@@ -408,13 +441,82 @@ fn remove_pid_file(path: &PathBuf) {
     }
 }
 
+/// The hosts `me` sends to in any layer (all of its row on a fixed matrix).
+fn schedule_peers(matrix: &Matrix, me: u32) -> std::collections::BTreeSet<u32> {
+    let schedule = crate::matrix::schedule::Schedule::new(matrix);
+    (0..schedule.layer_count())
+        .flat_map(|layer| {
+            schedule
+                .layer_flows(me, layer)
+                .map(|c| c.dst)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// How this agent learns its start and end.
+struct Timing {
+    interval: f64,
+    duration: f64,
+    grace: f64,
+    /// `--armed`: the control file the start instant comes in.
+    start_file: Option<PathBuf>,
+    end_file: PathBuf,
+}
+
+impl Timing {
+    /// Sets the start (at `at`, or now), and the end `--duration` implies.
+    fn start(&self, clock: &RunClock, at: Option<f64>) {
+        let at = at.map(|t| (t / self.interval).round() * self.interval);
+        let late = clock.set_start(at, self.interval);
+        let begins = clock.started_wall().unwrap_or_else(wall_now);
+        match at {
+            Some(at) if late > 0.0 => say!(
+                "start: flows begin now, {:.3}s after the fleet's start instant {at:.3} (this host was late: its first interval is left out of summaries)",
+                late
+            ),
+            Some(at) => say!(
+                "start: flows begin at {at:.3} (in {:.3}s), all hosts together",
+                (at - wall_now()).max(0.0)
+            ),
+            None => say!("start: flows begin now ({begins:.3})"),
+        }
+        if self.duration > 0.0 {
+            clock.set_end(begins + self.duration, self.grace);
+        }
+    }
+
+    /// Looks for the control files: the start (armed), then the end.
+    fn poll(&self, clock: &RunClock) {
+        if let Some(path) = &self.start_file
+            && !clock.has_started()
+            && let Some((at, _)) = clock::read_control(path)
+        {
+            self.start(clock, Some(at));
+        }
+        if clock.end_ns().is_none()
+            && let Some((at, grace)) = clock::read_control(&self.end_file)
+        {
+            let grace = grace.unwrap_or(self.grace);
+            clock.set_end(at, grace);
+            say!(
+                "end: flows end at {at:.3} (in {:.3}s); answering {}s more",
+                (at - wall_now()).max(0.0),
+                units::g(grace)
+            );
+        }
+    }
+}
+
 /// Collects batches tick by tick and writes them; returns when every worker has
 /// sent its last batch (the workers watch the stop flag a signal sets, and the
-/// --duration deadline, themselves).
+/// end instant, themselves). Polls the control files in between.
 fn report_loop(
     plan: &AgentPlan,
     rx: &mpsc::Receiver<Batch>,
     reporter: &mut Reporter,
+    clock: &RunClock,
+    when: &Timing,
 ) -> Result<()> {
     // A tick waits this long after its first batch for slow workers (facts.md 3.5).
     let grace = (plan.interval / 2.0).min(1.0 + 0.01 * plan.workers as f64);
@@ -425,14 +527,17 @@ fn report_loop(
     let mut last: Vec<Batch> = Vec::new();
     // A report the disk refuses is held in memory and written when it can be:
     // the agent says so once, and again when it catches up.
-    let write = |reporter: &mut Reporter, ts: i64, batches: &[Batch], complete: bool| {
-        let status = reporter.write_tick(ts, batches, complete);
+    let write = |reporter: &mut Reporter, batches: &[Batch], complete: bool| {
+        let status = reporter.write_tick(batches, complete);
         if let Some(news) = reporter.take_news() {
             say!("{news}");
         }
-        Ok::<String, Error>(status)
+        if let Some(status) = status {
+            say!("{status}");
+        }
     };
     while last.len() < plan.workers {
+        when.poll(clock);
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(batch) if batch.last => last.push(batch),
             Ok(batch) => pending
@@ -445,25 +550,21 @@ fn report_loop(
         }
         while let Some(entry) = pending.first_entry() {
             let (first_seen, batches) = entry.get();
-            let tick = batches[0].tick;
             let complete = batches.len() == plan.workers;
             if !complete && first_seen.elapsed().as_secs_f64() < grace {
                 break;
             }
             let (_, batches) = entry.remove();
-            let status = write(reporter, tick.floor() as i64, &batches, complete)?;
-            say!("{status}");
+            write(reporter, &batches, complete);
         }
     }
     // Ticks still waiting, then the interval in progress: partial, no host row.
     for (_, (_, batches)) in std::mem::take(&mut pending) {
-        let tick = batches[0].tick;
-        let status = write(reporter, tick.floor() as i64, &batches, false)?;
-        say!("{status}");
+        write(reporter, &batches, false);
     }
-    if !last.is_empty() {
+    if last.iter().any(|b| !b.flows.is_empty() || !b.rx.is_empty()) {
         let ts = last.iter().map(|b| b.tick).fold(0.0, f64::max).ceil() as i64;
-        write(reporter, ts, &last, false)?;
+        write(reporter, &last, false);
         say!("ts={ts} final partial interval written (per-peer rows, no host totals)");
     }
     Ok(())
@@ -483,13 +584,5 @@ mod tests {
         assert_eq!(parse_workers("4"), Ok(WorkersArg::Count(4)));
         assert!(parse_workers("0").is_err());
         assert!(parse_workers("x").is_err());
-    }
-
-    #[test]
-    fn the_first_tick_is_a_whole_interval_boundary() {
-        assert_eq!(first_tick(1000.2, 5.0), 1005.0);
-        // Under half an interval to the next boundary: the one after.
-        assert_eq!(first_tick(1003.0, 5.0), 1010.0);
-        assert_eq!(first_tick(1000.0, 1.0), 1001.0);
     }
 }

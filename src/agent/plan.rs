@@ -2,7 +2,6 @@
 //! workers: who it is, where its peers are, which flows each worker holds.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashSet;
 
@@ -39,15 +38,11 @@ pub struct AgentPlan {
     pub client_buffers: Buffers,
     /// Report interval in seconds.
     pub interval: f64,
-    /// Wall-clock time (Unix seconds) of the first report tick.
-    pub first_tick: f64,
     /// `--busy-poll`: workers spin over their sockets instead of sleeping.
     pub busy_poll: bool,
     /// Runs of datagrams go as GSO super-datagrams and are read with GRO: the
     /// kernel has both and `--no-gso` was not given.
     pub gso: bool,
-    /// `--duration`: the workers stop by themselves at this instant.
-    pub deadline: Option<Instant>,
 }
 
 impl AgentPlan {
@@ -89,9 +84,5 @@ impl AgentPlan {
             .max()
             .unwrap_or(0);
         per_layer * usize::from(self.streams)
-    }
-
-    pub fn interval_duration(&self) -> Duration {
-        Duration::from_secs_f64(self.interval)
     }
 }

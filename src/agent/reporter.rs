@@ -1,26 +1,29 @@
 //! The reporter: merges the workers' batches for one tick into report rows (one
 //! per peer, whatever the worker and stream count), appends them to report.csv,
 //! flushes, and prints the interval's status line (facts.md 3.7, 3.9, 3.13).
+//! The host row also says where the interval sat in the run (`phase`), and
+//! what the host's kernel counted about packets the agent never saw.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::Arc;
 
-use super::counters::{Batch, RxCounts};
+use super::clock::{RunClock, phase_of};
+use super::counters::{Batch, RxCounts, SocketDrops};
 use super::cpu::CpuSampler;
+use super::host_counters::HostCounters;
 use super::plan::AgentPlan;
 use super::rtt::MergedRtt;
 use crate::report::row::header_line;
-use crate::report::{Dir, ReportRow};
+use crate::report::{Dir, Phase, ReportRow};
 use crate::units;
 
-/// One tx row in the making: a (peer, layer, draining) group of flow sockets.
+/// One tx row in the making: a (peer, layer) group of flow sockets.
 #[derive(Default)]
 struct TxRow {
-    peer: u32,
     layer: Option<u32>,
-    draining: bool,
     target: f64,
     unpaced: bool,
     pps: f64,
@@ -33,6 +36,9 @@ struct TxRow {
     rtt_max_ns: u64,
     dup: u64,
     ooo: u64,
+    pkts: u64,
+    rep_pkts: u64,
+    late: u64,
 }
 
 /// One rx row in the making.
@@ -55,9 +61,15 @@ pub struct Reporter {
     size: u32,
     rep_size: u32,
     workers: usize,
+    interval: f64,
     names: Vec<String>,
     file: File,
     cpu: CpuSampler,
+    counters: HostCounters,
+    clock: Arc<RunClock>,
+    /// Whether a complete interval has been written yet (the first one is an
+    /// edge unless the flows began exactly at its start).
+    wrote_one: bool,
     /// Report bytes the disk has not taken yet (a full disk), oldest first.
     /// They go to the file before anything newer, so the report stays whole.
     unwritten: Vec<u8>,
@@ -76,7 +88,7 @@ const MAX_UNWRITTEN: usize = 256 << 20;
 
 impl Reporter {
     /// Opens `path` for appending, writing the header if the file is new or empty.
-    pub fn open(path: &Path, plan: &AgentPlan) -> io::Result<Reporter> {
+    pub fn open(path: &Path, plan: &AgentPlan, clock: Arc<RunClock>) -> io::Result<Reporter> {
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -91,9 +103,13 @@ impl Reporter {
             size: plan.matrix.config.tx_size,
             rep_size: plan.matrix.config.rx_size,
             workers: plan.workers,
+            interval: plan.interval,
             names: plan.matrix.hosts().iter().map(|h| h.name.clone()).collect(),
             file,
             cpu,
+            counters: HostCounters::start(),
+            clock,
+            wrote_one: false,
             unwritten: Vec::new(),
             stalled: None,
             news: None,
@@ -113,19 +129,35 @@ impl Reporter {
         }
     }
 
-    /// Writes the rows of one tick. With `complete` (every worker reported) the
-    /// host row is written and the status line returned; otherwise only the
-    /// per-peer rows, and a line saying the interval was partial.
-    pub fn write_tick(&mut self, ts: i64, batches: &[Batch], complete: bool) -> String {
-        let mut tx: BTreeMap<(String, String, bool), TxRow> = BTreeMap::new();
+    /// Writes the rows of one tick (the batches of every worker that sent one
+    /// for it). With `complete` (every worker reported) the host row is
+    /// written and the status line returned; otherwise only the per-peer rows,
+    /// and a line saying the interval was partial. An interval that began at
+    /// or after the run's planned end is not written at all.
+    pub fn write_tick(&mut self, batches: &[Batch], complete: bool) -> Option<String> {
+        let tick = batches.first()?.tick;
+        let ts = tick.floor() as i64;
+        if self
+            .clock
+            .end_wall()
+            .is_some_and(|end| tick - self.interval >= end - 0.001)
+        {
+            return None;
+        }
+        let mut tx: BTreeMap<(String, String), TxRow> = BTreeMap::new();
         let mut rx: BTreeMap<String, RxRow> = BTreeMap::new();
         let mut host_rtt = MergedRtt::default();
         let mut stray = 0;
+        let mut drops = SocketDrops::default();
+        let mut behind_ns = 0;
         let mut busiest_worker: Option<f64> = None;
         let mut layer = None;
         for batch in batches {
             let elapsed = batch.elapsed;
             stray += batch.stray;
+            drops.requests += batch.drops.requests;
+            drops.replies += batch.drops.replies;
+            behind_ns = behind_ns.max(batch.behind_ns);
             layer = layer.or(batch.layer);
             busiest_worker = Some(
                 busiest_worker
@@ -134,11 +166,9 @@ impl Reporter {
             );
             for f in &batch.flows {
                 let layer_text = f.layer.map_or(String::new(), |l| l.to_string());
-                let key = (self.names[f.peer as usize].clone(), layer_text, f.draining);
+                let key = (self.names[f.peer as usize].clone(), layer_text);
                 let row = tx.entry(key).or_default();
-                row.peer = f.peer;
                 row.layer = f.layer;
-                row.draining = f.draining;
                 match f.target {
                     Some(rate) => row.target += rate,
                     None => row.unpaced = true,
@@ -149,6 +179,9 @@ impl Reporter {
                 row.mbps += mbps;
                 row.rep_pps += rep_pps;
                 row.rep_mbps += rep_mbps;
+                row.pkts += f.counts.sent;
+                row.rep_pkts += f.counts.replies;
+                row.late += f.counts.late;
                 row.rtt_sum_ns += f.counts.rtt_sum_ns;
                 row.rtt_count += f.counts.rtt_count;
                 row.rtt.add(&f.rtt);
@@ -171,20 +204,15 @@ impl Reporter {
         let mut out = String::new();
         let mut total = TxRow::default();
         let mut live_peers = 0;
-        for ((peer, _, _), row) in &tx {
+        for ((peer, _), row) in &tx {
             let mut r = self.row(ts, Dir::Tx, peer);
             r.layer = row.layer;
-            if !row.draining {
-                live_peers += 1;
-                r.target_pps = (!row.unpaced).then_some(row.target);
-                r.pps = Some(row.pps);
-                r.mbps = Some(row.mbps);
-                r.loss_pct = (row.pps > 0.0).then(|| 100.0 - row.rep_pps / row.pps * 100.0);
-                total.pps += row.pps;
-                total.mbps += row.mbps;
-                total.target += row.target;
-                total.unpaced |= row.unpaced;
-            }
+            live_peers += 1;
+            r.target_pps = (!row.unpaced).then_some(row.target);
+            r.pps = Some(row.pps);
+            r.mbps = Some(row.mbps);
+            r.loss_pct =
+                (row.pkts > 0).then(|| 100.0 - row.rep_pkts as f64 / row.pkts as f64 * 100.0);
             r.rep_pps = Some(row.rep_pps);
             r.rep_mbps = Some(row.rep_mbps);
             if row.rtt_count > 0 {
@@ -196,9 +224,19 @@ impl Reporter {
             r.rtt_max_us = (row.rtt_count > 0).then(|| row.rtt_max_ns as f64 / 1000.0);
             r.dup_pkts = Some(row.dup);
             r.ooo_pkts = Some(row.ooo);
+            r.pkts = Some(row.pkts);
+            r.rep_pkts = Some(row.rep_pkts);
+            r.late_pkts = Some(row.late);
             r.write_csv(&mut out);
+            total.pps += row.pps;
+            total.mbps += row.mbps;
+            total.target += row.target;
+            total.unpaced |= row.unpaced;
             total.rep_pps += row.rep_pps;
             total.rep_mbps += row.rep_mbps;
+            total.pkts += row.pkts;
+            total.rep_pkts += row.rep_pkts;
+            total.late += row.late;
             host_rtt.merge(&row.rtt);
         }
         let mut serving = 0.0;
@@ -210,12 +248,24 @@ impl Reporter {
             r.rep_mbps = Some(row.rep_mbps);
             r.dup_pkts = Some(row.counts.dup);
             r.ooo_pkts = Some(row.counts.ooo);
+            r.pkts = Some(row.counts.requests);
+            r.rep_pkts = Some(row.counts.replies);
+            r.late_pkts = Some(row.counts.late);
             r.write_csv(&mut out);
             serving += row.pps;
         }
 
         let cpu = self.cpu.sample();
+        let host = self.counters.sample();
         let status = if complete {
+            let phase = phase_of(
+                tick,
+                self.interval,
+                self.clock.started_wall().unwrap_or(tick - self.interval),
+                self.clock.end_wall(),
+                !self.wrote_one,
+            );
+            self.wrote_one = true;
             let mut r = self.row(ts, Dir::Host, "*");
             // Blank target: some flow is unpaced and nothing is paced.
             r.target_pps = (!(total.unpaced && total.target == 0.0)).then_some(total.target);
@@ -223,7 +273,8 @@ impl Reporter {
             r.mbps = Some(total.mbps);
             r.rep_pps = Some(total.rep_pps);
             r.rep_mbps = Some(total.rep_mbps);
-            r.loss_pct = (total.pps > 0.0).then(|| 100.0 - total.rep_pps / total.pps * 100.0);
+            r.loss_pct =
+                (total.pkts > 0).then(|| 100.0 - total.rep_pkts as f64 / total.pkts as f64 * 100.0);
             r.rtt_p50_us = host_rtt.quantile_us(0.50);
             r.rtt_p99_us = host_rtt.quantile_us(0.99);
             r.rtt_p999_us = host_rtt.quantile_us(0.999);
@@ -234,6 +285,18 @@ impl Reporter {
             r.workers = Some(self.workers as u32);
             r.layer = layer;
             r.stray_pkts = Some(stray);
+            r.pkts = Some(total.pkts);
+            r.rep_pkts = Some(total.rep_pkts);
+            r.late_pkts = Some(total.late);
+            r.phase = Some(phase.as_str());
+            r.req_drops = Some(drops.requests);
+            r.rep_drops = Some(drops.replies);
+            r.udp_rcvbuf_errors = host.rcvbuf_errors;
+            r.udp_in_errors = host.in_errors;
+            r.udp_no_ports = host.no_ports;
+            r.nic_rx_drops = host.nic_rx_drops;
+            r.behind_ms = Some(behind_ns as f64 / 1e6);
+            r.throttled_ms = host.throttled_ms;
             r.write_csv(&mut out);
             let target = if total.unpaced {
                 "max".to_string()
@@ -262,6 +325,12 @@ impl Reporter {
             if stray > 0 {
                 line.push_str(&format!(" stray={stray}"));
             }
+            if drops.requests + drops.replies > 0 {
+                line.push_str(&format!(" dropped_here={}", drops.requests + drops.replies));
+            }
+            if phase != Phase::Steady {
+                line.push_str(&format!(" phase={}", phase.as_str()));
+            }
             line
         } else {
             format!(
@@ -271,7 +340,7 @@ impl Reporter {
             )
         };
         self.append(ts, out.as_bytes());
-        status
+        Some(status)
     }
 
     /// A line for the log when writing the report failed or recovered.

@@ -614,6 +614,34 @@ pub fn client_socket(
     Ok(socket)
 }
 
+/// SO_MEMINFO (include/uapi/asm-generic/socket.h; libc does not export it).
+const SO_MEMINFO: libc::c_int = 55;
+/// Entries of the SO_MEMINFO array (SK_MEMINFO_VARS).
+const SK_MEMINFO_VARS: usize = 9;
+
+/// How many datagrams the kernel has dropped at this socket since it opened
+/// because its receive buffer was full: the socket's `sk_drops`, the counter
+/// SO_RXQ_OVFL would attach to every datagram, read here once per interval
+/// with SO_MEMINFO (Linux 4.6+) instead, off the hot path. `None` where the
+/// kernel cannot say.
+pub fn socket_drops(fd: RawFd) -> Option<u64> {
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`, which is
+    // that large, and stores the length it wrote in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let drops = libc::SK_MEMINFO_DROPS as usize;
+    (rc == 0 && len as usize >= (drops + 1) * 4).then(|| u64::from(info[drops]))
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -745,6 +773,29 @@ mod tests {
         send_requests(bound(&rx), &[200; 10], true);
         let (got, _) = receive(&rx, &mut RecvBatch::headers(), 10);
         assert_eq!(got, (1..=10).map(|seq| (200, seq)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_full_receive_buffer_is_counted_as_socket_drops() {
+        let rx = responder_socket(
+            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
+            Buffers {
+                send: 0,
+                recv: 4096,
+            },
+        )
+        .unwrap();
+        let to = match rx.local_addr().unwrap().as_socket() {
+            Some(std::net::SocketAddr::V4(a)) => a,
+            _ => unreachable!(),
+        };
+        assert_eq!(socket_drops(rx.as_raw_fd()), Some(0));
+        // A few KiB of buffer cannot hold 200 unread datagrams of 1000 bytes.
+        for _ in 0..4 {
+            send_requests(to, &[1000; 50], false);
+        }
+        let drops = socket_drops(rx.as_raw_fd()).unwrap();
+        assert!(drops > 100, "{drops} dropped");
     }
 
     #[test]

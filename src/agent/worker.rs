@@ -1,29 +1,44 @@
 //! One worker thread: its responder socket, its shard of the flow sockets, and
 //! the single event loop that drives them.
 //!
-//! Each pass of the loop: report if a tick is due (and switch layers on a
-//! layered matrix); send what every flow's pacer allows, in batches; wait on
-//! epoll until the next send is due (at most [`MAX_WAIT`]); then read every ready
-//! socket in batches: requests are answered in one sendmmsg per batch, replies
-//! are timed and counted. Nothing on this path allocates, locks or formats.
+//! Each pass of the loop: report an interval whose late packets have had their
+//! time; close the interval in progress if its tick is due (and switch layers
+//! on a layered matrix); send what every flow's pacer allows, in batches; wait
+//! on epoll until the next thing is due (at most [`MAX_WAIT`]); then read every
+//! ready socket in batches: requests are answered in one sendmmsg per batch,
+//! replies are timed and counted. Nothing on this path allocates, locks or
+//! formats.
+//!
+//! Until the run's start instant ([`RunClock`]) the worker only answers:
+//! the fleet's flows begin together, once every responder is listening. After
+//! the end instant it answers for the grace period, then exits.
+//!
+//! Counting: every request is counted in the interval it was sent in, on both
+//! sides (the sender by its own clock, the receiver by the interval tag the
+//! request carries), and every reply in the interval of its request. An
+//! interval is therefore reported only after a hold, when the replies
+//! to its last requests are back ([`crate::report::hold_seconds`], and
+//! [`slots`](super::slots)).
 
 use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use rustc_hash::FxHashMap;
 use socket2::Socket;
 
-use super::counters::{Batch, FlowReport, RxCounts, TxCounts};
+use super::clock::{ARMED_TIMEOUT, RunClock, Start};
+use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
 use super::pacing::Pacer;
 use super::plan::{AgentPlan, FlowSpec};
 use super::rtt::FlowRtt;
 use super::sequence::{self, Arrival, SeqWindow};
+use super::slots::{self, RxSlot, TX_SLOTS};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
+use crate::units::wall_now;
 use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
@@ -37,6 +52,19 @@ const MAX_RTT_NS: u64 = 100_000_000_000;
 /// epoll token of the responder socket; flow sockets use their slot index.
 const RESPONDER: u64 = u64::MAX;
 
+/// How long after its tick an interval is reported (the report's hold).
+fn hold(interval: f64) -> Duration {
+    Duration::from_secs_f64(crate::report::hold_seconds(interval))
+}
+
+/// What one flow socket counted in one interval.
+#[derive(Default)]
+struct TxSlot {
+    counts: TxCounts,
+    rtt: FlowRtt,
+    rtt_max_ns: u64,
+}
+
 /// A flow socket: one stream of one pair.
 struct Flow {
     spec: FlowSpec,
@@ -46,35 +74,42 @@ struct Flow {
     /// `--gso`, until the route refuses a super-datagram.
     gso: bool,
     next_seq: u64,
-    counts: TxCounts,
-    rtt: FlowRtt,
-    rtt_max_ns: u64,
+    /// The current interval's counts and the previous one's, by
+    /// [`slots::tx_slot`] of the interval number.
+    slots: [TxSlot; TX_SLOTS],
     replies_seen: SeqWindow,
-    /// Set when its layer ended: no more sends; closed at `close_at` (a tick).
+    /// The first interval this flow sends in: it reports from that one on.
+    first_interval: u64,
+    /// Its layer ended: it sends no more, and closes once its last interval
+    /// has been reported.
     draining: bool,
-    close_at: f64,
+    /// The socket's drop counter at the last interval's close.
+    drops_seen: u64,
 }
 
-/// Wall-clock seconds since the Unix epoch.
-pub fn wall_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// The instant at which the wall clock will read `wall` (now if already past).
-fn instant_at(wall: f64) -> Instant {
-    let ahead = wall - wall_now();
-    Instant::now() + Duration::from_secs_f64(ahead.max(0.0))
+/// An interval that has closed and waits for its late packets.
+struct Pending {
+    number: u64,
+    tick: f64,
+    /// Monotonic ns at which it began (replies to requests sent before are older).
+    began_ns: u64,
+    report_at: Instant,
+    elapsed: f64,
+    cpu: f64,
+    stray: u64,
+    drops: SocketDrops,
+    behind_ns: u64,
+    layer: Option<u32>,
 }
 
 pub struct Worker {
     id: usize,
     plan: Arc<AgentPlan>,
-    stop: Arc<AtomicBool>,
+    clock: Arc<RunClock>,
     out: Sender<Batch>,
     epoll: Epoll,
     responder: Option<Socket>,
+    responder_drops_seen: u64,
     flows: Vec<Option<Flow>>,
     /// Receive buffers for the responder (requests) and the flows (replies):
     /// coalesced when GRO is on for that side, headers only otherwise.
@@ -83,25 +118,35 @@ pub struct Worker {
     send: Box<SendBatch>,
     replies: Replies,
     padding: Box<[u8]>,
-    rx: Vec<RxCounts>,
+    /// Requests from each peer, by [`slots::rx_slot`] of the interval number.
+    rx: [Vec<RxCounts>; slots::RX_SLOTS],
     /// Sequence windows of the client sockets sending to us, by source ip:port.
     request_windows: FxHashMap<SocketAddrV4, SeqWindow>,
     stray: u64,
+    behind_ns: u64,
     layer: Option<usize>,
+    /// The start, once the run has one; until then the worker only answers.
+    start: Option<Start>,
+    /// The interval in progress: its number (tick / interval), its tick (the
+    /// wall-clock label of its end), when the tick is due on the monotonic
+    /// clock, and when the interval began (monotonic ns).
+    number: u64,
     tick: f64,
-    /// When `tick` is due, on the monotonic clock.
     tick_at: Instant,
+    began_ns: u64,
+    pending: Option<Pending>,
     last_report: Instant,
     last_cpu_ns: u64,
 }
 
 impl Worker {
     /// Sets up worker `id`: its responder (a worker that cannot bind stays a
-    /// sender, and says so) and the flows of the layer in force.
+    /// sender, and says so) and the flows of the layer in force. A flow that
+    /// cannot be opened is an error: the agent must not run quietly without it.
     pub fn new(
         id: usize,
         plan: Arc<AgentPlan>,
-        stop: Arc<AtomicBool>,
+        clock: Arc<RunClock>,
         out: Sender<Batch>,
     ) -> std::io::Result<Worker> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
@@ -131,13 +176,13 @@ impl Worker {
             }
         };
         let n = plan.matrix.host_count();
-        let tick = plan.first_tick;
         let mut worker = Worker {
             id,
-            stop,
+            clock,
             out,
             epoll,
             responder,
+            responder_drops_seen: 0,
             flows: Vec::new(),
             requests_in: if gro_requests {
                 RecvBatch::coalesced()
@@ -152,47 +197,87 @@ impl Worker {
             send: SendBatch::new(),
             replies: Replies {
                 peers: [0; BATCH],
+                slots: [0; BATCH],
                 gso: plan.gso,
             },
             padding: udp::padding(),
-            rx: vec![RxCounts::default(); n],
+            rx: std::array::from_fn(|_| vec![RxCounts::default(); n]),
             request_windows: FxHashMap::default(),
             stray: 0,
+            behind_ns: 0,
             layer: None,
-            tick,
-            tick_at: instant_at(tick),
+            start: None,
+            number: 0,
+            tick: 0.0,
+            tick_at: Instant::now(),
+            began_ns: 0,
+            pending: None,
             last_report: Instant::now(),
             last_cpu_ns: udp::thread_cpu_ns(),
             plan,
         };
         worker.layer = worker.plan.schedule().layer_at(wall_now());
-        worker.open_layer(worker.layer);
+        worker.open_layer(worker.layer)?;
         Ok(worker)
     }
 
-    /// Runs until the stop flag or the deadline; the last batch is partial.
+    /// Runs until the stop flag or the exit instant; the last batch is partial.
     pub fn run(mut self) {
-        self.last_cpu_ns = udp::thread_cpu_ns();
+        let armed_since = Instant::now();
         let mut events = [EpollEvent::empty(); 64];
         loop {
             let now = Instant::now();
-            if self.stop.load(Ordering::Relaxed) || self.plan.deadline.is_some_and(|d| now >= d) {
-                // Labelled with the end of the interval it belongs to.
-                self.report(self.tick, now, true);
+            if self.start.is_none() {
+                match self.clock.start() {
+                    Some(start) => self.begin(start),
+                    None if self.clock.stopping()
+                        || self.clock.end_ns().is_some()
+                        || now.duration_since(armed_since) > ARMED_TIMEOUT =>
+                    {
+                        self.finish(now);
+                        return;
+                    }
+                    None => {}
+                }
+            }
+            let now_ns = udp::monotonic_ns();
+            let leaving =
+                self.clock.stopping() || self.clock.exit_ns().is_some_and(|x| now_ns >= x);
+            if let Some(pending) = &self.pending
+                && now >= pending.report_at
+            {
+                let pending = self.pending.take().expect("checked");
+                self.report(pending);
+            }
+            if leaving && self.pending.is_none() {
+                self.finish(now);
                 return;
             }
-            if now >= self.tick_at {
-                self.on_tick(now);
+            if self.start.is_some() && !leaving && now >= self.tick_at {
+                self.close_interval(now);
             }
-            let next_due = self.send_due(now);
+            let sending = self.start.is_some_and(|s| now >= s.at)
+                && !leaving
+                && self.clock.end_ns().is_none_or(|end| now_ns < end);
+            let mut next = now + MAX_WAIT;
+            if sending {
+                next = next.min(self.send_due(now));
+            } else if let Some(start) = self.start
+                && now < start.at
+            {
+                next = next.min(start.at);
+            }
+            if self.start.is_some() {
+                next = next.min(self.tick_at);
+            }
+            if let Some(pending) = &self.pending {
+                next = next.min(pending.report_at);
+            }
             if self.plan.busy_poll {
                 self.poll_everything();
                 continue;
             }
-            let wait = next_due
-                .min(self.tick_at)
-                .saturating_duration_since(Instant::now())
-                .min(MAX_WAIT);
+            let wait = next.saturating_duration_since(Instant::now()).min(MAX_WAIT);
             // epoll waits in whole milliseconds. Round up: rounding down would
             // spin a core until the send is due. A send that comes up to 1 ms
             // late finds the tokens waiting and goes out in the same batch.
@@ -214,30 +299,57 @@ impl Worker {
         }
     }
 
+    /// The run has its start: the first interval ends at the first tick, the
+    /// pacers start empty at the start instant.
+    fn begin(&mut self, start: Start) {
+        let interval = self.plan.interval;
+        self.start = Some(start);
+        self.tick = start.first_tick;
+        self.number = slots::interval_number(start.first_tick, interval);
+        self.tick_at = start.at + Duration::from_secs_f64((start.first_tick - start.wall).max(0.0));
+        self.began_ns = start.at_ns;
+        self.last_report = start.at;
+        self.last_cpu_ns = udp::thread_cpu_ns();
+        self.stray = 0;
+        self.behind_ns = 0;
+        for slot in &mut self.rx {
+            slot.fill(RxCounts::default());
+        }
+        // The layer in force when the flows begin.
+        let layer = self.plan.schedule().layer_at(start.wall);
+        if layer != self.layer {
+            self.close_flows(|_| true);
+            self.layer = layer;
+            if let Err(e) = self.open_layer(layer) {
+                warn!("mx agent: worker {}: {e}", self.id);
+            }
+        }
+        for flow in self.flows.iter_mut().flatten() {
+            flow.first_interval = self.number;
+            flow.pacer = flow.spec.rate.map(|rate| Pacer::new(rate, start.at));
+            flow.slots = Default::default();
+        }
+        self.read_drops();
+    }
+
     /// Opens the flow sockets of `layer` (the whole row for a fixed matrix).
-    fn open_layer(&mut self, layer: Option<usize>) {
-        let now = Instant::now();
+    fn open_layer(&mut self, layer: Option<usize>) -> std::io::Result<()> {
         for spec in self.plan.flows_for(self.id, layer) {
+            let peer = &self.plan.matrix.hosts()[spec.peer as usize];
             let Some(peer_addr) = self.plan.peer_addrs[spec.peer as usize] else {
-                let peer = &self.plan.matrix.hosts()[spec.peer as usize];
-                warn!(
-                    "mx agent: worker {} cannot reach {} ({}:{}): the address did not resolve",
-                    self.id, peer.name, peer.addr, peer.port
-                );
-                continue;
+                return Err(std::io::Error::other(format!(
+                    "cannot reach {} ({}:{}): the address did not resolve to IPv4",
+                    peer.name, peer.addr, peer.port
+                )));
             };
             let socket =
-                match udp::client_socket(self.plan.local_ip, peer_addr, self.plan.client_buffers) {
-                    Ok(socket) => socket,
-                    Err(e) => {
-                        let peer = &self.plan.matrix.hosts()[spec.peer as usize];
-                        warn!(
-                            "mx agent: worker {} cannot reach {} ({peer_addr}): {e}",
-                            self.id, peer.name
-                        );
-                        continue;
-                    }
-                };
+                udp::client_socket(self.plan.local_ip, peer_addr, self.plan.client_buffers)
+                    .map_err(|e| {
+                        std::io::Error::other(format!(
+                            "cannot reach {} ({peer_addr}): {e}",
+                            peer.name
+                        ))
+                    })?;
             if self.plan.gso
                 && udp::coalescible(self.plan.matrix.config.rx_size as usize)
                 && let Err(e) = udp::enable_gro(&socket)
@@ -248,30 +360,44 @@ impl Worker {
                 );
             }
             let slot = self.free_slot();
-            if self.plan.busy_poll {
-                // Polled directly every pass: no epoll registration, so no
-                // readiness callback on every arriving datagram either.
-            } else if let Err(e) = self.epoll.add(
-                socket.as_fd(),
-                EpollEvent::new(EpollFlags::EPOLLIN, slot as u64),
-            ) {
-                warn!("mx agent: worker {}: epoll add: {e}", self.id);
-                continue;
+            if !self.plan.busy_poll {
+                // (--busy-poll polls every socket directly every pass: no
+                // epoll registration, so no readiness callback per datagram.)
+                self.epoll.add(
+                    socket.as_fd(),
+                    EpollEvent::new(EpollFlags::EPOLLIN, slot as u64),
+                )?;
             }
+            let drops_seen = udp::socket_drops(socket.as_raw_fd()).unwrap_or(0);
             self.flows[slot] = Some(Flow {
                 spec,
                 layer: layer.map(|l| l as u32),
                 socket,
-                pacer: spec.rate.map(|rate| Pacer::new(rate, now)),
+                pacer: self
+                    .start
+                    .and(spec.rate)
+                    .map(|rate| Pacer::new(rate, Instant::now())),
                 gso: self.plan.gso,
                 next_seq: 1,
-                counts: TxCounts::default(),
-                rtt: FlowRtt::default(),
-                rtt_max_ns: 0,
+                slots: Default::default(),
                 replies_seen: SeqWindow::default(),
+                first_interval: self.number,
                 draining: false,
-                close_at: 0.0,
+                drops_seen,
             });
+        }
+        Ok(())
+    }
+
+    /// Closes the flows `which` selects.
+    fn close_flows(&mut self, which: impl Fn(&Flow) -> bool) {
+        for slot in self.flows.iter_mut() {
+            if slot.as_ref().is_some_and(&which) {
+                let flow = slot.take().expect("checked");
+                if !self.plan.busy_poll {
+                    let _ = self.epoll.delete(flow.socket.as_fd());
+                }
+            }
         }
     }
 
@@ -298,87 +424,147 @@ impl Worker {
         }
     }
 
-    /// A report tick: send the interval's batch, close drained flows, and on a
-    /// layered matrix switch to the layer of the new interval.
-    fn on_tick(&mut self, now: Instant) {
+    /// The increase of every socket's drop counter since the last call.
+    fn read_drops(&mut self) -> SocketDrops {
+        let mut drops = SocketDrops::default();
+        if let Some(responder) = &self.responder
+            && let Some(total) = udp::socket_drops(responder.as_raw_fd())
+        {
+            drops.requests = total.saturating_sub(self.responder_drops_seen);
+            self.responder_drops_seen = total;
+        }
+        for flow in self.flows.iter_mut().flatten() {
+            if let Some(total) = udp::socket_drops(flow.socket.as_raw_fd()) {
+                drops.replies += total.saturating_sub(flow.drops_seen);
+                flow.drops_seen = total;
+            }
+        }
+        drops
+    }
+
+    /// The interval in progress reached its tick: it waits [`hold`] for its
+    /// late packets, and the next one begins (in the next layer, on a layered
+    /// matrix: the old layer's flows stop sending and close once their last
+    /// interval is reported).
+    fn close_interval(&mut self, now: Instant) {
+        if let Some(pending) = self.pending.take() {
+            // Starved for a whole interval: report what came.
+            self.report(pending);
+        }
+        let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);
+        let cpu_ns = udp::thread_cpu_ns();
+        let cpu = cpu_ns.saturating_sub(self.last_cpu_ns) as f64 / 1e9;
+        self.last_report = now;
+        self.last_cpu_ns = cpu_ns;
+        let drops = self.read_drops();
         let tick = self.tick;
-        self.report(tick, now, false);
-        for slot in self.flows.iter_mut() {
-            if slot
-                .as_ref()
-                .is_some_and(|f| f.draining && f.close_at <= tick + 1e-6)
-            {
-                let flow = slot.take().expect("checked");
-                if !self.plan.busy_poll {
-                    let _ = self.epoll.delete(flow.socket.as_fd());
-                }
-            }
-        }
-        let layer = self.plan.schedule().layer_at(tick);
-        if layer != self.layer {
-            // Keep the old sockets one interval for replies still in flight.
-            let close_at = tick + self.plan.interval;
-            for flow in self.flows.iter_mut().flatten() {
-                if !flow.draining {
-                    flow.draining = true;
-                    flow.close_at = close_at;
-                }
-            }
-            self.layer = layer;
-            self.open_layer(layer);
-        }
+        self.pending = Some(Pending {
+            number: self.number,
+            tick,
+            began_ns: self.began_ns,
+            report_at: now + hold(self.plan.interval),
+            elapsed,
+            cpu,
+            stray: std::mem::take(&mut self.stray),
+            drops,
+            behind_ns: std::mem::take(&mut self.behind_ns),
+            layer: self.layer.map(|l| l as u32),
+        });
+        self.number += 1;
+        self.began_ns = udp::monotonic_ns();
         self.tick = tick + self.plan.interval;
         // The next tick one interval on, on the monotonic clock: a wall clock
         // stepped by hand or by NTP neither stalls the reports (a step back)
         // nor bursts empty ones (a step forward). The labels keep the timeline
         // the run started on, which is the fleet's: the layers stay in step.
         self.tick_at += Duration::from_secs_f64(self.plan.interval);
+        let layer = self.plan.schedule().layer_at(tick);
+        if layer != self.layer {
+            for flow in self.flows.iter_mut().flatten() {
+                flow.draining = true;
+            }
+            self.layer = layer;
+            if let Err(e) = self.open_layer(layer) {
+                warn!("mx agent: worker {}: layer {layer:?}: {e}", self.id);
+            }
+        }
     }
 
-    /// Moves this interval's counters into a batch for the reporter.
-    fn report(&mut self, tick: f64, now: Instant, last: bool) {
-        let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);
-        let cpu_ns = udp::thread_cpu_ns();
-        let cpu = (cpu_ns - self.last_cpu_ns) as f64 / 1e9;
-        self.last_report = now;
-        self.last_cpu_ns = cpu_ns;
+    /// Hands the reporter the batch of a closed interval: the requests each
+    /// flow sent in it and the replies to them, the requests its peers sent in
+    /// it that arrived. Flows of a finished layer close now.
+    fn report(&mut self, p: Pending) {
+        let tx = slots::tx_slot(p.number);
         let mut flows = Vec::new();
         for flow in self.flows.iter_mut().flatten() {
-            let counts = std::mem::take(&mut flow.counts);
-            // A draining flow reports only the replies it caught.
-            if flow.draining && counts.replies == 0 && counts.rtt_count == 0 && counts.dup == 0 {
+            if flow.first_interval > p.number {
                 continue;
             }
+            let slot = &mut flow.slots[tx];
             flows.push(FlowReport {
                 peer: flow.spec.peer,
                 layer: flow.layer,
-                draining: flow.draining,
-                target: if flow.draining { None } else { flow.spec.rate },
-                counts,
-                rtt: flow.rtt.take(),
-                rtt_max_ns: std::mem::take(&mut flow.rtt_max_ns),
+                target: flow.spec.rate,
+                counts: std::mem::take(&mut slot.counts),
+                rtt: slot.rtt.take(),
+                rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
             });
         }
-        let rx = self
-            .rx
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, c)| !c.is_empty())
-            .map(|(peer, c)| (peer as u32, std::mem::take(c)))
-            .collect();
-        let batch = Batch {
+        self.close_flows(|f| f.draining);
+        let rx = take_rx(&mut self.rx[slots::rx_slot(p.number)]);
+        let _ = self.out.send(Batch {
             worker: self.id,
-            tick,
+            tick: p.tick,
+            elapsed: p.elapsed,
+            cpu: p.cpu,
+            flows,
+            rx,
+            stray: p.stray,
+            layer: p.layer,
+            drops: p.drops,
+            behind_ns: p.behind_ns,
+            last: false,
+        });
+    }
+
+    /// The worker's last batch: the interval in progress, partial (nothing when
+    /// the run never started, or the interval began after the planned end).
+    fn finish(&mut self, now: Instant) {
+        let began_after_end = self.clock.end_ns().is_some_and(|end| self.began_ns >= end);
+        let (flows, rx) = if self.start.is_none() || began_after_end {
+            (Vec::new(), Vec::new())
+        } else {
+            let tx = slots::tx_slot(self.number);
+            let mut flows = Vec::new();
+            for flow in self.flows.iter_mut().flatten() {
+                let slot = &mut flow.slots[tx];
+                flows.push(FlowReport {
+                    peer: flow.spec.peer,
+                    layer: flow.layer,
+                    target: flow.spec.rate,
+                    counts: std::mem::take(&mut slot.counts),
+                    rtt: slot.rtt.take(),
+                    rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
+                });
+            }
+            (flows, take_rx(&mut self.rx[slots::rx_slot(self.number)]))
+        };
+        let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);
+        let cpu = udp::thread_cpu_ns().saturating_sub(self.last_cpu_ns) as f64 / 1e9;
+        let drops = self.read_drops();
+        let _ = self.out.send(Batch {
+            worker: self.id,
+            tick: self.tick,
             elapsed,
             cpu,
             flows,
             rx,
             stray: std::mem::take(&mut self.stray),
             layer: self.layer.map(|l| l as u32),
-            last,
-        };
-        // The reporter is gone only when the agent is shutting down.
-        let _ = self.out.send(batch);
+            drops,
+            behind_ns: self.behind_ns,
+            last: true,
+        });
     }
 
     /// Sends what each live flow may; returns when the next send is due.
@@ -389,16 +575,26 @@ impl Worker {
             self.plan.matrix.config.tx_size,
             self.plan.matrix.config.rx_size,
         );
+        let number = self.number;
+        let tx = slots::tx_slot(number);
         for flow in self.flows.iter_mut().flatten() {
             if flow.draining {
                 continue;
             }
             let allowed = match flow.pacer.as_mut() {
-                Some(pacer) => pacer.available(now, MAX_SENDS_PER_PASS),
+                Some(pacer) => {
+                    // How long this flow's batch has been due: a worker that
+                    // cannot keep its schedule (no CPU) shows it here.
+                    let late = now.saturating_duration_since(pacer.next_due());
+                    self.behind_ns = self.behind_ns.max(late.as_nanos() as u64);
+                    pacer.available(now, MAX_SENDS_PER_PASS)
+                }
                 None => MAX_SENDS_PER_PASS,
             };
             let sent = send_requests(
                 flow,
+                tx,
+                number,
                 &mut self.send,
                 &self.padding,
                 allowed,
@@ -426,6 +622,7 @@ impl Worker {
         let fd = responder.as_raw_fd();
         let hosts = self.plan.matrix.host_count();
         let me = self.plan.me as u16;
+        let pending = self.pending.as_ref().map(|p| p.number);
         for _ in 0..MAX_READS_PER_PASS {
             let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
@@ -457,7 +654,12 @@ impl Worker {
                     // 1 arriving twice early on is a duplicate, not a restart.)
                     *window = SeqWindow::default();
                 }
-                let counts = &mut self.rx[peer];
+                let (slot, late) =
+                    match slots::rx_slot_of(request.interval_tag(), self.number, pending) {
+                        RxSlot::Counted(slot) => (slot, false),
+                        RxSlot::Late => (slots::rx_slot(self.number), true),
+                    };
+                let counts = &mut self.rx[slot][peer];
                 match window.observe(request.seq) {
                     Arrival::Duplicate => {
                         // Not answered: a duplicated request is the forward
@@ -468,8 +670,12 @@ impl Worker {
                     Arrival::OutOfOrder => counts.ooo += 1,
                     Arrival::InOrder => {}
                 }
-                counts.requests += 1;
-                counts.request_bytes += d.len as u64;
+                if late {
+                    counts.late += 1;
+                } else {
+                    counts.requests += 1;
+                    counts.request_bytes += d.len as u64;
+                }
                 if self.send.is_full() {
                     self.replies
                         .flush(fd, &mut self.send, &self.padding, &mut self.rx);
@@ -478,6 +684,7 @@ impl Worker {
                 self.replies.queue(
                     &mut self.send,
                     peer as u32,
+                    slot,
                     reply.packet_len as usize,
                     d.from,
                     |h| reply.encode(h),
@@ -491,12 +698,18 @@ impl Worker {
         }
     }
 
-    /// Reads the replies waiting on flow socket `slot`: counts, times, orders them.
+    /// Reads the replies waiting on flow socket `slot`: counts each in the
+    /// interval of its request, times it, orders it.
     fn read_replies(&mut self, slot: usize) {
         let Some(flow) = self.flows.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
         let fd = flow.socket.as_raw_fd();
+        let current = slots::tx_slot(self.number);
+        let previous = self
+            .pending
+            .as_ref()
+            .map(|p| (slots::tx_slot(p.number), p.began_ns));
         for _ in 0..MAX_READS_PER_PASS {
             let n = match self.replies_in.recv(fd) {
                 Ok(n) => n,
@@ -516,21 +729,36 @@ impl Worker {
                         continue;
                     }
                 };
+                // The interval its request was sent in: this one, the one
+                // waiting to be reported, or one already reported (late).
+                let (at, late) = if reply.t_send >= self.began_ns {
+                    (current, false)
+                } else {
+                    match previous {
+                        Some((slot, began)) if reply.t_send >= began => (slot, false),
+                        _ => (current, true),
+                    }
+                };
+                let s = &mut flow.slots[at];
                 match flow.replies_seen.observe(reply.seq) {
                     Arrival::Duplicate => {
-                        flow.counts.dup += 1;
+                        s.counts.dup += 1;
                         continue;
                     }
-                    Arrival::OutOfOrder => flow.counts.ooo += 1,
+                    Arrival::OutOfOrder => s.counts.ooo += 1,
                     Arrival::InOrder => {}
                 }
-                flow.counts.replies += 1;
-                flow.counts.reply_bytes += d.len as u64;
+                if late {
+                    s.counts.late += 1;
+                } else {
+                    s.counts.replies += 1;
+                    s.counts.reply_bytes += d.len as u64;
+                }
                 if let Some(rtt) = now_ns.checked_sub(reply.t_send).filter(|&r| r < MAX_RTT_NS) {
-                    flow.counts.rtt_sum_ns += rtt;
-                    flow.counts.rtt_count += 1;
-                    flow.rtt_max_ns = flow.rtt_max_ns.max(rtt);
-                    flow.rtt.record(rtt);
+                    s.counts.rtt_sum_ns += rtt;
+                    s.counts.rtt_count += 1;
+                    s.rtt_max_ns = s.rtt_max_ns.max(rtt);
+                    s.rtt.record(rtt);
                 }
             }
             if !self.replies_in.was_full() {
@@ -540,10 +768,21 @@ impl Worker {
     }
 }
 
+/// The non-empty per-peer counts of one rx slot, which is left empty.
+fn take_rx(slot: &mut [RxCounts]) -> Vec<(u32, RxCounts)> {
+    slot.iter_mut()
+        .enumerate()
+        .filter(|(_, c)| !c.is_empty())
+        .map(|(peer, c)| (peer as u32, std::mem::take(c)))
+        .collect()
+}
+
 /// The responder's side of a send batch: whom each queued reply answers.
 struct Replies {
-    /// Matrix index of each queued reply in the batch, to count what was sent.
+    /// Matrix index of each queued reply in the batch, and the rx slot its
+    /// request was counted in, to count what was sent.
     peers: [u32; BATCH],
+    slots: [usize; BATCH],
     /// `--gso`, until a route refuses a super-datagram.
     gso: bool,
 }
@@ -553,21 +792,29 @@ impl Replies {
         &mut self,
         batch: &mut SendBatch,
         peer: u32,
+        slot: usize,
         size: usize,
         to: SocketAddrV4,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
         self.peers[batch.len()] = peer;
+        self.slots[batch.len()] = slot;
         batch.push(size, Some(to), fill);
     }
 
     /// Sends the queued replies and counts those the kernel took; the rest
     /// (a full send buffer) are lost here, and show as fewer replies sent
     /// than requests arrived.
-    fn flush(&mut self, fd: RawFd, batch: &mut SendBatch, padding: &[u8], rx: &mut [RxCounts]) {
+    fn flush(
+        &mut self,
+        fd: RawFd,
+        batch: &mut SendBatch,
+        padding: &[u8],
+        rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
+    ) {
         batch.send(fd, padding, &mut self.gso);
         for i in (0..batch.len()).filter(|&i| batch.was_sent(i)) {
-            let counts = &mut rx[self.peers[i] as usize];
+            let counts = &mut rx[self.slots[i]][self.peers[i] as usize];
             counts.replies += 1;
             counts.reply_bytes += batch.size(i) as u64;
         }
@@ -575,12 +822,16 @@ impl Replies {
     }
 }
 
-/// Sends up to `allowed` requests on `flow`, a batch per sendmmsg; returns how
-/// many were offered to the kernel (taken, or refused and counted as send
-/// errors): what the pacer spends. Every request of a batch carries the clock
-/// read just before the call that sends it.
+/// Sends up to `allowed` requests on `flow`, a batch per sendmmsg, counted in
+/// slot `tx` and tagged with interval `number`; returns how many were offered
+/// to the kernel (taken, or refused and counted as send errors): what the
+/// pacer spends. Every request of a batch carries the clock read just before
+/// the call that sends it.
+#[allow(clippy::too_many_arguments)]
 fn send_requests(
     flow: &mut Flow,
+    tx: usize,
+    number: u64,
     batch: &mut SendBatch,
     padding: &[u8],
     allowed: usize,
@@ -589,22 +840,24 @@ fn send_requests(
     rx_size: u32,
 ) -> usize {
     let fd = flow.socket.as_raw_fd();
+    let counts = &mut flow.slots[tx].counts;
     let mut sent = 0;
     while sent < allowed {
         let k = (allowed - sent).min(BATCH);
         batch.clear();
         let t_send = udp::monotonic_ns();
         for j in 0..k as u64 {
-            let header = Header::request(me, tx_size, rx_size, flow.next_seq + j, t_send);
+            let header = Header::request(me, tx_size, rx_size, flow.next_seq + j, t_send)
+                .in_interval(number);
             batch.push(tx_size as usize, None, |h| header.encode(h));
         }
         let outcome = batch.send(fd, padding, &mut flow.gso);
         // A refused request used its sequence number and its pacing token
         // (retrying it at once would burst), but it never left: not sent.
-        flow.counts.send_errors += (outcome.tried - outcome.sent) as u64;
+        counts.send_errors += (outcome.tried - outcome.sent) as u64;
         flow.next_seq += outcome.tried as u64;
-        flow.counts.sent += outcome.sent as u64;
-        flow.counts.sent_bytes += outcome.sent as u64 * u64::from(tx_size);
+        counts.sent += outcome.sent as u64;
+        counts.sent_bytes += outcome.sent as u64 * u64::from(tx_size);
         sent += outcome.tried;
         if outcome.tried < k {
             break;

@@ -18,7 +18,7 @@ use crate::cli::ExportArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::report::read::{Kind, for_each_row, report_files};
 use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::{self, Context, ForwardGap, HostFigures};
+use crate::summary::figures::{self, Context, HostFigures};
 use crate::units::{self, wire_bits};
 
 use overlays::Overlay;
@@ -499,40 +499,19 @@ fn gap_notes(
         .iter()
         .filter(|h| h.sent > 0.0 && h.arrived.is_none())
         .map(|h| {
-            let peers_with = |gap: ForwardGap| {
-                let mut peers: Vec<&str> = h
-                    .forward_gaps
-                    .iter()
-                    .filter(|(_, g)| *g == gap)
-                    .map(|&(p, _)| set.name(p))
-                    .collect();
-                peers.sort_unstable();
-                peers
+            let mut peers: Vec<&str> = h.forward_gaps.iter().map(|&p| set.name(p)).collect();
+            peers.sort_unstable();
+            let what = "wrote no rx row about it";
+            let why = match peers.len() {
+                0 => "it has no flow of its own in the window".to_string(),
+                1 => format!("peer {} {what}", peers[0]),
+                n => format!("{n} peers {} {what}", few(&peers)),
             };
-            let mut why = Vec::new();
-            for (gap, what) in [
-                (ForwardGap::NoRxRow, "wrote no rx row about it"),
-                (
-                    ForwardGap::NoHostRow,
-                    "wrote no host row in the window, so its rx counts have no rate",
-                ),
-            ] {
-                let peers = peers_with(gap);
-                match peers.len() {
-                    0 => {}
-                    1 => why.push(format!("peer {} {what}", peers[0])),
-                    n => why.push(format!("{n} peers {} {what}", few(&peers))),
-                }
-            }
-            if why.is_empty() {
-                why.push("it has no flow of its own in the window".to_string());
-            }
             (
                 set.name(h.id).to_string(),
                 format!(
-                    "{} has no {split}: the loss split is unknown ({})",
+                    "{} has no {split}: the loss split is unknown ({why})",
                     set.name(h.id),
-                    why.join("; ")
                 ),
             )
         })

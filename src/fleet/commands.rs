@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::transport::Outcome;
-use super::{COPY_TIMEOUT, Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, scripts};
+use super::{COPY_TIMEOUT, Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, instants, scripts};
 use crate::cli::{
-    AgentBinary, CleanArgs, CollectArgs, LogsArgs, RunArgs, StartArgs, StatusArgs, StopArgs,
+    AgentBinary, CleanArgs, CollectArgs, LogsArgs, RunArgs, RunFlags, StartArgs, StatusArgs,
+    StopArgs,
 };
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::matrix::Matrix;
 use crate::units;
+use crate::units::{local_clock, wall_now};
 
 /// A layered matrix switches layers on report ticks: its dwell must be a whole
 /// multiple of the interval.
@@ -128,41 +130,131 @@ pub fn deploy(
 
 pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
+    Ok(start_fleet(&fleet, &args.run, None, out)?.code)
+}
+
+/// What a start achieved: its exit code, and the instants it gave the flows.
+pub struct Started {
+    pub code: u8,
+    /// When every flow began (Unix seconds); `None` when none was given.
+    pub start: Option<f64>,
+    /// When they end (`mx run`), and how long the responders answer after.
+    pub end: Option<f64>,
+    pub grace: f64,
+}
+
+/// Deploys, launches every agent armed, then tells every host the one start
+/// instant (and, with `end_after`, the end instant that many seconds later).
+pub fn start_fleet(
+    fleet: &Fleet,
+    run: &RunFlags,
+    end_after: Option<f64>,
+    out: &mut dyn Write,
+) -> Result<Started> {
+    let interval = run.agent_flags.interval;
     fleet.matrix.print_warnings();
-    check_dwell_interval(&fleet, args.run.agent_flags.interval)?;
+    check_dwell_interval(fleet, interval)?;
+    let failed = |code| Started {
+        code,
+        start: None,
+        end: None,
+        grace: instants::START_MARGIN,
+    };
     let mut hosts = fleet.all();
-    if !args.run.no_deploy {
-        let retargeted = match &args.run.agent_flags.bind {
-            Some(spec) => Some(super::bind::retarget(&fleet, spec, out)?),
+    if !run.no_deploy {
+        let retargeted = match &run.agent_flags.bind {
+            Some(spec) => Some(super::bind::retarget(fleet, spec, out)?),
             None => resolved(&fleet.matrix)?,
         };
-        let (_staging, files) = stage(&fleet, &args.run.agent, retargeted.as_ref())?;
+        let (_staging, files) = stage(fleet, &run.agent, retargeted.as_ref())?;
         hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {
-            deploy(&fleet, host, &files, true)
+            deploy(fleet, host, &files, true)
         })?;
         if hosts.len() < fleet.matrix.host_count() {
             writeln!(
                 out,
                 "[mx] no agent was started: every host needs the agent and the matrix first"
             )?;
-            return Ok(EXIT_PROBLEMS);
+            return Ok(failed(EXIT_PROBLEMS));
         }
     }
-    let flags = args.run.agent_flags.to_args();
-    let started = fleet.step(out, "starting agents", &hosts, true, |host| {
-        fleet.transport.run(
+    // 1. Every agent up, listening and answering, sending nothing yet.
+    let flags = run.agent_flags.to_args();
+    let offsets = std::sync::Mutex::new(Vec::new());
+    let launched_at = Instant::now();
+    writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
+    let outcomes = fleet.each(&hosts, |host| {
+        let mut outcome = fleet.transport.run(
             host,
-            &scripts::launch(&fleet.dir(host), &host.name, &flags, true),
+            &scripts::launch(
+                &fleet.dir(host),
+                &host.name,
+                &flags,
+                true,
+                scripts::Begin::Armed,
+            ),
             STEP_TIMEOUT,
-        )
-    })?;
-    if started.len() < hosts.len() {
+        );
+        let returned = wall_now();
+        if let Some(remote) = instants::clock_of(&outcome.text) {
+            offsets
+                .lock()
+                .expect("unpoisoned")
+                .push(instants::Offset::at_return(&host.name, remote, returned));
+        }
+        outcome.text = instants::without_clock(&outcome.text);
+        outcome
+    });
+    let launch_seconds = launched_at.elapsed().as_secs_f64();
+    let started = fleet.print(out, &hosts, &outcomes, true)?;
+    // 2. The instants, with margins the clocks allow.
+    let margins = match instants::margins(
+        &offsets.into_inner().expect("unpoisoned"),
+        interval,
+        launch_seconds,
+    ) {
+        Ok(m) => m,
+        Err(refusal) => {
+            // Nothing was sent: the armed agents are stopped, and the run refused.
+            fleet.step(out, "stopping the armed agents", &started, true, |host| {
+                fleet
+                    .transport
+                    .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT)
+            })?;
+            return Err(refusal);
+        }
+    };
+    if let Some(note) = &margins.note {
+        writeln!(out, "[mx] {note}")?;
+    }
+    if started.is_empty() {
         writeln!(
             out,
             "[mx] some hosts did not start; `mx logs` will tell you why"
         )?;
-        return Ok(EXIT_PROBLEMS);
+        return Ok(failed(EXIT_PROBLEMS));
     }
+    let begin = instants::start_instant(wall_now(), interval, margins.start);
+    let end = end_after.map(|seconds| begin + seconds);
+    // 3. The go: every host learns the one start instant.
+    let went = fleet.step(out, "", &started, true, |host| {
+        let mut outcome = fleet.transport.run(
+            host,
+            &scripts::go(&fleet.dir(host), begin, margins.grace, end),
+            STEP_TIMEOUT,
+        );
+        outcome.text = instants::without_clock(&outcome.text);
+        outcome
+    })?;
+    let code = if went.len() < fleet.matrix.host_count() {
+        writeln!(
+            out,
+            "[mx] some hosts did not start; `mx logs` will tell you why"
+        )?;
+        EXIT_PROBLEMS
+    } else {
+        0
+    };
     let m = &fleet.matrix;
     let offered = if m.unpaced_count() > 0 {
         "unpaced".to_string()
@@ -182,6 +274,12 @@ pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
         m.config.tx_size,
         m.config.rx_size
     )?;
+    writeln!(
+        out,
+        "[mx] every agent is listening; all flows begin together at {} (in {:.1}s)",
+        local_clock(begin),
+        (begin - wall_now()).max(0.0)
+    )?;
     if let (Some(key), Some(r)) = (m.config.shuffle, m.config.rotation) {
         writeln!(
             out,
@@ -192,10 +290,17 @@ pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
             units::duration(f64::from(r.layers) * r.dwell)
         )?;
     }
-    writeln!(out, "[mx] next: mx status      # one line per host")?;
-    writeln!(out, "[mx]       mx summarize   # pps / Gbps / loss / rtt")?;
-    writeln!(out, "[mx]       mx stop        # when you are done")?;
-    Ok(0)
+    if code == 0 && end_after.is_none() {
+        writeln!(out, "[mx] next: mx status      # one line per host")?;
+        writeln!(out, "[mx]       mx summarize   # pps / Gbps / loss / rtt")?;
+        writeln!(out, "[mx]       mx stop        # when you are done")?;
+    }
+    Ok(Started {
+        code,
+        start: Some(begin),
+        end,
+        grace: margins.grace,
+    })
 }
 
 pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
@@ -206,7 +311,7 @@ pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
             writeln!(
                 out,
                 "mx status -- {} (every {}s, ctrl-c to stop)",
-                clock_time(),
+                local_clock(wall_now()),
                 units::g(args.watch)
             )?;
         }
@@ -223,27 +328,29 @@ pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     }
 }
 
-fn clock_time() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as libc::time_t;
-    // SAFETY: localtime_r fills a caller-owned tm.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    unsafe { libc::localtime_r(&now, &mut tm) };
-    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+/// Ends every agent's flows at one instant, a margin from now: each stops
+/// sending then, answers a grace period more and exits by itself (those still
+/// running 10 s later are stopped). Prints each host's outcome.
+fn end_fleet(fleet: &Fleet, out: &mut dyn Write, label: &str) -> Result<bool> {
+    let at = wall_now() + instants::START_MARGIN;
+    let grace = instants::START_MARGIN;
+    let done = fleet.step(out, label, &fleet.all(), false, |host| {
+        fleet.transport.run(
+            host,
+            &scripts::end(&fleet.dir(host), at, grace),
+            STEP_TIMEOUT,
+        )
+    })?;
+    Ok(done.len() == fleet.matrix.host_count())
 }
 
 fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
-    let done = fleet.step(out, "stopping agents", &fleet.all(), false, |host| {
-        fleet
-            .transport
-            .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT)
-    })?;
+    let all_ended = end_fleet(fleet, out, "stopping agents (flows end together)")?;
     writeln!(out, "[mx] reports and logs are still on the hosts:")?;
     writeln!(out, "[mx]   mx summarize   # collect + analyze")?;
     writeln!(out, "[mx]   mx logs        # collect agent logs")?;
     writeln!(out, "[mx]   mx clean       # delete every trace")?;
-    Ok(done.len() == fleet.matrix.host_count())
+    Ok(all_ended)
 }
 
 pub fn stop(args: &StopArgs, out: &mut dyn Write) -> Result<u8> {
@@ -383,24 +490,33 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(if ok { 0 } else { EXIT_PROBLEMS })
 }
 
-/// `run --for S`: start, hold, summarize, stop.
+/// `run --for S`: start, hold, summarize, stop. The flows begin at one
+/// instant and (unless `--keep`) end at one, S seconds later: the agents end
+/// themselves, and the summary covers the steady part between.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
-    let fleet_args = args.fleet().clone();
-    let code = start(
-        &StartArgs {
-            fleet: fleet_args.clone(),
-            run: args.run.clone(),
-        },
-        out,
-    )?;
-    if code != 0 {
-        return Ok(code);
-    }
+    let fleet = Fleet::open(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
         args.run.agent_flags.duration
     } else {
         args.for_seconds
     };
+    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), out)?;
+    let Some(begin) = started.start else {
+        return Ok(started.code);
+    };
+    if started.code != 0 {
+        return Ok(started.code);
+    }
+    if fleet.dry_run {
+        // Nothing ran: show what would, and summarize nothing.
+        writeln!(
+            out,
+            "[mx] then, after {}s: collect every report, summarize, and check that every agent ended",
+            units::g(hold)
+        )?;
+        collect_reports(&fleet, &args.report.reports.dir, out)?;
+        return Ok(0);
+    }
     writeln!(out)?;
     writeln!(
         out,
@@ -410,23 +526,43 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     out.flush()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
-    let until = Instant::now() + Duration::from_secs_f64(hold);
-    while Instant::now() < until && !interrupted.load(Ordering::Relaxed) {
+    // Until the last interval is written: the end, the report's hold, a breath.
+    let interval = args.run.agent_flags.interval;
+    let done_at = begin + hold + crate::report::hold_seconds(interval) + 1.0;
+    while wall_now() < done_at && !interrupted.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
+    let mut ended = false;
     if interrupted.load(Ordering::Relaxed) {
-        writeln!(out, "[mx] interrupted -- summarizing what ran so far")?;
+        writeln!(
+            out,
+            "[mx] interrupted -- ending every flow now, then summarizing what ran"
+        )?;
+        if !args.keep {
+            end_fleet(&fleet, out, "ending the flows together")?;
+            ended = true;
+        }
     }
     let mut report = args.report.clone();
     report.window = report.window.max(hold.min(300.0).floor());
     let summary = crate::summary::run(&report, out);
-    if let Err(e) = &summary {
-        writeln!(out, "mx: {e}")?;
-    }
-    if !args.keep {
+    if !args.keep && !ended {
         writeln!(out)?;
-        let fleet = Fleet::open(&fleet_args)?;
-        stop_fleet(&fleet, out)?;
+        // The agents ended themselves: this only makes sure.
+        let gone = fleet.step(out, "", &fleet.all(), true, |host| {
+            fleet.transport.run(
+                host,
+                &scripts::end(&fleet.dir(host), wall_now(), 0.0),
+                STEP_TIMEOUT,
+            )
+        })?;
+        if gone.len() == fleet.matrix.host_count() {
+            writeln!(
+                out,
+                "[mx] every agent ended at {} as planned; reports and logs stay on the hosts (mx clean removes them)",
+                local_clock(begin + hold)
+            )?;
+        }
     }
-    Ok(0)
+    summary
 }

@@ -7,6 +7,7 @@
 pub mod bind;
 pub mod commands;
 pub mod doctor;
+pub mod instants;
 pub mod reload;
 pub mod scripts;
 pub mod transport;

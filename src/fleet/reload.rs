@@ -189,7 +189,7 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
             }
             let mut started = fleet.transport.run(
                 host,
-                &scripts::launch(&dir, &host.name, &flags_of(i), false),
+                &scripts::launch(&dir, &host.name, &flags_of(i), false, scripts::Begin::Now),
                 STEP_TIMEOUT,
             );
             if started.ok() {

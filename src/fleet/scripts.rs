@@ -58,27 +58,83 @@ pub fn make_dir(dir: &str) -> String {
     make_owned_dir(dir)
 }
 
+/// How an agent begins sending once launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Begin {
+    /// At once (a host restarted by `mx reload` rejoins a running fleet).
+    Now,
+    /// Armed: listening and answering, sending nothing until the controller
+    /// writes the fleet's start instant ([`go`]).
+    Armed,
+}
+
+/// Prints this host's wall clock, for the controller to measure its offset.
+const CLOCK: &str = "echo \"clock=$(date +%s.%N)\"";
+
 /// Starts the agent detached; waits for its stamp (written once its workers
-/// run) or its death, for at most 5 s.
-pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool) -> String {
+/// run, its responders listening) or its death, for at most 5 s; then prints
+/// the host's clock. `wipe` deletes the last run's log and report first.
+pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool, begin: Begin) -> String {
     let wipe = if wipe {
-        "rm -f agent.log report.csv agent.pid agent.stamp\n"
+        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end\n"
     } else {
-        "rm -f agent.stamp\n"
+        "rm -f agent.stamp agent.start agent.end\n"
+    };
+    let armed = match begin {
+        Begin::Now => "",
+        Begin::Armed => " --armed",
     };
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
          if [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\n\
-         {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log {flags} </dev/null >/dev/null 2>&1 &\n\
+         {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log{armed} {flags} </dev/null >/dev/null 2>&1 &\n\
          child=$!\n\
          i=0; while [ $i -lt 50 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; sleep 0.1; i=$((i+1)); done\n\
-         if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi",
+         if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi\n\
+         {CLOCK}",
         pids = agent_pids(dir),
         d = q(dir),
         exe = q(&format!("{dir}/{AGENT_BIN}")),
         h = q(host),
         flags = shell_join(agent_flags),
     )
+}
+
+/// A control file's words: `at=<unix s>[ grace=<s>]`.
+fn instant_words(at: f64, grace: Option<f64>) -> String {
+    match grace {
+        Some(g) => format!("at={at:.6} grace={g:.3}"),
+        None => format!("at={at:.6}"),
+    }
+}
+
+/// Writes a control file by rename, so the agent never reads half of it.
+fn write_control(name: &str, words: &str) -> String {
+    format!(
+        "printf '%s\\n' {w} > {name}.tmp && mv -f {name}.tmp {name} || exit 1",
+        w = q(words)
+    )
+}
+
+/// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
+/// instant and grace); fails when no agent runs there any more.
+pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>) -> String {
+    let mut script = format!(
+        "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed'; exit 1; }}\n\
+         if [ -z \"$(agent_pids)\" ]; then echo 'the agent is not running any more (died after it started? mx logs)'; exit 1; fi\n{start}\n",
+        pids = agent_pids(dir),
+        d = q(dir),
+        start = write_control("agent.start", &instant_words(start, Some(grace))),
+    );
+    if let Some(end) = end {
+        script.push_str(&write_control(
+            "agent.end",
+            &instant_words(end, Some(grace)),
+        ));
+        script.push('\n');
+    }
+    script.push_str(CLOCK);
+    script
 }
 
 /// What reload needs to know: `state=absent|running|stopped`, then the stamp.
@@ -92,10 +148,11 @@ pub fn probe(dir: &str) -> String {
     )
 }
 
-/// What doctor reports: architecture, cores, the hard fd limit, agent running.
+/// What doctor reports: architecture, cores, the hard fd limit, agent
+/// running, and the host's clock (for its offset from the controller's).
 pub fn doctor(dir: &str) -> String {
     format!(
-        "{pids}\necho \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"",
+        "{pids}\necho \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"\n{CLOCK}",
         pids = agent_pids(dir)
     )
 }
@@ -122,6 +179,25 @@ pub fn status(dir: &str) -> String {
 /// Stops the agent: TERM, wait up to 10 s, then KILL. Prints what it did.
 pub fn stop(dir: &str) -> String {
     format!("{pids}\n{STOP_BODY}", pids = agent_pids(dir)).replace("__DIR__", &q(dir))
+}
+
+/// Ends the agent's flows at the fleet's end instant `at` (Unix seconds): it
+/// stops sending then, answers `grace` seconds more and exits by itself. This
+/// waits for that (10 s past it at most), then stops whatever still runs as
+/// [`stop`] does. Prints `ended` when the agent exited on its own.
+pub fn end(dir: &str, at: f64, grace: f64) -> String {
+    let wait_until = (at + grace).ceil() as u64 + 10;
+    format!(
+        "{pids}\nif [ -d {d} ] && [ -n \"$(agent_pids)\" ]; then\n\
+         (cd {d} && {write}) || exit 1\n\
+         while [ -n \"$(agent_pids)\" ] && [ \"$(date +%s)\" -lt {wait_until} ]; do sleep 0.1; done\n\
+         if [ -z \"$(agent_pids)\" ]; then rm -f {d}/agent.pid; echo ended; exit 0; fi\n\
+         fi\n{STOP_BODY}",
+        pids = agent_pids(dir),
+        d = q(dir),
+        write = write_control("agent.end", &instant_words(at, Some(grace))),
+    )
+    .replace("__DIR__", &q(dir))
 }
 
 const STOP_BODY: &str = "if [ ! -d __DIR__ ]; then state=not-deployed; else state=not-running; fi

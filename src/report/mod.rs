@@ -2,11 +2,28 @@
 //!
 //! The original's 30 columns in its order and formats (facts.md 3.9), then ours,
 //! appended so that readers of the original format keep working (design.md):
-//! `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`, and `rtt_hist`: on host rows,
-//! the interval's RTT histogram (`ns:count` per non-empty bucket, `;` between),
-//! from which summarize computes fleet-wide percentiles exactly instead of
-//! averaging percentiles. A blank cell means "not measured", never zero. Lines
-//! end in CRLF, as Python's csv writer wrote them.
+//!
+//! - `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`;
+//! - `pkts, rep_pkts`: the interval's counts behind `pps` and `rep_pps` (tx:
+//!   requests sent and the replies to them; rx: requests arrived and replies
+//!   sent; host: the tx totals), so that every ratio is taken over the same
+//!   packets; `late_pkts`: replies (tx) or requests (rx) that arrived after
+//!   their interval was written, counted there as lost;
+//! - `phase` (host rows): `start`, `steady`, `last` or `end`, where the
+//!   interval sat in the run (agent::clock::Phase): summaries count only the
+//!   steady part;
+//! - the host's own evidence of loss (host rows): `req_drops` / `rep_drops`,
+//!   requests and replies the kernel dropped at the agent's full sockets;
+//!   `udp_rcvbuf_errors`, `udp_in_errors`, `udp_no_ports` (the host's UDP
+//!   counters), `nic_rx_drops` (its interfaces' rx drops), `behind_ms` (the
+//!   longest the agent was behind its send schedule) and `throttled_ms` (its
+//!   cgroup's CPU throttling);
+//! - `rtt_hist`: on host rows, the interval's RTT histogram (`ns:count` per
+//!   non-empty bucket, `;` between), from which summarize computes percentiles
+//!   exactly instead of averaging them.
+//!
+//! A blank cell means "not measured", never zero. Lines end in CRLF, as
+//! Python's csv writer wrote them.
 //!
 //! Row kinds (`dir`): `tx`, this host as a client towards `peer` (requests sent,
 //! replies back, RTT); `rx`, this host as a server for `peer` (requests arrived,
@@ -17,8 +34,57 @@ pub mod row;
 
 pub use row::{Dir, ReportRow};
 
+/// How long after its tick an interval's rows are written: the replies to
+/// its last requests, and the requests of peers whose clocks run a little
+/// behind, have this long to arrive and be counted in it. Half an interval,
+/// at most 0.5 s. Hosts' clocks must agree to better than this.
+pub fn hold_seconds(interval: f64) -> f64 {
+    (interval / 2.0).min(0.5)
+}
+
+/// Where an interval sat in its host's run: the host row's `phase` column.
+/// Summaries count only `steady` and `last` intervals of every host (the
+/// fleet's edges, and a host's own start or end, are left out, and said).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The flows began during this interval (a late start, a restart).
+    Start,
+    /// The flows sent for the whole interval.
+    Steady,
+    /// The whole interval, and the run's planned end came at its close.
+    Last,
+    /// The planned end came within this interval.
+    End,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Start => "start",
+            Phase::Steady => "steady",
+            Phase::Last => "last",
+            Phase::End => "end",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Phase> {
+        match text {
+            "start" => Some(Phase::Start),
+            "steady" => Some(Phase::Steady),
+            "last" => Some(Phase::Last),
+            "end" => Some(Phase::End),
+            _ => None,
+        }
+    }
+
+    /// The flows sent for the whole interval.
+    pub fn is_whole(self) -> bool {
+        matches!(self, Phase::Steady | Phase::Last)
+    }
+}
+
 /// The columns, in order.
-pub const COLUMNS: [&str; 35] = [
+pub const COLUMNS: [&str; 47] = [
     "ts",
     "host",
     "dir",
@@ -53,6 +119,18 @@ pub const COLUMNS: [&str; 35] = [
     "ooo_pkts",
     "rtt_p999_us",
     "stray_pkts",
+    "pkts",
+    "rep_pkts",
+    "late_pkts",
+    "phase",
+    "req_drops",
+    "rep_drops",
+    "udp_rcvbuf_errors",
+    "udp_in_errors",
+    "udp_no_ports",
+    "nic_rx_drops",
+    "behind_ms",
+    "throttled_ms",
     "rtt_hist",
 ];
 

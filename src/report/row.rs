@@ -49,6 +49,18 @@ pub struct ReportRow {
     pub ooo_pkts: Option<u64>,
     pub rtt_p999_us: Option<f64>,
     pub stray_pkts: Option<u64>,
+    pub pkts: Option<u64>,
+    pub rep_pkts: Option<u64>,
+    pub late_pkts: Option<u64>,
+    pub phase: Option<&'static str>,
+    pub req_drops: Option<u64>,
+    pub rep_drops: Option<u64>,
+    pub udp_rcvbuf_errors: Option<u64>,
+    pub udp_in_errors: Option<u64>,
+    pub udp_no_ports: Option<u64>,
+    pub nic_rx_drops: Option<u64>,
+    pub behind_ms: Option<f64>,
+    pub throttled_ms: Option<f64>,
     pub rtt_hist: Option<String>,
 }
 
@@ -102,6 +114,19 @@ impl ReportRow {
         int(out, self.ooo_pkts);
         fixed(out, self.rtt_p999_us, 0);
         int(out, self.stray_pkts);
+        int(out, self.pkts);
+        int(out, self.rep_pkts);
+        int(out, self.late_pkts);
+        out.push_str(self.phase.unwrap_or(""));
+        out.push(',');
+        int(out, self.req_drops);
+        int(out, self.rep_drops);
+        int(out, self.udp_rcvbuf_errors);
+        int(out, self.udp_in_errors);
+        int(out, self.udp_no_ports);
+        int(out, self.nic_rx_drops);
+        fixed(out, self.behind_ms, 1);
+        fixed(out, self.throttled_ms, 1);
         if let Some(hist) = &self.rtt_hist {
             out.push_str(hist);
         }
@@ -142,18 +167,20 @@ mod tests {
             dup_pkts: Some(0),
             ooo_pkts: Some(2),
             rtt_p999_us: Some(110.4),
+            pkts: Some(1000),
+            rep_pkts: Some(999),
             ..ReportRow::default()
         };
         let mut line = String::new();
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,1000,999,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 35);
+        assert_eq!(header_line().trim_end().split(',').count(), 47);
     }
 }

@@ -1,6 +1,18 @@
-//! One streaming pass over a report set: everything the summary, the grids and
-//! the export need, accumulated per pair, per host and per layer, in memory
-//! proportional to the fleet (pairs and hosts), never to the rows.
+//! Two streaming passes over a report set: the first finds the run's steady
+//! span (which intervals count, [`super::span`]), the second accumulates
+//! everything the summary, the grids and the export need over that span, per
+//! pair, per host and per layer, in memory proportional to the fleet (pairs,
+//! hosts and intervals), never to the rows.
+//!
+//! Ratios are taken over counts of the same packets: a pair's round trip is
+//! the replies to the requests it sent over the requests sent, its forward
+//! leg the requests its receiver counted over the requests sent, both over the
+//! intervals in which both hosts reported (each agent counts a request in the
+//! interval it was sent in, on both sides), so per interval `back <= arrived
+//! <= sent` and no ratio passes 100%. Where the receiver wrote nothing for an
+//! interval (a dead agent), what was lost there is put on the forward leg:
+//! the requests did not reach a listening agent. Reports without the count
+//! columns (the original's) are counted as rate x interval.
 //!
 //! Means use only non-blank cells: a blank is "not measured", and averaging it
 //! as zero would poison the figure (a drain row's blank pps, a host that had
@@ -12,9 +24,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use super::span::{self, Mark, Span, Timeline};
 use crate::agent::rtt::MergedRtt;
 use crate::error::Result;
-use crate::report::read::{Kind, RowView, for_each_row, latest_ts, report_files};
+use crate::report::Phase;
+use crate::report::read::{Kind, RowView, for_each_row, report_files};
 
 /// A mean over the non-blank cells of a column.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -74,6 +88,12 @@ pub struct TxPair {
     pub dup: f64,
     pub ooo: f64,
     pub layer: Option<u32>,
+    /// Requests sent and replies back (packets) over the span, and the same
+    /// over the intervals in which the receiver reported too.
+    pub sent: f64,
+    pub back: f64,
+    pub sent_seen: f64,
+    pub back_seen: f64,
 }
 
 impl TxPair {
@@ -91,6 +111,9 @@ pub struct RxPair {
     pub sum_rep_pps: f64,
     pub dup: f64,
     pub ooo: f64,
+    /// Requests that arrived (packets), over the intervals in which their
+    /// sender reported too.
+    pub arrived_seen: f64,
 }
 
 /// A host's own rows over the window.
@@ -113,6 +136,18 @@ pub struct HostAgg {
     pub rtt: MergedRtt,
     pub rtt_rows: u64,
     pub layer: Option<u32>,
+    /// The host's own evidence of loss, summed over the span (None: never
+    /// reported): requests and replies the kernel dropped at the agent's full
+    /// sockets, the host's UDP receive-buffer and input errors, its NIC's rx
+    /// drops; the longest the agent was behind its send schedule, and the
+    /// time its cgroup was throttled (ms).
+    pub req_drops: Option<f64>,
+    pub rep_drops: Option<f64>,
+    pub rcvbuf_errors: Option<f64>,
+    pub in_errors: Option<f64>,
+    pub nic_rx_drops: Option<f64>,
+    pub behind_ms: Option<f64>,
+    pub throttled_ms: Option<f64>,
 }
 
 /// A layer over the window (layered runs).
@@ -135,6 +170,10 @@ pub struct ReportSet {
     pub earliest_in_window: Option<i64>,
     /// First timestamp kept (inclusive); `i64::MIN` for the whole history.
     pub start: i64,
+    /// The intervals kept: the steady part of the run, within the window.
+    pub span: Span,
+    /// Every host's intervals, by interval label: who reported when.
+    timeline: Timeline,
     pub tx: BTreeMap<(u32, u32), TxPair>,
     pub rx: BTreeMap<(u32, u32), RxPair>,
     pub hosts: BTreeMap<u32, HostAgg>,
@@ -172,35 +211,70 @@ impl ReportSet {
         &self.names[id as usize]
     }
 
-    /// Reads every report in `dir`, keeping rows of the newest `window` seconds
-    /// (0 = the whole history) and the coverage of the whole history.
+    /// Reads every report in `dir`, keeping the rows of the run's steady span
+    /// (its newest `window` seconds; 0 = all of it), and the coverage of the
+    /// whole history.
     pub fn read(dir: &Path, window: f64) -> Result<ReportSet> {
         let files = report_files(dir)?;
-        let mut latest = None;
-        for file in &files {
-            if let Some(ts) = latest_ts(file)? {
-                latest = Some(latest.map_or(ts, |l: i64| l.max(ts)));
-            }
-        }
-        let Some(latest) = latest else {
-            return Err(crate::error::Error::refused(
-                "reports are empty -- give the agents an interval or two, then retry",
-            ));
-        };
         let mut set = ReportSet {
-            latest,
-            start: if window > 0.0 {
-                latest - window as i64
-            } else {
-                i64::MIN
-            },
             files: files.len(),
             ..ReportSet::default()
         };
+        // 1. Who reported which interval, and how.
+        for file in &files {
+            for_each_row(file, |row| set.mark(row))?;
+        }
+        if set.timeline.iter().all(BTreeMap::is_empty) {
+            return Err(crate::error::Error::refused(
+                "reports are empty -- give the agents an interval or two, then retry",
+            ));
+        }
+        set.span = span::span(&set.timeline, window);
+        set.start = set.span.first().unwrap_or(i64::MAX);
+        // 2. The figures, over the span.
         for file in &files {
             for_each_row(file, |row| set.add(row))?;
         }
         Ok(set)
+    }
+
+    /// Pass 1: notes what `row` says of its host's interval.
+    fn mark(&mut self, row: &RowView<'_>) {
+        let kind = row.kind();
+        if kind == Kind::Other {
+            return;
+        }
+        let host = self.id(row.host()) as usize;
+        if self.timeline.len() <= host {
+            self.timeline.resize_with(host + 1, BTreeMap::new);
+        }
+        let seen = self.last_seen.entry(host as u32).or_insert(row.ts);
+        if row.ts > *seen {
+            let step = row.ts - *seen;
+            self.interval = Some(self.interval.map_or(step, |i| i.min(step)));
+        }
+        *seen = (*seen).max(row.ts);
+        self.latest = self.latest.max(row.ts);
+        let mark: &mut Mark = self.timeline[host].entry(row.ts).or_default();
+        match kind {
+            Kind::Host if row.num("pps").is_some() => {
+                mark.host_row = Some(Phase::parse(row.text("phase")));
+            }
+            Kind::Tx | Kind::Rx => mark.flows = true,
+            _ => {}
+        }
+    }
+
+    /// Whether `host` wrote any rx row in the span (it counts what arrives).
+    pub fn wrote_rx_rows(&self, host: u32) -> bool {
+        self.rx.range((host, 0)..=(host, u32::MAX)).next().is_some()
+    }
+
+    /// Whether `host` wrote anything for interval `ts`.
+    pub fn reported(&self, host: u32, ts: i64) -> bool {
+        self.timeline
+            .get(host as usize)
+            .is_some_and(|m| m.contains_key(&ts))
     }
 
     fn add(&mut self, row: &RowView<'_>) {
@@ -209,12 +283,6 @@ impl ReportSet {
             return;
         }
         let host = self.id(row.host());
-        let seen = self.last_seen.entry(host).or_insert(row.ts);
-        if row.ts > *seen {
-            let step = row.ts - *seen;
-            self.interval = Some(self.interval.map_or(step, |i| i.min(step)));
-        }
-        *seen = (*seen).max(row.ts);
         let layer = row.num("layer").map(|l| l as u32);
         self.any_layer |= layer.is_some();
         let pps = row.num("pps");
@@ -222,7 +290,7 @@ impl ReportSet {
             let peer = self.id(row.peer());
             *self.coverage.entry((host, peer)).or_default() += 1;
         }
-        if row.ts < self.start {
+        if !self.span.contains(row.ts) {
             return;
         }
         self.rows_in_window += 1;
@@ -233,10 +301,25 @@ impl ReportSet {
             self.sizes = Some((size as u32, rep as u32));
         }
         let rep_pps = row.num("rep_pps");
+        // Packets: the count columns, or (the original's reports) rate x interval.
+        let interval = self.interval.unwrap_or(1) as f64;
+        let packets = |count: &str, rate: Option<f64>| {
+            row.num(count)
+                .or_else(|| rate.map(|r| r * interval))
+                .unwrap_or(0.0)
+        };
         match kind {
             Kind::Tx => {
                 let peer = self.id(row.peer());
+                let receiver_reported = self.reported(peer, row.ts);
                 let p = self.tx.entry((host, peer)).or_default();
+                let (sent, back) = (packets("pkts", pps), packets("rep_pkts", rep_pps));
+                p.sent += sent;
+                p.back += back;
+                if receiver_reported {
+                    p.sent_seen += sent;
+                    p.back_seen += back;
+                }
                 p.pps.add(pps);
                 p.rep_pps.add(rep_pps);
                 p.mbps.add(row.num("mbps"));
@@ -271,7 +354,12 @@ impl ReportSet {
             }
             Kind::Rx => {
                 let peer = self.id(row.peer());
+                let sender_reported = self.reported(peer, row.ts);
+                let arrived = packets("pkts", pps);
                 let p = self.rx.entry((host, peer)).or_default();
+                if sender_reported {
+                    p.arrived_seen += arrived;
+                }
                 p.pps.add(pps);
                 p.rep_pps.add(rep_pps);
                 p.sum_pps += pps.unwrap_or(0.0);
@@ -299,6 +387,20 @@ impl ReportSet {
                 let hist = row.text("rtt_hist");
                 if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
                     h.rtt_rows += 1;
+                }
+                let add = |total: &mut Option<f64>, column: &str| {
+                    if let Some(v) = row.num(column) {
+                        *total = Some(total.unwrap_or(0.0) + v);
+                    }
+                };
+                add(&mut h.req_drops, "req_drops");
+                add(&mut h.rep_drops, "rep_drops");
+                add(&mut h.rcvbuf_errors, "udp_rcvbuf_errors");
+                add(&mut h.in_errors, "udp_in_errors");
+                add(&mut h.nic_rx_drops, "nic_rx_drops");
+                add(&mut h.throttled_ms, "throttled_ms");
+                if let Some(v) = row.num("behind_ms") {
+                    h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));
                 }
             }
             Kind::Other => {}

@@ -1,9 +1,12 @@
 //! The numbers of a summary, computed once from a [`ReportSet`] by the rules of
 //! facts.md 5 (the export reuses them, so both print the same figures).
 //!
-//! Fixed matrix: a pair's rate is the mean of its rows. Layered matrix: most
-//! pairs are idle most of the window, so rates come from the host rows (time
-//! averages), and a pair's delivery from its sums, drain rows included.
+//! Rates: on a fixed matrix a pair's rate is the mean of its rows; on a
+//! layered one most pairs are idle most of the window, so rates come from the
+//! host rows (time averages). Ratios (delivery, loss by leg) come from packet
+//! counts over the same packets ([`super::aggregate`]), and the rates shown
+//! beside them follow from the ratio, so that no figure passes 100% or
+//! contradicts its parts.
 
 use super::aggregate::{ReportSet, TxPair, max_opt};
 use crate::matrix::Matrix;
@@ -47,6 +50,50 @@ pub fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
+/// Packets over the span: requests sent, the replies to them, and the
+/// requests their receivers counted (`None`: no receiver reported at all).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Packets {
+    pub sent: f64,
+    pub back: f64,
+    pub arrived: Option<f64>,
+}
+
+impl Packets {
+    /// A pair's packets: its own counts, and what its receiver counted over
+    /// the intervals both reported; where the receiver wrote nothing the loss
+    /// is put on the forward leg.
+    fn of_pair(set: &ReportSet, src: u32, dst: u32, p: &TxPair) -> Packets {
+        let counted = set.rx.get(&(dst, src)).map_or(0.0, |rx| rx.arrived_seen);
+        Packets {
+            sent: p.sent,
+            back: p.back,
+            arrived: Some(counted.min(p.sent_seen) + (p.back - p.back_seen)),
+        }
+    }
+
+    fn add(&mut self, o: Packets) {
+        self.sent += o.sent;
+        self.back += o.back;
+        self.arrived = match (self.arrived, o.arrived) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+
+    /// Replies back / requests sent, 0..=1 (None when nothing was sent).
+    pub fn delivery(&self) -> Option<f64> {
+        (self.sent > 0.0).then(|| (self.back / self.sent).min(1.0))
+    }
+
+    /// Requests arrived / requests sent, never below the round trip's.
+    pub fn forward(&self) -> Option<f64> {
+        let arrived = self.arrived?;
+        let delivery = self.delivery()?;
+        Some((arrived / self.sent).clamp(delivery, 1.0))
+    }
+}
+
 /// The fleet lines.
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
@@ -58,6 +105,7 @@ pub struct Fleet {
     /// Requests the receivers counted (the forward leg's truth); `None` when no
     /// receiver reported an rx row in the window (then the legs are unknown).
     pub delivered: Option<f64>,
+    pub packets: Packets,
     pub rtt_avg: Option<f64>,
     /// Fleet-wide percentiles from merged histograms, when the reports carry them.
     pub exact: Option<(f64, f64, f64)>,
@@ -68,12 +116,12 @@ pub struct Fleet {
 
 impl Fleet {
     pub fn round_trip_loss(&self) -> f64 {
-        (100.0 - percent(self.replies, self.requests)).max(0.0) * f64::from(self.requests > 0.0)
+        self.packets.delivery().map_or(0.0, |d| (1.0 - d) * 100.0)
     }
 
     pub fn forward_loss(&self) -> Option<f64> {
-        let delivered = self.delivered?;
-        Some((100.0 - percent(delivered, self.requests)).max(0.0) * f64::from(self.requests > 0.0))
+        self.delivered?;
+        Some((1.0 - self.packets.forward()?) * 100.0)
     }
 
     pub fn return_loss(&self) -> Option<f64> {
@@ -83,35 +131,33 @@ impl Fleet {
 
 pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
     let mut f = Fleet::default();
+    let mut packets = Packets {
+        arrived: Some(0.0),
+        ..Packets::default()
+    };
+    for (&(src, dst), p) in &set.tx {
+        packets.add(Packets::of_pair(set, src, dst, p));
+    }
+    f.packets = packets;
     if ctx.layered {
         for h in set.hosts.values() {
             f.requests += h.pps.mean();
             f.request_payload += h.mbps.mean() * 1e6;
-            f.replies += h.rep_pps.mean();
-            f.reply_payload += h.rep_mbps.mean() * 1e6;
             f.target += h.target.mean();
         }
-        let mut delivered = 0.0;
-        for ((receiver, _), p) in &set.rx {
-            let ticks = set.hosts.get(receiver).map_or(0, |h| h.nticks);
-            if ticks > 0 {
-                delivered += p.sum_pps / ticks as f64;
-            }
-        }
-        f.delivered = Some(delivered);
     } else {
         for p in set.tx.values() {
             f.requests += p.pps.mean();
             f.request_payload += p.mbps.mean() * 1e6;
-            f.replies += p.rep_pps.mean();
-            f.reply_payload += p.rep_mbps.mean() * 1e6;
             f.target += p.target.mean();
         }
-        f.delivered = Some(set.rx.values().map(|p| p.pps.mean()).sum());
     }
-    if set.rx.is_empty() {
-        f.delivered = None;
-    }
+    // What came back and what arrived follow from the counts' ratios.
+    let delivery = packets.delivery().unwrap_or(0.0);
+    f.replies = f.requests * delivery;
+    f.reply_payload = f.replies * f64::from(ctx.rx_size) * 8.0;
+    f.delivered =
+        (!set.rx.is_empty()).then(|| packets.forward().map_or(0.0, |fwd| f.requests * fwd));
     let (mut weighted, mut weight) = (0.0, 0.0);
     for (&(src, dst), p) in &set.tx {
         weighted += p.rtt_weighted;
@@ -145,7 +191,10 @@ pub struct HostFigures {
     pub served_replies: f64,
     pub egress_bits: f64,
     pub loss: f64,
+    /// RTT p99 of every reply this host received in the span: exact, from its
+    /// host rows' histograms (`rtt_exact`), else its worst flow's worst interval.
     pub rtt_p99: Option<f64>,
+    pub rtt_exact: bool,
     pub rtt_p50: Option<f64>,
     pub rtt_avg: Option<f64>,
     pub rtt_max: Option<f64>,
@@ -161,42 +210,33 @@ pub struct HostFigures {
     /// Requests this host's peers counted arriving from it, when every peer
     /// reported (the forward leg); `None` when some peer did not.
     pub arrived: Option<f64>,
-    /// The peers that left `arrived` unknown, and why (empty when it is known).
-    pub forward_gaps: Vec<(u32, ForwardGap)>,
+    /// The peers that left `arrived` unknown: they wrote no rx row about
+    /// this host (empty when it is known).
+    pub forward_gaps: Vec<u32>,
+    pub packets: Packets,
     pub dup: f64,
     pub ooo: f64,
     pub stray: f64,
 }
 
-/// Why a peer leaves a host's forward leg unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForwardGap {
-    /// The peer wrote no rx row about the host in the window.
-    NoRxRow,
-    /// Layered: the peer wrote rx rows but no host row in the window, so its
-    /// counts cannot be turned into a rate.
-    NoHostRow,
-}
-
 impl HostFigures {
     /// Delivery (back/sent %) for sorting; a host that sent nothing sorts last.
     pub fn delivery(&self) -> f64 {
-        if self.sent > 0.0 {
-            percent(self.back, self.sent)
-        } else {
-            100.0
-        }
+        self.packets.delivery().map_or(100.0, |d| d * 100.0)
     }
 
     pub fn forward_loss(&self) -> Option<f64> {
-        let arrived = self.arrived?;
-        (self.sent > 0.0).then(|| (100.0 - percent(arrived, self.sent)).max(0.0))
+        self.arrived?;
+        (self.sent > 0.0).then(|| (1.0 - self.packets.forward().unwrap_or(1.0)) * 100.0)
     }
 
     pub fn return_loss(&self) -> Option<f64> {
-        let arrived = self.arrived?;
-        (self.sent > 0.0)
-            .then(|| (percent(arrived, self.sent) - percent(self.back, self.sent)).max(0.0))
+        self.arrived?;
+        (self.sent > 0.0).then(|| {
+            let forward = self.packets.forward().unwrap_or(1.0);
+            let delivery = self.packets.delivery().unwrap_or(1.0);
+            ((forward - delivery) * 100.0).max(0.0)
+        })
     }
 }
 
@@ -231,13 +271,18 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
     let tx: Vec<(&(u32, u32), &TxPair)> = set.tx.range((id, 0)..=(id, u32::MAX)).collect();
     h.peers = tx.len();
     let (mut weighted, mut weight) = (0.0, 0.0);
-    for (_, p) in &tx {
+    let mut packets = Packets {
+        arrived: Some(0.0),
+        ..Packets::default()
+    };
+    let mut worst_p99 = None;
+    for &(&(_, peer), p) in &tx {
         if !ctx.layered {
             h.sent += p.pps.mean();
-            h.back += p.rep_pps.mean();
             h.target += p.target.mean();
         }
-        h.rtt_p99 = max_opt(h.rtt_p99, p.p99);
+        packets.add(Packets::of_pair(set, id, peer, p));
+        worst_p99 = max_opt(worst_p99, p.p99);
         h.rtt_p50 = max_opt(h.rtt_p50, p.p50);
         h.rtt_max = max_opt(h.rtt_max, p.rtt_max);
         weighted += p.rtt_weighted;
@@ -245,14 +290,24 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
         h.dup += p.dup;
         h.ooo += p.ooo;
     }
+    h.packets = packets;
     h.rtt_avg = (weight > 0.0).then(|| weighted / weight);
+    // Exact, from the host's histograms, when its rows carry them.
+    match own.filter(|o| o.rtt_rows > 0) {
+        Some(o) => {
+            h.rtt_p99 = o.rtt.quantile_us(0.99);
+            h.rtt_p50 = o.rtt.quantile_us(0.5);
+            h.rtt_exact = true;
+        }
+        None => h.rtt_p99 = worst_p99,
+    }
     if ctx.layered
         && let Some(own) = own
     {
         h.sent = own.pps.mean();
-        h.back = own.rep_pps.mean();
         h.target = own.target.mean();
     }
+    h.back = h.sent * packets.delivery().unwrap_or(0.0);
     for (_, p) in set.rx.range((id, 0)..=(id, u32::MAX)) {
         h.has_rx = true;
         if ctx.layered {
@@ -268,33 +323,16 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
         h.ooo += p.ooo;
     }
     h.egress_bits = wire_bits(h.sent, ctx.tx_size) + wire_bits(h.served_replies, ctx.rx_size);
-    h.loss = if h.sent > 0.0 {
-        (100.0 - percent(h.back, h.sent)).max(0.0)
-    } else {
-        0.0
-    };
-    // The forward leg, from the peers' rx rows about this host: known only
-    // when every peer it sent to reported one.
-    let mut arrived = 0.0;
-    let mut known = !tx.is_empty();
-    let mut sum_tx = 0.0;
-    let mut sum_rx = 0.0;
-    for &(&(_, peer), p) in &tx {
-        match set.rx.get(&(peer, id)) {
-            Some(rx) if !ctx.layered => arrived += rx.pps.mean(),
-            Some(rx) if set.hosts.get(&peer).is_some_and(|h| h.nticks > 0) => {
-                sum_rx += rx.sum_pps;
-                sum_tx += p.sum_pps;
-            }
-            Some(_) => h.forward_gaps.push((peer, ForwardGap::NoHostRow)),
-            None => h.forward_gaps.push((peer, ForwardGap::NoRxRow)),
+    h.loss = packets.delivery().map_or(0.0, |d| (1.0 - d) * 100.0);
+    // The forward leg is known when every peer it sent to counted what
+    // arrived from it (an rx row about it).
+    for &(&(_, peer), _) in &tx {
+        if !set.rx.contains_key(&(peer, id)) {
+            h.forward_gaps.push(peer);
         }
     }
-    known &= h.forward_gaps.is_empty();
-    if ctx.layered && known {
-        arrived = h.sent * if sum_tx > 0.0 { sum_rx / sum_tx } else { 0.0 };
-    }
-    h.arrived = known.then_some(arrived);
+    let known = !tx.is_empty() && h.forward_gaps.is_empty();
+    h.arrived = known.then(|| h.sent * packets.forward().unwrap_or(1.0));
     h
 }
 
@@ -316,33 +354,20 @@ pub struct FlowFigures {
 }
 
 /// Every flow that sent in the window, worst delivery first.
-pub fn flows(set: &ReportSet, ctx: &Context) -> Vec<FlowFigures> {
+pub fn flows(set: &ReportSet, _ctx: &Context) -> Vec<FlowFigures> {
     let mut out = Vec::new();
     for (&(host, peer), p) in &set.tx {
         let sent = p.pps.mean();
         if sent <= 0.0 {
             continue;
         }
-        let (delivery, arrived) = if ctx.layered {
-            let delivery = if p.sum_pps > 0.0 {
-                p.sum_rep_pps / p.sum_pps
-            } else {
-                0.0
-            };
-            let arrived = set.rx.get(&(peer, host)).map(|rx| {
-                sent * if p.sum_pps > 0.0 {
-                    rx.sum_pps / p.sum_pps
-                } else {
-                    0.0
-                }
-            });
-            (delivery, arrived)
-        } else {
-            (
-                p.rep_pps.mean() / sent,
-                set.rx.get(&(peer, host)).map(|rx| rx.pps.mean()),
-            )
-        };
+        let packets = Packets::of_pair(set, host, peer, p);
+        let delivery = packets.delivery().unwrap_or(0.0);
+        let reported = set.wrote_rx_rows(peer);
+        let arrived = reported
+            .then(|| packets.forward())
+            .flatten()
+            .map(|fwd| sent * fwd);
         out.push(FlowFigures {
             host,
             peer,

@@ -82,11 +82,9 @@ pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<Str
         (
             "loss_grid.csv",
             grid_text(set, &order, |s, d| {
+                // Of the requests sent, the share whose replies never came back.
                 let p = set.tx.get(&(s, d))?;
-                let pps = p.pps.get().filter(|&v| v > 0.0)?;
-                Some(one_decimal(
-                    (100.0 - p.rep_pps.mean() / pps * 100.0).max(0.0),
-                ))
+                (p.sent > 0.0).then(|| one_decimal((1.0 - p.back / p.sent).max(0.0) * 100.0))
             }),
         ),
         (

@@ -15,6 +15,7 @@ pub mod advice;
 pub mod aggregate;
 pub mod figures;
 pub mod grids;
+pub mod span;
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -112,24 +113,72 @@ fn what_to_do_next(set: &ReportSet, ctx: &Context) -> String {
     text
 }
 
+/// What the summary covers: the first header line's duration, and a line
+/// saying which span that was, what was left out and why.
+fn span_lines(set: &ReportSet, args: &SummarizeArgs) -> (String, String) {
+    let span = &set.span;
+    let interval = set.interval.unwrap_or(1).max(1);
+    let count = span.keep.len() as i64;
+    if span.no_steady {
+        let window = if args.window > 0.0 {
+            format!("last {}s", units::g(args.window))
+        } else {
+            "whole history".to_string()
+        };
+        return (
+            window,
+            "span: no interval yet had every host sending; what is there is summarized as it is (the run's edges included)".to_string(),
+        );
+    }
+    let (Some(first), Some(last)) = (span.first(), span.last()) else {
+        return (String::new(), String::new());
+    };
+    let seconds = count * interval;
+    let mut line = format!(
+        "span: {} to {}, {count} interval(s) of {interval}s in which every host was sending",
+        units::local_clock((first - interval) as f64),
+        units::local_clock(last as f64),
+    );
+    if last - first + interval > seconds {
+        line.push_str(" (with gaps)");
+    }
+    match span.left_out {
+        0 => {}
+        n => {
+            let _ = write!(
+                line,
+                "; {n} edge interval(s) left out (hosts starting or stopping{})",
+                if span.planned_end { ", the end" } else { "" }
+            );
+        }
+    }
+    for &(host, behind) in &span.late {
+        let _ = write!(
+            line,
+            "; {} began sending {behind}s after the others (it came up late: its lateness is left out, not counted as loss)",
+            set.name(host)
+        );
+    }
+    (format!("{seconds}s steady"), line)
+}
+
 fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String> {
     let mut t = String::new();
     let fleet = figures::fleet(set, ctx);
     let hosts = figures::hosts(set, ctx);
     let flows = figures::flows(set, ctx);
-    let window = if args.window > 0.0 {
-        format!("last {}s", units::g(args.window))
-    } else {
-        "whole history".to_string()
-    };
+    let (covered, span_line) = span_lines(set, args);
     let _ = writeln!(
         t,
-        "mx summarize -- {window}, {} hosts, {} flows, {} bytes out -> {} bytes back",
+        "mx summarize -- {covered}, {} hosts, {} flows, {} bytes out -> {} bytes back",
         hosts.len(),
         set.tx.len(),
         ctx.tx_size,
         ctx.rx_size
     );
+    if !span_line.is_empty() {
+        let _ = writeln!(t, "{span_line}");
+    }
     if ctx.layered {
         match ctx
             .matrix
@@ -300,13 +349,19 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             hosts.len() - top
         );
     }
+    if hosts.iter().any(|h| h.rtt_p99.is_some() && !h.rtt_exact) {
+        let _ = writeln!(
+            t,
+            "  (rtt p99: exact over each host's replies where its report carries histograms; else its worst flow's worst interval)"
+        );
+    }
     t.push('\n');
 }
 
 fn worst_flows(t: &mut String, set: &ReportSet, flows: &[figures::FlowFigures], top: usize) {
     let _ = writeln!(
         t,
-        "  WORST FLOWS (of {}; delivery = replies back / requests sent)",
+        "  WORST FLOWS (of {}; delivery = replies back / requests sent; p99 of the flow's worst interval)",
         flows.len()
     );
     let lossy: Vec<&figures::FlowFigures> = flows.iter().filter(|f| f.delivery < 0.995).collect();
@@ -397,8 +452,10 @@ fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
     };
     for (layer, agg) in set.layers.iter().take(shown) {
         let ticks = agg.ticks.len().max(1) as f64;
+        // (Capped: in the original's reports a drain row can carry replies to
+        // requests sent before the window; ours count them with their requests.)
         let delivery = if agg.sum_pps > 0.0 {
-            format!("{:.2}%", agg.sum_rep_pps / agg.sum_pps * 100.0)
+            format!("{:.2}%", (agg.sum_rep_pps / agg.sum_pps * 100.0).min(100.0))
         } else {
             "-".to_string()
         };

@@ -161,7 +161,7 @@ fn layered_matrix(net: u8, pps: &str) -> (String, Matrix) {
 }
 
 #[test]
-fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
+fn agent_layered_run_visits_every_pair_in_its_layer_and_counts_replies_with_their_requests() {
     let (text, matrix) = layered_matrix(23, "max");
     let schedule = Schedule::new(&matrix);
     assert_eq!(schedule.layer_count(), 3);
@@ -175,7 +175,6 @@ fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
     }
     fleet.wait_ok();
     let mut pairs = BTreeSet::new();
-    let mut drains = 0;
     for (src, name) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
         let rows = fleet.report(name);
         assert!(
@@ -183,6 +182,11 @@ fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
                 .log(name)
                 .contains("mx agent: layered -- 3 layers of 1 peers")
         );
+        for r in rows.iter().filter(|r| r.s("dir") == "tx") {
+            // No drain rows: the replies still in flight when a layer ends are
+            // counted in the row of their requests' interval.
+            assert!(r.f("pps").is_some(), "{name}: a row without sends {r:?}");
+        }
         for r in full_rows(&rows, "tx", None) {
             let ts = r.f("ts").unwrap();
             let layer = r.f("layer").expect("tx rows carry their layer") as usize;
@@ -193,19 +197,14 @@ fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
                 .map(|c| c.dst)
                 .collect();
             assert_eq!(want, [peer], "{name} row {r:?} is in the wrong layer");
-            if r.f("pps").is_some() {
-                // A live row: the layer of the interval that ends at ts.
-                assert_eq!(schedule.layer_at(ts - 1.0), Some(layer), "{name} at {ts}");
-                pairs.insert((src as u32, peer));
-            } else {
-                // A drain row: replies of the layer before, send side blank.
-                assert_ne!(schedule.layer_at(ts - 1.0), Some(layer));
-                assert_eq!(r.f("target_pps"), None);
-                assert_eq!(r.f("mbps"), None);
-                assert_eq!(r.f("loss_pct"), None);
-                assert!(r.f("rep_pps").unwrap() > 0.0);
-                drains += 1;
-            }
+            // The layer of the interval that ends at ts.
+            assert_eq!(schedule.layer_at(ts - 1.0), Some(layer), "{name} at {ts}");
+            pairs.insert((src as u32, peer));
+            // Replies are counted with their requests: never more than sent,
+            // and the last ones before a switch are not lost.
+            let (sent, back) = (r.f("pkts").unwrap(), r.f("rep_pkts").unwrap());
+            assert!(back <= sent && sent > 0.0, "{name} {r:?}");
+            assert_eq!(r.f("late_pkts"), Some(0.0), "{name} {r:?}");
         }
         for r in full_rows(&rows, "host", None) {
             assert!(r.f("layer").is_some());
@@ -216,7 +215,6 @@ fn agent_layered_run_visits_every_pair_in_its_layer_with_drain_rows() {
         12,
         "every ordered pair of 4 hosts measured: {pairs:?}"
     );
-    assert!(drains > 0, "switches leave drain rows");
 }
 
 #[test]
@@ -557,11 +555,7 @@ fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
             ticks.windows(2).all(|w| w[1] == w[0] + 1),
             "{name}: {ticks:?}"
         );
-        // (Drain rows, the replies a finished layer caught, have no target.)
-        for r in full_rows(&rows, "tx", None)
-            .into_iter()
-            .filter(|r| r.f("target_pps").is_some())
-        {
+        for r in full_rows(&rows, "tx", None) {
             let ts = r.f("ts").unwrap();
             // Every full interval carries the full rate: the steps did not
             // shorten or stretch an interval's arithmetic.

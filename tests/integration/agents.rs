@@ -198,18 +198,19 @@ impl Drop for Fleet {
     }
 }
 
-/// Rows of `dir` (and `peer`, if given) from full intervals: after the first
-/// tick (whose interval started with the agent) and before the last partial one.
+/// Rows of `dir` (and `peer`, if given) from whole intervals: those whose host
+/// row says the flows sent throughout (`phase` steady or last). Not the first
+/// interval (it began with the agent), nor the one the run ended in, nor a
+/// final partial one (no host row).
 pub fn full_rows<'a>(rows: &'a [Row], dir: &str, peer: Option<&str>) -> Vec<&'a Row> {
-    let host_ticks: Vec<&str> = rows
+    let whole: Vec<&str> = rows
         .iter()
-        .filter(|r| r.s("dir") == "host")
+        .filter(|r| r.s("dir") == "host" && matches!(r.s("phase"), "steady" | "last"))
         .map(|r| r.s("ts"))
         .collect();
-    let first = host_ticks.first().copied().unwrap_or("");
     rows.iter()
         .filter(|r| r.s("dir") == dir && peer.is_none_or(|p| r.s("peer") == p))
-        .filter(|r| r.s("ts") != first && host_ticks.contains(&r.s("ts")))
+        .filter(|r| whole.contains(&r.s("ts")))
         .collect()
 }
 

@@ -395,7 +395,7 @@ fn export_says_which_host_lost_which_overlay_and_why() {
 }
 
 #[test]
-fn export_notes_a_layered_peer_without_host_rows_and_the_silent_hosts() {
+fn export_notes_the_silent_hosts_and_a_layered_peers_counts_give_the_split() {
     let sb = Sandbox::new();
     sb.write("servers.txt", "a\nb\nc\nd\n");
     let mut r = Reports::default();
@@ -407,7 +407,8 @@ fn export_notes_a_layered_peer_without_host_rows_and_the_silent_hosts() {
         tx.layer = Some(0);
         r.push(tx);
         r.host(ts, "a", 1000.0, 1000.0, 1000.0, 5.0, 5.0, 5.0, 1);
-        // b counts a's requests but writes no host row: no rate for them.
+        // b counts a's requests but writes no host row: its counts alone
+        // give a's forward leg (no rate of b's is needed).
         r.rx(ts, "b", "a", 1000.0, 1000.0);
     }
     r.write(&sb);
@@ -415,7 +416,16 @@ fn export_notes_a_layered_peer_without_host_rows_and_the_silent_hosts() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let seen = notes(&run.stderr);
     assert!(seen.contains(&"[mx] export: a has no mx_served_pps / mx_egress_gbps: its report holds no rx row in the window (no requests counted arriving from any peer)"), "{seen:?}");
-    assert!(seen.contains(&"[mx] export: a has no mx_forward_loss / mx_return_loss: the loss split is unknown (peer b wrote no host row in the window, so its rx counts have no rate)"), "{seen:?}");
+    assert!(
+        !seen.iter().any(|l| l.contains("a has no mx_forward_loss")),
+        "{seen:?}"
+    );
+    assert_eq!(
+        value(&run.stdout, "mx_forward_loss", "a").as_deref(),
+        Some("0"),
+        "{}",
+        run.stdout
+    );
     let silent = seen
         .iter()
         .find(|l| l.starts_with("[mx] export: c has only mx_state=SILENT: its last row (ts 10, "))

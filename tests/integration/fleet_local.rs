@@ -89,9 +89,7 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
             .contains("[mx] collecting reports into reports/ on 3 hosts")
     );
     assert!(
-        summary
-            .stdout
-            .contains("mx summarize -- last 2s, 3 hosts, 6 flows"),
+        summary.stdout.contains("s steady, 3 hosts, 6 flows"),
         "{}",
         summary.stdout
     );
@@ -132,7 +130,8 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
 
     let stop = sb.mx(&with(&["stop"], &local));
     assert_eq!(stop.code, 0);
-    assert!(stop.stdout.contains("h3  stopped"), "{}", stop.stdout);
+    // Each agent ended its flows at the one end instant, and exited itself.
+    assert!(stop.stdout.contains("h3  ended"), "{}", stop.stdout);
     assert!(agents_under(&sb.file("hosts")).is_empty());
     let status = sb.mx(&with(&["status"], &local));
     assert!(
@@ -293,11 +292,20 @@ fn agent_fleet_run_holds_summarizes_and_stops() {
     );
     assert!(
         run.stdout
-            .contains("mx summarize -- last 4s, 2 hosts, 2 flows"),
+            .contains("mx summarize -- 4s steady, 2 hosts, 2 flows"),
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("[mx] stopping agents on 2 hosts"));
+    assert!(
+        run.stdout.contains("LOSS              0.00%"),
+        "one start and one end: no edge reads as loss\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("[mx] every agent ended at"),
+        "{}",
+        run.stdout
+    );
     assert!(
         agents_under(&sb.file("hosts")).is_empty(),
         "run stops the agents"

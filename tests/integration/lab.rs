@@ -191,9 +191,7 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
     let summary = lab.mx(&sb, &["summarize", "--window", "2"]);
     assert_eq!(summary.code, 0, "{}", summary.stderr);
     assert!(
-        summary
-            .stdout
-            .contains("mx summarize -- last 2s, 4 hosts, 12 flows"),
+        summary.stdout.contains("s steady, 4 hosts, 12 flows"),
         "{}",
         summary.stdout
     );
@@ -203,12 +201,7 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
 
     let stop = lab.mx(&sb, &["stop"]);
     assert_eq!(stop.code, 0, "{}", stop.stdout);
-    assert_eq!(
-        stop.stdout.matches("  stopped").count(),
-        4,
-        "{}",
-        stop.stdout
-    );
+    assert_eq!(stop.stdout.matches("  ended").count(), 4, "{}", stop.stdout);
     let clean = lab.mx(&sb, &["clean", "--yes"]);
     assert_eq!(clean.code, 0, "{}", clean.stdout);
     for i in 1..=4 {
@@ -296,10 +289,7 @@ fn agent_demo_runs_the_whole_lifecycle_for_a_new_user() {
     ] {
         assert!(out.contains(step), "{step} missing:\n{out}");
     }
-    assert!(
-        out.contains("mx summarize -- last 3s, 3 hosts, 6 flows"),
-        "{out}"
-    );
+    assert!(out.contains("s steady, 3 hosts, 6 flows"), "{out}");
     assert!(out.contains("[mx] nothing of mx remains on the fleet"));
 }
 

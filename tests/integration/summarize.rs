@@ -99,6 +99,8 @@ impl Reports {
         r.agent_cpu_pct = Some(agent);
         r.workers = Some(workers);
         r.stray_pkts = Some(0);
+        // The flows sent throughout (as an agent marks a steady interval).
+        r.phase = Some("steady");
         self.push(r);
     }
 
@@ -199,7 +201,11 @@ fn a_sick_receiver_column() {
     // 12 flows x 1000 sent; 9 x 1000 + 3 x 800 = 11,400 arrived and came back.
     has_line(
         &out,
-        "mx summarize -- whole history, 4 hosts, 12 flows, 64 bytes out -> 64 bytes back",
+        "mx summarize -- 3s steady, 4 hosts, 12 flows, 64 bytes out -> 64 bytes back",
+    );
+    assert!(
+        out.contains("3 interval(s) of 1s in which every host was sending\n"),
+        "{out}"
     );
     has_line(
         &out,
@@ -363,6 +369,7 @@ fn a_layered_run_with_a_pair_never_measured() {
             h.rep_pps = h.pps;
             h.target_pps = Some(1000.0);
             h.layer = Some(layer as u32);
+            h.phase = Some("steady");
             r.push(h);
         }
     }
@@ -504,14 +511,15 @@ fn summarize_refusals() {
 fn agent_run_summarized_end_to_end() {
     let net = 43;
     let mut fleet = Fleet::new(&mesh(net, 3, "2000", (64, 512)));
+    // One start instant and one end for all three, as `mx start` gives them.
+    let start = (matrix_orchestrator::units::wall_now() + 1.5)
+        .ceil()
+        .to_string();
     for h in ["h1", "h2", "h3"] {
-        fleet.start(h, &["--interval", "1", "--duration", "30"]);
-    }
-    // Stopped together (a --duration each would end them as far apart as
-    // they started, and the last one's requests would meet a stopped peer).
-    std::thread::sleep(std::time::Duration::from_millis(6600));
-    for h in ["h1", "h2", "h3"] {
-        fleet.terminate(h);
+        fleet.start(
+            h,
+            &["--interval", "1", "--start-at", &start, "--duration", "5"],
+        );
     }
     fleet.wait_ok();
     let reports = fleet.sandbox.file("reports");
@@ -523,27 +531,26 @@ fn agent_run_summarized_end_to_end() {
         )
         .unwrap();
     }
-    // The newest 3 s: every agent up, no start-up or shutdown edge.
-    let run = fleet.sandbox.mx(&[
-        "summarize",
-        "--no-collect",
-        "--window",
-        "3",
-        "--matrix",
-        "matrix.csv",
-    ]);
+    // The whole run: five intervals, every agent sending in each.
+    let run = fleet
+        .sandbox
+        .mx(&["summarize", "--no-collect", "--matrix", "matrix.csv"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = run.stdout;
     has_line(
         &out,
-        "mx summarize -- last 3s, 3 hosts, 6 flows, 64 bytes out -> 512 bytes back",
+        "mx summarize -- 5s steady, 3 hosts, 6 flows, 64 bytes out -> 512 bytes back",
     );
+    assert!(
+        out.contains("5 interval(s) of 1s in which every host was sending"),
+        "{out}"
+    );
+    assert!(!out.contains("left out"), "nothing to leave out: {out}");
     assert!(
         out.contains("fleet-wide (exact, from every host's histogram)"),
         "{out}"
     );
-    // 6 flows x 2,000 pps. The window's newest row is each agent's final,
-    // partial interval (cut by --duration mid-batch), so allow a little.
+    // 6 flows x 2,000 pps, every interval whole.
     let target = out.lines().find(|l| l.starts_with("  TARGET")).unwrap();
     assert!(target.contains("12.0 kpps"), "{out}");
     let achieved: f64 = target
@@ -552,7 +559,11 @@ fn agent_run_summarized_end_to_end() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!((98.5..=100.5).contains(&achieved), "{out}");
+    assert!((99.5..=100.5).contains(&achieved), "{out}");
+    has_line(
+        &out,
+        "  LOSS              0.00%   round trip (0.00% forward, 0.00% on the way back)",
+    );
     assert!(
         out.contains("every flow is delivering >= 99.5% of its replies"),
         "{out}"

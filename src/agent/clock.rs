@@ -1,0 +1,274 @@
+//! When this agent's flows begin and end: the run's shared instants.
+//!
+//! A fleet started by `mx start` begins sending at one wall-clock instant and,
+//! with `--duration` or `mx run --for`, stops at one: the agents are launched
+//! first (listening and answering, not sending), and the controller then
+//! writes the start instant into `agent.start` beside the report once every
+//! host is up; `mx stop` (and `run`) write the end instant into `agent.end`.
+//! That is what keeps a request to a peer that is not listening yet, or no
+//! longer, out of the measurement: the ragged edges of an ssh fan-out never
+//! read as the network's loss.
+//!
+//! The reporter thread learns the instants (from the flags or the control
+//! files) and publishes them here; the workers read them every loop pass.
+//! Instants are kept as nanoseconds of the monotonic clock (the one requests
+//! carry as `t_send`), converted from the wall clock once, when learned: a
+//! wall clock stepped mid-run moves nothing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::udp::monotonic_ns;
+use crate::report::Phase;
+use crate::units::wall_now;
+
+const UNSET: u64 = u64::MAX;
+
+/// The control file that carries the fleet's start instant (`at=<unix s>`).
+pub const START_FILE: &str = "agent.start";
+/// The control file that carries the end instant (`at=<unix s> grace=<s>`).
+pub const END_FILE: &str = "agent.end";
+
+/// How long responders keep answering after the end instant unless told
+/// otherwise: the last requests of a peer whose clock runs a little behind
+/// still get their replies.
+pub const DEFAULT_GRACE: f64 = 1.0;
+
+/// How long an armed agent waits for the start instant before it gives up
+/// (the controller that launched it was interrupted): it must not linger.
+pub const ARMED_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The instants, shared by the reporter and the workers.
+pub struct RunClock {
+    /// Monotonic ns at which flows begin; UNSET while armed.
+    start_ns: AtomicU64,
+    /// Wall-clock label (f64 bits) of the first report tick, set with the start.
+    first_tick: AtomicU64,
+    /// Monotonic ns at which flows stop sending; UNSET for none.
+    end_ns: AtomicU64,
+    /// Monotonic ns at which the agent exits (end + grace); UNSET for none.
+    exit_ns: AtomicU64,
+    /// SIGTERM/SIGINT: stop now (a final partial interval is written).
+    pub stop: Arc<AtomicBool>,
+    /// The wall-clock times behind the instants, for the reporter's phases.
+    started_wall: AtomicU64,
+    end_wall: AtomicU64,
+}
+
+/// The start as a worker needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Start {
+    pub at: Instant,
+    pub at_ns: u64,
+    /// Wall time of `at`.
+    pub wall: f64,
+    /// Wall-clock label of the first tick (the end of the first interval).
+    pub first_tick: f64,
+}
+
+/// The instant the monotonic clock reads `ns` (now if already past).
+pub fn instant_of(ns: u64) -> Instant {
+    let now_ns = monotonic_ns();
+    let now = Instant::now();
+    if ns >= now_ns {
+        now + Duration::from_nanos(ns - now_ns)
+    } else {
+        now.checked_sub(Duration::from_nanos(now_ns - ns))
+            .unwrap_or(now)
+    }
+}
+
+/// The monotonic ns at which the wall clock will read (or read) `wall`.
+pub fn ns_of_wall(wall: f64) -> u64 {
+    let ahead = wall - wall_now();
+    let now = monotonic_ns() as i128;
+    (now + (ahead * 1e9) as i128).max(0) as u64
+}
+
+/// The first report tick of flows that begin at `now` (not on a start
+/// instant): the next whole multiple of the interval on the wall clock, or the
+/// one after if that is under half an interval away (no sliver rows).
+pub fn first_tick(now: f64, interval: f64) -> f64 {
+    let next = (now / interval).floor() * interval + interval;
+    if next - now < interval / 2.0 {
+        next + interval
+    } else {
+        next
+    }
+}
+
+impl RunClock {
+    pub fn new(stop: Arc<AtomicBool>) -> RunClock {
+        RunClock {
+            start_ns: AtomicU64::new(UNSET),
+            first_tick: AtomicU64::new(0),
+            end_ns: AtomicU64::new(UNSET),
+            exit_ns: AtomicU64::new(UNSET),
+            stop,
+            started_wall: AtomicU64::new(UNSET),
+            end_wall: AtomicU64::new(UNSET),
+        }
+    }
+
+    /// Sets the start: flows begin at wall time `at` (whole interval boundary)
+    /// with the first tick one interval later; or, when `at` has passed (a
+    /// late go, or no start instant at all), now, with the first tick at the
+    /// next boundary. Returns how late the start was, in seconds (0 on time).
+    pub fn set_start(&self, at: Option<f64>, interval: f64) -> f64 {
+        let now = wall_now();
+        let (begin, first_tick, late) = match at {
+            Some(at) if at >= now => (at, at + interval, 0.0),
+            Some(at) => (now, first_tick(now, interval), now - at),
+            None => (now, first_tick(now, interval), 0.0),
+        };
+        self.first_tick
+            .store(first_tick.to_bits(), Ordering::Relaxed);
+        self.started_wall.store(begin.to_bits(), Ordering::Relaxed);
+        self.start_ns.store(ns_of_wall(begin), Ordering::Release);
+        late
+    }
+
+    /// Sets the end: flows stop at wall time `at` (now if past), responders
+    /// answer `grace` seconds more, then the agent exits. An end already set
+    /// earlier stands.
+    pub fn set_end(&self, at: f64, grace: f64) {
+        let at = at.max(wall_now());
+        if self.end_ns.load(Ordering::Acquire) != UNSET {
+            return;
+        }
+        self.end_wall.store(at.to_bits(), Ordering::Relaxed);
+        let end_ns = ns_of_wall(at);
+        self.exit_ns
+            .store(end_ns + (grace.max(0.0) * 1e9) as u64, Ordering::Relaxed);
+        self.end_ns.store(end_ns, Ordering::Release);
+    }
+
+    /// The start, once known.
+    pub fn start(&self) -> Option<Start> {
+        let at_ns = self.start_ns.load(Ordering::Acquire);
+        (at_ns != UNSET).then(|| Start {
+            at: instant_of(at_ns),
+            at_ns,
+            wall: f64::from_bits(self.started_wall.load(Ordering::Relaxed)),
+            first_tick: f64::from_bits(self.first_tick.load(Ordering::Relaxed)),
+        })
+    }
+
+    pub fn has_started(&self) -> bool {
+        self.start_ns.load(Ordering::Acquire) != UNSET
+    }
+
+    /// Monotonic ns at which flows stop, if an end is set.
+    pub fn end_ns(&self) -> Option<u64> {
+        let ns = self.end_ns.load(Ordering::Acquire);
+        (ns != UNSET).then_some(ns)
+    }
+
+    /// Monotonic ns at which the agent exits, if an end is set.
+    pub fn exit_ns(&self) -> Option<u64> {
+        let ns = self.exit_ns.load(Ordering::Relaxed);
+        (ns != UNSET).then_some(ns)
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Wall time the flows began (the start instant, or later if late).
+    pub fn started_wall(&self) -> Option<f64> {
+        let bits = self.started_wall.load(Ordering::Relaxed);
+        (bits != UNSET).then(|| f64::from_bits(bits))
+    }
+
+    /// Wall time of the planned end, if any.
+    pub fn end_wall(&self) -> Option<f64> {
+        let bits = self.end_wall.load(Ordering::Relaxed);
+        (bits != UNSET).then(|| f64::from_bits(bits))
+    }
+}
+
+/// The phase of the interval ending at wall time `tick`, `interval` long,
+/// for flows that began at `started` (and end at `end`, if planned). `first`
+/// says it is the agent's first interval: whole only if the flows began
+/// exactly at its beginning (an on-time start instant).
+pub fn phase_of(tick: f64, interval: f64, started: f64, end: Option<f64>, first: bool) -> Phase {
+    const SLACK: f64 = 0.001;
+    let begins = tick - interval;
+    if let Some(end) = end {
+        if (end - tick).abs() <= SLACK {
+            return Phase::Last;
+        }
+        if end < tick {
+            return Phase::End;
+        }
+    }
+    if started > begins + SLACK || (first && (started - begins).abs() > SLACK) {
+        Phase::Start
+    } else {
+        Phase::Steady
+    }
+}
+
+/// Reads a control file's `at=` (and `grace=`) words; `None` when absent or
+/// unreadable (it is written by rename, so a half-written file is never seen).
+pub fn read_control(path: &Path) -> Option<(f64, Option<f64>)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+    };
+    Some((value("at=")?, value("grace=")))
+}
+
+/// The control files of an agent whose report is at `report`.
+pub fn control_paths(report: &Path) -> (PathBuf, PathBuf) {
+    let dir = report.parent().map(Path::to_path_buf).unwrap_or_default();
+    (dir.join(START_FILE), dir.join(END_FILE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_of_a_run() {
+        // Started on time at 100 (interval 5): the first interval is whole.
+        assert_eq!(phase_of(105.0, 5.0, 100.0, None, true), Phase::Steady);
+        assert_eq!(
+            phase_of(110.0, 5.0, 100.0, Some(120.0), false),
+            Phase::Steady
+        );
+        assert_eq!(phase_of(120.0, 5.0, 100.0, Some(120.0), false), Phase::Last);
+        // A late start: the first interval is an edge, the next ones are not.
+        assert_eq!(phase_of(105.0, 5.0, 101.3, None, true), Phase::Start);
+        // ... even when the first tick came 1.5 intervals after it began.
+        assert_eq!(phase_of(110.0, 5.0, 102.6, None, true), Phase::Start);
+        assert_eq!(phase_of(110.0, 5.0, 101.3, None, false), Phase::Steady);
+        // An end that came mid-interval.
+        assert_eq!(phase_of(125.0, 5.0, 100.0, Some(122.0), false), Phase::End);
+    }
+
+    #[test]
+    fn control_files_say_when() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(END_FILE);
+        assert_eq!(read_control(&path), None);
+        std::fs::write(&path, "at=1796003025.5 grace=1.5\n").unwrap();
+        assert_eq!(read_control(&path), Some((1_796_003_025.5, Some(1.5))));
+        std::fs::write(&path, "at=1796003025\n").unwrap();
+        assert_eq!(read_control(&path), Some((1_796_003_025.0, None)));
+        std::fs::write(&path, "at=soon\n").unwrap();
+        assert_eq!(read_control(&path), None);
+    }
+
+    #[test]
+    fn the_first_tick_is_a_whole_interval_boundary() {
+        assert_eq!(first_tick(1000.2, 5.0), 1005.0);
+        // Under half an interval to the next boundary: the one after.
+        assert_eq!(first_tick(1003.0, 5.0), 1010.0);
+        assert_eq!(first_tick(1000.0, 1.0), 1001.0);
+    }
+}

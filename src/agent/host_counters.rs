@@ -1,0 +1,217 @@
+//! What the host's kernel counted this interval about packets that never
+//! reached the agent, and about the agent not getting the CPU: the evidence
+//! that tells a loss in this host from a loss on the wire.
+//!
+//! - UDP `RcvbufErrors`, `InErrors` and `NoPorts` from /proc/net/snmp and
+//!   /proc/net/snmp6 (per network namespace, so per host in the lab): a
+//!   datagram dropped because a socket's buffer was full, or sent to a port
+//!   nobody listened on;
+//! - the rx `drop` column of /proc/net/dev, summed over the interfaces: what
+//!   the NIC (or its driver) dropped before the stack saw it;
+//! - the agent's own cgroup's CPU throttling (cgroup v2 `cpu.stat`
+//!   `throttled_usec`, or v1 `throttled_time`): time the agent was ready to
+//!   run and held off by a CPU quota.
+//!
+//! Sampled by the reporter once per interval; each figure is the increase
+//! since the previous sample, `None` (a blank cell) where it cannot be read.
+
+use std::path::PathBuf;
+
+/// One sample of the cumulative counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    rcvbuf_errors: Option<u64>,
+    in_errors: Option<u64>,
+    no_ports: Option<u64>,
+    nic_rx_drops: Option<u64>,
+    throttled_us: Option<u64>,
+}
+
+/// The increase of each counter over one interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostDelta {
+    pub rcvbuf_errors: Option<u64>,
+    pub in_errors: Option<u64>,
+    pub no_ports: Option<u64>,
+    pub nic_rx_drops: Option<u64>,
+    /// Milliseconds the agent's cgroup was throttled.
+    pub throttled_ms: Option<f64>,
+}
+
+/// Adds the named fields of the `Udp:` table of /proc/net/snmp (a header line
+/// of names, then a line of values) and the `Udp6<Name>` lines of snmp6.
+fn udp_counter(snmp: &str, snmp6: &str, name: &str) -> Option<u64> {
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let v4 = match (lines.next(), lines.next()) {
+        (Some(names), Some(values)) => names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.parse::<u64>().ok()),
+        _ => None,
+    };
+    let key = format!("Udp6{name}");
+    let v6 = snmp6.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next() == Some(key.as_str())).then(|| words.next()?.parse::<u64>().ok())?
+    });
+    match (v4, v6) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+/// The rx `drop` column of /proc/net/dev, summed over every interface.
+fn nic_rx_drops(dev: &str) -> Option<u64> {
+    let mut total = None;
+    for line in dev.lines() {
+        let Some((_, counters)) = line.split_once(':') else {
+            continue;
+        };
+        // rx: bytes packets errs drop ...
+        if let Some(drop) = counters
+            .split_whitespace()
+            .nth(3)
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            total = Some(total.unwrap_or(0) + drop);
+        }
+    }
+    total
+}
+
+/// The cpu.stat file of this process's cgroup: v2 (`0::/path`), else the v1
+/// hierarchy that holds the `cpu` controller.
+fn cpu_stat_path(proc_cgroup: &str) -> Option<PathBuf> {
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if id == "0" && controllers.is_empty() {
+            return Some(PathBuf::from(format!("/sys/fs/cgroup{path}/cpu.stat")));
+        }
+        if controllers.split(',').any(|c| c == "cpu") {
+            return Some(PathBuf::from(format!(
+                "/sys/fs/cgroup/{controllers}{path}/cpu.stat"
+            )));
+        }
+    }
+    None
+}
+
+/// Throttled time from a cpu.stat text, in microseconds.
+fn throttled_us(cpu_stat: &str) -> Option<u64> {
+    cpu_stat.lines().find_map(|l| {
+        let (key, value) = l.split_once(' ')?;
+        let value = value.trim().parse::<u64>().ok()?;
+        match key {
+            "throttled_usec" => Some(value),
+            "throttled_time" => Some(value / 1000),
+            _ => None,
+        }
+    })
+}
+
+/// Keeps the previous sample to take increases against.
+#[derive(Debug, Default)]
+pub struct HostCounters {
+    last: Totals,
+    cpu_stat: Option<PathBuf>,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+impl HostCounters {
+    /// Takes the first sample (the baseline of the first interval).
+    pub fn start() -> HostCounters {
+        let cpu_stat = cpu_stat_path(&read("/proc/self/cgroup"));
+        let mut counters = HostCounters {
+            last: Totals::default(),
+            cpu_stat,
+        };
+        counters.last = counters.totals();
+        counters
+    }
+
+    fn totals(&self) -> Totals {
+        let (snmp, snmp6) = (read("/proc/net/snmp"), read("/proc/net/snmp6"));
+        Totals {
+            rcvbuf_errors: udp_counter(&snmp, &snmp6, "RcvbufErrors"),
+            in_errors: udp_counter(&snmp, &snmp6, "InErrors"),
+            no_ports: udp_counter(&snmp, &snmp6, "NoPorts"),
+            nic_rx_drops: nic_rx_drops(&read("/proc/net/dev")),
+            throttled_us: self
+                .cpu_stat
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .and_then(|t| throttled_us(&t)),
+        }
+    }
+
+    /// The increases since the previous sample.
+    pub fn sample(&mut self) -> HostDelta {
+        let now = self.totals();
+        let then = std::mem::replace(&mut self.last, now);
+        let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+        HostDelta {
+            rcvbuf_errors: delta(now.rcvbuf_errors, then.rcvbuf_errors),
+            in_errors: delta(now.in_errors, then.in_errors),
+            no_ports: delta(now.no_ports, then.no_ports),
+            nic_rx_drops: delta(now.nic_rx_drops, then.nic_rx_drops),
+            throttled_ms: delta(now.throttled_us, then.throttled_us).map(|us| us as f64 / 1000.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SNMP: &str = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+        Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n\
+        Udp: 1000 7 12 990 11 0 0 0 0\n\
+        UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n\
+        UdpLite: 0 0 0 0 0 0 0 0 0\n";
+    const SNMP6: &str = "Udp6InDatagrams                 \t50\nUdp6NoPorts \t1\nUdp6InErrors\t3\nUdp6RcvbufErrors\t2\n";
+
+    #[test]
+    fn udp_counters_add_both_families() {
+        assert_eq!(udp_counter(SNMP, SNMP6, "RcvbufErrors"), Some(13));
+        assert_eq!(udp_counter(SNMP, SNMP6, "InErrors"), Some(15));
+        assert_eq!(udp_counter(SNMP, "", "NoPorts"), Some(7));
+        assert_eq!(udp_counter("", "", "NoPorts"), None);
+    }
+
+    #[test]
+    fn nic_drops_are_the_rx_drop_column() {
+        let dev = "Inter-|   Receive                                                |  Transmit\n \
+            face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+            lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0\n  \
+            eth0: 52000 400 1 17 0 0 0 0 9000 80 0 5 0 0 0 0\n";
+        assert_eq!(nic_rx_drops(dev), Some(17));
+        assert_eq!(nic_rx_drops(""), None);
+    }
+
+    #[test]
+    fn the_cgroup_throttling_counter_is_found() {
+        assert_eq!(
+            cpu_stat_path("0::/mxstarve\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/mxstarve/cpu.stat"))
+        );
+        assert_eq!(
+            cpu_stat_path("12:memory:/x\n4:cpu,cpuacct:/user.slice\n"),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/cpu,cpuacct/user.slice/cpu.stat"
+            ))
+        );
+        assert_eq!(
+            throttled_us("usage_usec 10\nnr_throttled 4\nthrottled_usec 2500\n"),
+            Some(2500)
+        );
+        assert_eq!(
+            throttled_us("nr_throttled 4\nthrottled_time 7000000\n"),
+            Some(7000)
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! Which intervals a summary counts: the steady part of the run.
+//!
+//! A fleet's first and last intervals are its own doing, not the network's:
+//! an agent that is not listening yet, or no longer, turns its peers' requests
+//! into loss. The agents mark every interval's host row with its `phase`
+//! (report::Phase), and the summary keeps only whole intervals in which every
+//! host was sending:
+//!
+//! - the span begins at the first interval in which every host that reported
+//!   at all was sending (a host that came up late moves it, and is named);
+//! - it ends at the run's planned end (the last whole interval of the hosts
+//!   that ended as planned), else at the newest interval;
+//! - inside it, an interval is left out when any host marked it an edge (a
+//!   restart by `mx reload`) or wrote it only partially (no host row: an agent
+//!   stopped mid-interval).
+//!
+//! A host that stopped reporting mid-run (a dead agent, a cut link) or never
+//! came up is not an edge: the intervals after it went quiet stay in, and the
+//! flows into it show as the loss they are (the advice names the host).
+//! Reports without `phase` (the original's, or an older mx) are read the same
+//! way, with each host's first interval taken as its start edge.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::report::Phase;
+
+/// What one host wrote for one interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mark {
+    /// Its host row: complete (a measured `pps`), and the phase it gives.
+    pub host_row: Option<Option<Phase>>,
+    /// Any tx or rx row.
+    pub flows: bool,
+}
+
+/// Every host's marks, by interval label (`ts`).
+pub type Timeline = Vec<BTreeMap<i64, Mark>>;
+
+/// Whether a host's interval counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Whole,
+    Edge,
+}
+
+fn status(mark: &Mark, first_host_row: bool) -> Status {
+    match mark.host_row {
+        Some(Some(phase)) if phase.is_whole() => Status::Whole,
+        Some(Some(_)) => Status::Edge,
+        // Unmarked reports: the first interval holds the agent's start.
+        Some(None) if first_host_row => Status::Edge,
+        Some(None) => Status::Whole,
+        // Rows without a host row: an interval the agent did not finish.
+        None => Status::Edge,
+    }
+}
+
+/// The intervals a summary keeps, and what it left out.
+#[derive(Debug, Clone, Default)]
+pub struct Span {
+    /// The kept interval labels.
+    pub keep: BTreeSet<i64>,
+    /// Intervals seen in the window's range that were left out.
+    pub left_out: usize,
+    /// No interval had every host sending: everything in the window is
+    /// summarized as it is (and the header says so).
+    pub no_steady: bool,
+    /// Hosts whose first whole interval came after the others': (host, by how
+    /// many seconds).
+    pub late: Vec<(u32, i64)>,
+    /// The run ended as planned (some host marked its end).
+    pub planned_end: bool,
+}
+
+impl Span {
+    pub fn first(&self) -> Option<i64> {
+        self.keep.first().copied()
+    }
+
+    pub fn last(&self) -> Option<i64> {
+        self.keep.last().copied()
+    }
+
+    pub fn contains(&self, ts: i64) -> bool {
+        self.keep.contains(&ts)
+    }
+}
+
+/// The span of `timeline`, keeping the newest `window` seconds of it (0: all).
+pub fn span(timeline: &Timeline, window: f64) -> Span {
+    let mut statuses: Vec<BTreeMap<i64, Status>> = Vec::with_capacity(timeline.len());
+    for marks in timeline {
+        let mut first = true;
+        let mut by_ts = BTreeMap::new();
+        for (&ts, mark) in marks {
+            let s = status(mark, first && mark.host_row.is_some());
+            first &= mark.host_row.is_none();
+            by_ts.insert(ts, s);
+        }
+        statuses.push(by_ts);
+    }
+    let first_whole: Vec<Option<i64>> = statuses
+        .iter()
+        .map(|s| {
+            s.iter()
+                .find(|(_, st)| **st == Status::Whole)
+                .map(|(&ts, _)| ts)
+        })
+        .collect();
+    let every_ts: BTreeSet<i64> = timeline.iter().flat_map(|m| m.keys().copied()).collect();
+    let Some(&latest) = every_ts.last() else {
+        return Span::default();
+    };
+    let begin = first_whole.iter().flatten().max().copied();
+    // The planned end: the last whole interval of the hosts that marked one.
+    let ended: Vec<i64> = timeline
+        .iter()
+        .zip(&statuses)
+        .filter(|(marks, _)| {
+            marks
+                .values()
+                .any(|m| matches!(m.host_row, Some(Some(Phase::Last | Phase::End))))
+        })
+        .filter_map(|(_, s)| {
+            s.iter()
+                .rev()
+                .find(|(_, st)| **st == Status::Whole)
+                .map(|(&ts, _)| ts)
+        })
+        .collect();
+    let end = ended.iter().min().copied().unwrap_or(latest);
+    let from = if window > 0.0 {
+        end - window as i64
+    } else {
+        i64::MIN
+    };
+    let candidates: BTreeSet<i64> = every_ts.range(from.saturating_add(1)..).copied().collect();
+    let keep: BTreeSet<i64> = match begin {
+        Some(begin) => candidates
+            .iter()
+            .copied()
+            .filter(|&ts| ts >= begin && ts <= end)
+            .filter(|ts| {
+                statuses
+                    .iter()
+                    .all(|s| s.get(ts).is_none_or(|st| *st == Status::Whole))
+            })
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    let earliest_first = first_whole.iter().flatten().min().copied();
+    let late = first_whole
+        .iter()
+        .enumerate()
+        .filter_map(|(id, f)| {
+            let f = (*f)?;
+            let behind = f - earliest_first?;
+            (behind > 0).then_some((id as u32, behind))
+        })
+        .collect();
+    let planned_end = !ended.is_empty();
+    if keep.is_empty() {
+        // Nothing steady (a run of one interval, say): the window as it is.
+        let latest_from = if window > 0.0 {
+            latest - window as i64
+        } else {
+            i64::MIN
+        };
+        return Span {
+            keep: every_ts
+                .range(latest_from.saturating_add(1)..)
+                .copied()
+                .collect(),
+            left_out: 0,
+            no_steady: true,
+            late,
+            planned_end,
+        };
+    }
+    let window_start = if window > 0.0 {
+        keep.last().copied().unwrap_or(end) - window as i64
+    } else {
+        i64::MIN
+    };
+    let left_out = every_ts
+        .range(window_start.saturating_add(1)..)
+        .filter(|ts| !keep.contains(ts))
+        .count();
+    Span {
+        keep,
+        left_out,
+        no_steady: false,
+        late,
+        planned_end,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(marks: &[(i64, Option<Phase>, bool)]) -> BTreeMap<i64, Mark> {
+        marks
+            .iter()
+            .map(|&(ts, phase, complete)| {
+                (
+                    ts,
+                    Mark {
+                        host_row: complete.then_some(phase),
+                        flows: true,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    const S: Option<Phase> = Some(Phase::Steady);
+
+    #[test]
+    fn a_clean_run_keeps_every_interval_between_its_edges() {
+        let a = host(&[(1, S, true), (2, S, true), (3, Some(Phase::Last), true)]);
+        let b = host(&[(1, S, true), (2, S, true), (3, Some(Phase::Last), true)]);
+        let span = span(&vec![a, b], 60.0);
+        assert_eq!(span.keep, BTreeSet::from([1, 2, 3]));
+        assert_eq!(
+            (span.left_out, span.no_steady, span.planned_end),
+            (0, false, true)
+        );
+    }
+
+    #[test]
+    fn a_late_host_moves_the_start_and_is_named() {
+        let a = host(&[(1, S, true), (2, S, true), (3, S, true), (4, S, true)]);
+        let b = host(&[(2, Some(Phase::Start), true), (3, S, true), (4, S, true)]);
+        let span = span(&vec![a, b], 0.0);
+        assert_eq!(span.keep, BTreeSet::from([3, 4]));
+        assert_eq!(span.left_out, 2);
+        assert_eq!(span.late, vec![(1, 2)]);
+    }
+
+    #[test]
+    fn a_planned_end_ends_the_span_and_later_rows_are_left_out() {
+        let a = host(&[(1, S, true), (2, Some(Phase::Last), true)]);
+        // b's end order came late: it sent on for another interval.
+        let b = host(&[(1, S, true), (2, S, true), (3, Some(Phase::End), true)]);
+        let span = span(&vec![a, b], 0.0);
+        assert_eq!(span.keep, BTreeSet::from([1, 2]));
+        assert_eq!(span.left_out, 1);
+    }
+
+    #[test]
+    fn a_dead_host_is_not_an_edge_and_a_restart_is() {
+        // c died after 2 (no end marked): 3 and 4 stay in.
+        let a = host(&[(1, S, true), (2, S, true), (3, S, true), (4, S, true)]);
+        let c = host(&[(1, S, true), (2, S, true)]);
+        assert_eq!(
+            span(&vec![a.clone(), c], 0.0).keep,
+            BTreeSet::from([1, 2, 3, 4])
+        );
+        // d was restarted by reload at 3: its partial old interval and its
+        // new start are left out, the rest stays.
+        let mut d = host(&[(1, S, true), (2, S, true), (4, S, true)]);
+        d.insert(
+            3,
+            Mark {
+                host_row: Some(Some(Phase::Start)),
+                flows: true,
+            },
+        );
+        assert_eq!(span(&vec![a, d], 0.0).keep, BTreeSet::from([1, 2, 4]));
+    }
+
+    #[test]
+    fn unmarked_reports_lose_each_hosts_first_and_partial_intervals() {
+        let a = host(&[
+            (5, None, true),
+            (10, None, true),
+            (15, None, true),
+            (20, None, false),
+        ]);
+        let b = host(&[(5, None, true), (10, None, true), (15, None, true)]);
+        let span = span(&vec![a, b], 0.0);
+        assert_eq!(span.keep, BTreeSet::from([10, 15]));
+        assert_eq!(span.left_out, 2);
+    }
+
+    #[test]
+    fn the_window_counts_back_from_the_spans_end() {
+        let marks: Vec<(i64, Option<Phase>, bool)> = (1..=10).map(|t| (t, S, true)).collect();
+        let span = span(&vec![host(&marks)], 3.0);
+        assert_eq!(span.keep, BTreeSet::from([8, 9, 10]));
+        assert_eq!(span.left_out, 0);
+    }
+
+    #[test]
+    fn nothing_steady_keeps_the_window_as_it_is() {
+        let a = host(&[(1, Some(Phase::Start), true)]);
+        let span = span(&vec![a], 60.0);
+        assert!(span.no_steady);
+        assert_eq!(span.keep, BTreeSet::from([1]));
+    }
+}
