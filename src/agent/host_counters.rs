@@ -18,13 +18,16 @@
 use std::path::PathBuf;
 
 /// One sample of the cumulative counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Totals {
     rcvbuf_errors: Option<u64>,
     in_errors: Option<u64>,
     no_ports: Option<u64>,
     nic_rx_drops: Option<u64>,
     throttled_us: Option<u64>,
+    /// The cpu.stat the throttling was read from: a change of cgroup makes
+    /// the next increase meaningless.
+    cgroup: Option<PathBuf>,
 }
 
 /// The increase of each counter over one interval.
@@ -80,22 +83,31 @@ fn nic_rx_drops(dev: &str) -> Option<u64> {
     total
 }
 
-/// The cpu.stat file of this process's cgroup: v2 (`0::/path`), else the v1
-/// hierarchy that holds the `cpu` controller.
-fn cpu_stat_path(proc_cgroup: &str) -> Option<PathBuf> {
+/// The cpu.stat files this process's cgroup may have, most likely first: the
+/// v1 hierarchy that holds the `cpu` controller, then v2 (`0::/path`), at
+/// /sys/fs/cgroup itself or (hybrid layouts) at /sys/fs/cgroup/unified.
+fn cpu_stat_paths(proc_cgroup: &str) -> Vec<PathBuf> {
+    let mut v1 = Vec::new();
+    let mut v2 = Vec::new();
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
-        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
         if id == "0" && controllers.is_empty() {
-            return Some(PathBuf::from(format!("/sys/fs/cgroup{path}/cpu.stat")));
-        }
-        if controllers.split(',').any(|c| c == "cpu") {
-            return Some(PathBuf::from(format!(
+            v2.push(PathBuf::from(format!("/sys/fs/cgroup{path}/cpu.stat")));
+            v2.push(PathBuf::from(format!(
+                "/sys/fs/cgroup/unified{path}/cpu.stat"
+            )));
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            v1.push(PathBuf::from(format!(
                 "/sys/fs/cgroup/{controllers}{path}/cpu.stat"
             )));
         }
     }
-    None
+    v1.extend(v2);
+    v1
 }
 
 /// Throttled time from a cpu.stat text, in microseconds.
@@ -115,7 +127,6 @@ fn throttled_us(cpu_stat: &str) -> Option<u64> {
 #[derive(Debug, Default)]
 pub struct HostCounters {
     last: Totals,
-    cpu_stat: Option<PathBuf>,
 }
 
 fn read(path: &str) -> String {
@@ -125,41 +136,49 @@ fn read(path: &str) -> String {
 impl HostCounters {
     /// Takes the first sample (the baseline of the first interval).
     pub fn start() -> HostCounters {
-        let cpu_stat = cpu_stat_path(&read("/proc/self/cgroup"));
-        let mut counters = HostCounters {
-            last: Totals::default(),
-            cpu_stat,
-        };
-        counters.last = counters.totals();
-        counters
+        HostCounters {
+            last: Self::totals(),
+        }
     }
 
-    fn totals(&self) -> Totals {
+    /// The throttling counter of the cgroup this process is in now (it may be
+    /// moved into one mid-run), from the first cpu.stat that holds one.
+    fn throttled() -> Option<(PathBuf, u64)> {
+        cpu_stat_paths(&read("/proc/self/cgroup"))
+            .into_iter()
+            .find_map(|p| {
+                let us = throttled_us(&std::fs::read_to_string(&p).ok()?)?;
+                Some((p, us))
+            })
+    }
+
+    fn totals() -> Totals {
         let (snmp, snmp6) = (read("/proc/net/snmp"), read("/proc/net/snmp6"));
+        let throttled = Self::throttled();
         Totals {
             rcvbuf_errors: udp_counter(&snmp, &snmp6, "RcvbufErrors"),
             in_errors: udp_counter(&snmp, &snmp6, "InErrors"),
             no_ports: udp_counter(&snmp, &snmp6, "NoPorts"),
             nic_rx_drops: nic_rx_drops(&read("/proc/net/dev")),
-            throttled_us: self
-                .cpu_stat
-                .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .and_then(|t| throttled_us(&t)),
+            throttled_us: throttled.as_ref().map(|t| t.1),
+            cgroup: throttled.map(|t| t.0),
         }
     }
 
     /// The increases since the previous sample.
     pub fn sample(&mut self) -> HostDelta {
-        let now = self.totals();
-        let then = std::mem::replace(&mut self.last, now);
+        let now = Self::totals();
+        let then = std::mem::replace(&mut self.last, now.clone());
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         HostDelta {
             rcvbuf_errors: delta(now.rcvbuf_errors, then.rcvbuf_errors),
             in_errors: delta(now.in_errors, then.in_errors),
             no_ports: delta(now.no_ports, then.no_ports),
             nic_rx_drops: delta(now.nic_rx_drops, then.nic_rx_drops),
-            throttled_ms: delta(now.throttled_us, then.throttled_us).map(|us| us as f64 / 1000.0),
+            throttled_ms: (now.cgroup == then.cgroup)
+                .then(|| delta(now.throttled_us, then.throttled_us))
+                .flatten()
+                .map(|us| us as f64 / 1000.0),
         }
     }
 }
@@ -196,14 +215,15 @@ mod tests {
     #[test]
     fn the_cgroup_throttling_counter_is_found() {
         assert_eq!(
-            cpu_stat_path("0::/mxstarve\n"),
-            Some(PathBuf::from("/sys/fs/cgroup/mxstarve/cpu.stat"))
+            cpu_stat_paths("0::/mxstarve\n"),
+            [
+                PathBuf::from("/sys/fs/cgroup/mxstarve/cpu.stat"),
+                PathBuf::from("/sys/fs/cgroup/unified/mxstarve/cpu.stat")
+            ]
         );
         assert_eq!(
-            cpu_stat_path("12:memory:/x\n4:cpu,cpuacct:/user.slice\n"),
-            Some(PathBuf::from(
-                "/sys/fs/cgroup/cpu,cpuacct/user.slice/cpu.stat"
-            ))
+            cpu_stat_paths("12:memory:/x\n4:cpu,cpuacct:/user.slice\n0::/\n")[0],
+            PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/user.slice/cpu.stat")
         );
         assert_eq!(
             throttled_us("usage_usec 10\nnr_throttled 4\nthrottled_usec 2500\n"),

@@ -518,8 +518,13 @@ fn report_loop(
     clock: &RunClock,
     when: &Timing,
 ) -> Result<()> {
-    // A tick waits this long after its first batch for slow workers (facts.md 3.5).
-    let grace = (plan.interval / 2.0).min(1.0 + 0.01 * plan.workers as f64);
+    // A tick waits this long after its first batch for its slow workers. The
+    // original gave up after half an interval (its workers were processes
+    // that could die) and wrote a partial interval without a host row; ours
+    // are threads of this process, and a worker is slow when the agent is
+    // short of CPU: exactly when its host row (how far behind it fell, what
+    // its sockets dropped) matters most. So the tick waits for them all.
+    let grace = (10.0 * plan.interval).max(30.0);
     let key = |tick: f64| (tick * 1000.0).round() as i64;
     // Batches by tick, and when the tick's first batch came (monotonic: a
     // stepped wall clock must not hold a tick, or flush it early).

@@ -58,8 +58,11 @@ pub fn rx_slot_of(tag: Option<u8>, current: u64, pending: Option<u64>) -> RxSlot
             Some(p) if p + 1 == current => RxSlot::Counted(rx_slot(p)),
             _ => RxSlot::Late,
         },
-        // Further off: a peer whose clock is a whole interval out, or a tag
-        // from a run long gone; counted where it arrives.
+        // Older: an interval already written. The request sat in a queue (a
+        // full socket buffer of an agent short of CPU) for that long.
+        d if d >= modulus / 2 => RxSlot::Late,
+        // Further ahead: a peer whose clock runs more than an interval fast;
+        // counted where it arrives.
         _ => RxSlot::Counted(rx_slot(current)),
     }
 }
@@ -96,7 +99,7 @@ mod tests {
             rx_slot_of(tag(1025), 1024, None),
             RxSlot::Counted(rx_slot(1025))
         );
-        // Untagged (the original's) and far-off tags count where they arrive.
+        // Untagged (the original's) and far-ahead tags count where they arrive.
         assert_eq!(
             rx_slot_of(None, 1000, Some(999)),
             RxSlot::Counted(rx_slot(1000))
@@ -105,6 +108,9 @@ mod tests {
             rx_slot_of(tag(1040), 1000, Some(999)),
             RxSlot::Counted(rx_slot(1000))
         );
+        // Older ones sat in a queue past their interval: late.
+        assert_eq!(rx_slot_of(tag(995), 1000, Some(999)), RxSlot::Late);
+        assert_eq!(rx_slot_of(tag(940), 1000, Some(999)), RxSlot::Late);
         // Three slots in use at once never share one.
         let used = [rx_slot(999), rx_slot(1000), rx_slot(1001)];
         assert!(used[0] != used[1] && used[1] != used[2] && used[0] != used[2]);

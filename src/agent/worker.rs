@@ -246,6 +246,9 @@ impl Worker {
             if let Some(pending) = &self.pending
                 && now >= pending.report_at
             {
+                // What already arrived belongs in it, even if this worker was
+                // held off the CPU past the hold: read everything first.
+                self.poll_everything();
                 let pending = self.pending.take().expect("checked");
                 self.report(pending);
             }
@@ -447,8 +450,10 @@ impl Worker {
     /// matrix: the old layer's flows stop sending and close once their last
     /// interval is reported).
     fn close_interval(&mut self, now: Instant) {
-        if let Some(pending) = self.pending.take() {
+        if self.pending.is_some() {
             // Starved for a whole interval: report what came.
+            self.poll_everything();
+            let pending = self.pending.take().expect("checked");
             self.report(pending);
         }
         let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);

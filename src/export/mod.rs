@@ -254,6 +254,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
     }
 
     let hosts = figures::hosts(&set, &ctx);
+    let exact_rtt = hosts.iter().all(|h| h.rtt_exact || h.rtt_p99.is_none());
     let mut by_name: Vec<&HostFigures> = hosts.iter().collect();
     by_name.sort_by(|a, b| set.name(a.id).cmp(set.name(b.id)));
     let mut b = Builder {
@@ -303,19 +304,16 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
                 h.rtt_avg.filter(|&v| v > 0.0),
                 vec![],
             );
-            b.push(
-                overlays::RTT_P50,
-                name,
-                h.rtt_p50.filter(|&v| v > 0.0),
-                vec![],
-            );
+            // Exact where every host's reports carry histograms; else each
+            // host's worst flow's worst interval, and labelled so.
+            let (p50, p99) = if exact_rtt {
+                (overlays::RTT_P50, overlays::RTT_P99)
+            } else {
+                (overlays::RTT_P50_WORST, overlays::RTT_P99_WORST)
+            };
+            b.push(p50, name, h.rtt_p50.filter(|&v| v > 0.0), vec![]);
             if !fold {
-                b.push(
-                    overlays::RTT_P99,
-                    name,
-                    h.rtt_p99.filter(|&v| v > 0.0),
-                    vec![],
-                );
+                b.push(p99, name, h.rtt_p99.filter(|&v| v > 0.0), vec![]);
             }
             b.push(
                 overlays::RTT_MAX,
@@ -627,7 +625,7 @@ fn raw_samples(b: &mut Builder<'_>, dir: &Path, start: i64) -> Result<()> {
 /// `--peers`: one sample per flow, tagged `peer=` (and `layer=`).
 fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, ctx: &Context, fold: bool) {
     let (pps, loss, p99) = if fold {
-        (overlays::PPS_O, overlays::LOSS, overlays::RTT_P99)
+        (overlays::PPS_O, overlays::LOSS, overlays::RTT_P99_FLOWS)
     } else {
         (
             overlays::PEER_PPS,

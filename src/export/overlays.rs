@@ -173,9 +173,57 @@ pub const RTT_AVG: Overlay = overlay(
     "AVG",
     "RTT mean over this host's flows",
 );
-pub const RTT_P50: Overlay = overlay("rtt_p50", US, BAD, Some(0), "P50", "RTT p50, worst peer");
+/// Percentiles of every reply a host got: exact, from its reports' histograms.
+pub const RTT_P50: Overlay = overlay(
+    "rtt_p50",
+    US,
+    BAD,
+    Some(0),
+    "P50",
+    "RTT p50 of this host's replies",
+);
 pub const RTT_P99: Overlay = agg(
-    overlay("rtt_p99", US, BAD, Some(0), "P99", "RTT p99, worst peer"),
+    overlay(
+        "rtt_p99",
+        US,
+        BAD,
+        Some(0),
+        "P99",
+        "RTT p99 of this host's replies",
+    ),
+    "max",
+);
+/// The same overlays where the reports carry no histograms (the original's):
+/// the worst flow's worst interval, an upper bound, and labelled as one.
+pub const RTT_P50_WORST: Overlay = overlay(
+    "rtt_p50",
+    US,
+    BAD,
+    Some(0),
+    "P50",
+    "RTT p50, worst flow's worst interval",
+);
+pub const RTT_P99_WORST: Overlay = agg(
+    overlay(
+        "rtt_p99",
+        US,
+        BAD,
+        Some(0),
+        "P99",
+        "RTT p99, worst flow's worst interval",
+    ),
+    "max",
+);
+/// `--peers` folded into rtt_p99: one sample per flow, its worst interval.
+pub const RTT_P99_FLOWS: Overlay = agg(
+    overlay(
+        "rtt_p99",
+        US,
+        BAD,
+        Some(0),
+        "P99",
+        "RTT p99, each flow's worst interval",
+    ),
     "max",
 );
 pub const RTT_MAX: Overlay = agg(
@@ -272,7 +320,7 @@ pub const PEER_RTT_P99: Overlay = agg(
         BAD,
         Some(0),
         "P99",
-        "RTT p99, worst peer",
+        "RTT p99, the flow's worst interval",
     ),
     "max",
 );

@@ -237,15 +237,35 @@ pub fn start_fleet(
     let begin = instants::start_instant(wall_now(), interval, margins.start);
     let end = end_after.map(|seconds| begin + seconds);
     // 3. The go: every host learns the one start instant.
+    let late = std::sync::Mutex::new(Vec::new());
     let went = fleet.step(out, "", &started, true, |host| {
         let mut outcome = fleet.transport.run(
             host,
             &scripts::go(&fleet.dir(host), begin, margins.grace, end),
             STEP_TIMEOUT,
         );
+        let returned = wall_now();
+        if outcome.ok() && returned > begin && !fleet.dry_run {
+            late.lock()
+                .expect("unpoisoned")
+                .push((host.name.clone(), returned - begin));
+        }
         outcome.text = instants::without_clock(&outcome.text);
         outcome
     })?;
+    for (host, by) in late.into_inner().expect("unpoisoned") {
+        writeln!(
+            out,
+            "[mx] {host} had the start instant only {by:.1}s after it passed (slow ssh?): it starts late, and its first interval is left out of summaries"
+        )?;
+    }
+    if went.is_empty() {
+        writeln!(
+            out,
+            "[mx] no agent was given the start instant; `mx logs` will tell you why"
+        )?;
+        return Ok(failed(EXIT_PROBLEMS));
+    }
     let code = if went.len() < fleet.matrix.host_count() {
         writeln!(
             out,
@@ -526,13 +546,16 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     out.flush()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
-    // Until the last interval is written: the end, the report's hold, a breath.
+    // Until the agents have ended themselves (the end, their grace, a breath);
+    // with --keep, until the last interval is written.
     let interval = args.run.agent_flags.interval;
-    let done_at = begin + hold + crate::report::hold_seconds(interval) + 1.0;
+    let done_at = match started.end {
+        Some(end) => end + started.grace + 0.5,
+        None => begin + hold + crate::report::hold_seconds(interval) + 1.0,
+    };
     while wall_now() < done_at && !interrupted.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let mut ended = false;
     if interrupted.load(Ordering::Relaxed) {
         writeln!(
             out,
@@ -540,29 +563,41 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
         )?;
         if !args.keep {
             end_fleet(&fleet, out, "ending the flows together")?;
-            ended = true;
+        }
+    } else if let Some(end) = started.end {
+        // Every agent has its end instant: wait for each to exit (an agent
+        // short of CPU writes its last rows late), so that the reports are
+        // whole when collected; one still running 10 s on is stopped.
+        let outcomes = fleet.each(&fleet.all(), |host| {
+            fleet.transport.run(
+                host,
+                &scripts::end(&fleet.dir(host), end, started.grace),
+                STEP_TIMEOUT,
+            )
+        });
+        let late: Vec<usize> = (0..outcomes.len())
+            .filter(|&i| outcomes[i].text.lines().last() != Some("ended"))
+            .collect();
+        if late.is_empty() {
+            writeln!(
+                out,
+                "[mx] every agent ended at {} as planned",
+                local_clock(end)
+            )?;
+        } else {
+            let shown: Vec<Outcome> = late.iter().map(|&i| outcomes[i].clone()).collect();
+            writeln!(out, "[mx] not every agent ended by itself:")?;
+            fleet.print(out, &late, &shown, false)?;
         }
     }
     let mut report = args.report.clone();
     report.window = report.window.max(hold.min(300.0).floor());
     let summary = crate::summary::run(&report, out);
-    if !args.keep && !ended {
-        writeln!(out)?;
-        // The agents ended themselves: this only makes sure.
-        let gone = fleet.step(out, "", &fleet.all(), true, |host| {
-            fleet.transport.run(
-                host,
-                &scripts::end(&fleet.dir(host), wall_now(), 0.0),
-                STEP_TIMEOUT,
-            )
-        })?;
-        if gone.len() == fleet.matrix.host_count() {
-            writeln!(
-                out,
-                "[mx] every agent ended at {} as planned; reports and logs stay on the hosts (mx clean removes them)",
-                local_clock(begin + hold)
-            )?;
-        }
+    if !args.keep {
+        writeln!(
+            out,
+            "[mx] reports and logs stay on the hosts (mx clean removes them)"
+        )?;
     }
     summary
 }

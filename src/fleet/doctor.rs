@@ -1,13 +1,20 @@
 //! `mx doctor`: is the fleet ready? Locally: ssh, scp, the matrix and the agent
 //! binary's architecture. On every host: ssh works, the architecture can run the
 //! agent, cores, the hard open-file limit (FDS-TOO-LOW when below what the
-//! matrix needs of that host), and whether an agent already runs.
+//! matrix needs of that host), whether an agent already runs, and the host's
+//! clock offset from this machine's (CLOCK-OFF past what `mx start` takes
+//! without widening its margins: the fleet's flows begin and end at one
+//! wall-clock instant).
 
 use std::io::Write;
 use std::path::Path;
 
 use super::transport::Outcome;
-use super::{Fleet, LOOK_TIMEOUT, scripts};
+use super::{Fleet, LOOK_TIMEOUT, instants, scripts};
+use crate::units::wall_now;
+
+/// The agents' report interval when `mx start` is not told otherwise.
+const DEFAULT_INTERVAL: f64 = 5.0;
 use crate::cli::DoctorArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
 use crate::matrix::schedule::Schedule;
@@ -82,16 +89,18 @@ pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     writeln!(out)?;
     let all = fleet.all();
     let wrong_arch = std::sync::Mutex::new(Vec::new());
+    let offsets = std::sync::Mutex::new(Vec::new());
     let low_fds = std::sync::Mutex::new(Vec::new());
     let ok = fleet.step(
         out,
-        "checking hosts (ssh + architecture + fd limit)",
+        "checking hosts (ssh + architecture + fd limit + clock)",
         &all,
         false,
         |host| {
             let probe = fleet
                 .transport
                 .run(host, &scripts::doctor(&fleet.dir(host)), LOOK_TIMEOUT);
+            let returned = wall_now();
             if !probe.ok() || fleet.dry_run {
                 return probe;
             }
@@ -123,6 +132,14 @@ pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
                 low_fds.lock().expect("unpoisoned").push(host.name.clone());
             }
             line.push_str(&format!("; agent_running={running}"));
+            if let Some(remote) = instants::clock_of(&probe.text) {
+                let offset = instants::Offset::at_return(&host.name, remote, returned);
+                line.push_str(&format!("; clock={}", offset.text()));
+                if offset.seconds.abs() > instants::CLOCK_TOLERANCE {
+                    line.push_str(&format!(" CLOCK-OFF({})", offset.text()));
+                }
+                offsets.lock().expect("unpoisoned").push(offset);
+            }
             Outcome {
                 code: 0,
                 text: line,
@@ -153,6 +170,29 @@ pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
             "[mx] {} host(s) have a hard open-file limit below the run's need: raise it (limits.conf / systemd LimitNOFILE), or use fewer peers",
             low.len()
         )?;
+    }
+    // Clocks: as `mx start` will judge them, at the default interval.
+    let offsets = offsets.into_inner().expect("unpoisoned");
+    match instants::margins(&offsets, DEFAULT_INTERVAL, 0.0) {
+        Err(refusal) => {
+            writeln!(out, "[mx] {}", refusal.message())?;
+            return Ok(EXIT_PROBLEMS);
+        }
+        Ok(margins) if margins.note.is_some() => {
+            let off: Vec<&str> = offsets
+                .iter()
+                .filter(|o| o.seconds.abs() > instants::CLOCK_TOLERANCE)
+                .map(|o| o.host.as_str())
+                .collect();
+            writeln!(
+                out,
+                "[mx] {} host(s) more than {}s off this machine's clock ({}): `mx start` will widen its start and end margins for them; fix time sync (NTP, chrony) to keep runs tight",
+                off.len(),
+                instants::CLOCK_TOLERANCE,
+                off.join(", ")
+            )?;
+        }
+        Ok(_) => {}
     }
     writeln!(out, "[mx] fleet looks ready: mx start")?;
     Ok(0)

@@ -184,11 +184,13 @@ pub fn stop(dir: &str) -> String {
 /// Ends the agent's flows at the fleet's end instant `at` (Unix seconds): it
 /// stops sending then, answers `grace` seconds more and exits by itself. This
 /// waits for that (10 s past it at most), then stops whatever still runs as
-/// [`stop`] does. Prints `ended` when the agent exited on its own.
+/// [`stop`] does. Prints `ended` when the agent exited on its own (now, or
+/// before: it left a report and took its pid file with it).
 pub fn end(dir: &str, at: f64, grace: f64) -> String {
     let wait_until = (at + grace).ceil() as u64 + 10;
     format!(
-        "{pids}\nif [ -d {d} ] && [ -n \"$(agent_pids)\" ]; then\n\
+        "{pids}\nif [ -d {d} ] && [ -z \"$(agent_pids)\" ] && [ -f {d}/report.csv ] && [ ! -f {d}/agent.pid ]; then echo ended; exit 0; fi\n\
+         if [ -d {d} ] && [ -n \"$(agent_pids)\" ]; then\n\
          (cd {d} && {write}) || exit 1\n\
          while [ -n \"$(agent_pids)\" ] && [ \"$(date +%s)\" -lt {wait_until} ]; do sleep 0.1; done\n\
          if [ -z \"$(agent_pids)\" ]; then rm -f {d}/agent.pid; echo ended; exit 0; fi\n\

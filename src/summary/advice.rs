@@ -3,6 +3,7 @@
 //! at most its first matching entry.
 
 use super::aggregate::ReportSet;
+use super::evidence::{self, HostLoss};
 use super::figures::{Context, Fleet, FlowFigures, HostFigures, percent};
 use crate::plan::WORKER_EXCHANGES_PER_SECOND;
 use crate::units::{self, bits, pps, wire_bits};
@@ -69,7 +70,18 @@ fn leg(flows: &[&FlowFigures], receiving: bool) -> &'static str {
 /// senders (a dark row of the grid), as receivers (a dark column), or both
 /// (the host's own link is the bottleneck). "Typical" is the median flow that
 /// does not touch the host: in a small fleet most flows may touch a sick one.
-fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
+fn sick_lines(set: &ReportSet, flows: &[FlowFigures], losses: &[HostLoss]) -> Vec<String> {
+    // A side whose loss the host counted itself is its own, not a cable's.
+    let explained = |host: u32, receiving: bool| {
+        losses.iter().any(|h| {
+            h.id == host
+                && if receiving {
+                    h.explains_in() || h.nic_explains_in()
+                } else {
+                    h.explains_back()
+                }
+        })
+    };
     let typical_without = |host: u32| {
         let others: Vec<f64> = flows
             .iter()
@@ -96,18 +108,37 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
             })
             .collect::<std::collections::BTreeMap<_, _>>()
     };
-    let senders = sick(|f| f.host);
-    let receivers = sick(|f| f.peer);
+    let mut senders = sick(|f| f.host);
+    let mut receivers = sick(|f| f.peer);
+    senders.retain(|&h, _| !explained(h, false));
+    receivers.retain(|&h, _| !explained(h, true));
+    // Where the host's agent was short of CPU, the evidence fits two causes:
+    // what it could not read in time is lost in the host as well. Both are said.
+    let look_at = |host: u32, what: &str| match losses
+        .iter()
+        .find(|h| h.id == host && h.starved())
+        .and_then(evidence::starvation)
+    {
+        Some(why) => {
+            let name = set.name(host);
+            format!(
+                "but {name}'s agent {why}, so what it could not read in time was lost in {name} too: give it the CPU first; if the loss stays, look at {what}"
+            )
+        }
+        None => format!("look at {what}"),
+    };
     let mut lines = Vec::new();
     for (host, (out_flows, least_out, typical)) in &senders {
         let name = set.name(*host);
         lines.push(match receivers.get(host) {
             Some((_, least_in, _)) => format!(
-                "{name} is the bottleneck: every flow it sends loses at least {least_out:.1}% and every flow into it at least {least_in:.1}%, while a typical flow loses {typical:.2}% -- look at {name}'s own link: a rate cap, a saturated or failing NIC or switch port (a dark row and column in `mx summarize --grid`)"
+                "{name} is the bottleneck: every flow it sends loses at least {least_out:.1}% and every flow into it at least {least_in:.1}%, while a typical flow loses {typical:.2}% -- {} (a dark row and column in `mx summarize --grid`)",
+                look_at(*host, &format!("{name}'s own link: a rate cap, a saturated or failing NIC or switch port"))
             ),
             None => format!(
-                "{name} is a sick sender: every flow it sends loses at least {least_out:.1}% while a typical flow loses {typical:.2}%{} -- look at {name}'s NIC, cable and switch port (a dark row in `mx summarize --grid`)",
-                leg(out_flows, false)
+                "{name} is a sick sender: every flow it sends loses at least {least_out:.1}% while a typical flow loses {typical:.2}%{} -- {} (a dark row in `mx summarize --grid`)",
+                leg(out_flows, false),
+                look_at(*host, &format!("{name}'s NIC, cable and switch port"))
             ),
         });
     }
@@ -117,8 +148,9 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures]) -> Vec<String> {
         }
         let name = set.name(*host);
         lines.push(format!(
-            "{name} is a sick receiver: every flow into it loses at least {least_in:.1}% while a typical flow loses {typical:.2}%{} -- look at {name}'s NIC, cable and switch port (a dark column in `mx summarize --grid`)",
-            leg(in_flows, true)
+            "{name} is a sick receiver: every flow into it loses at least {least_in:.1}% while a typical flow loses {typical:.2}%{} -- {} (a dark column in `mx summarize --grid`)",
+            leg(in_flows, true),
+            look_at(*host, &format!("{name}'s NIC, cable and switch port"))
         ));
     }
     lines
@@ -142,9 +174,24 @@ fn silent_lines(set: &ReportSet, ctx: &Context) -> Vec<String> {
         let behind = set.latest - last;
         if behind >= 2 * interval {
             let name = set.name(id);
-            lines.push(format!(
-                "{name} stopped reporting {behind}s before the others (its last row: ts={last}): its agent died or it is cut off -- `mx status` and `mx logs` say which. Flows into {name} since then show as loss"
-            ));
+            let starved = set
+                .history
+                .get(&id)
+                .filter(|h| h.behind_ms >= evidence::STARVED_BEHIND_MS || h.throttled_ms > 0.0);
+            lines.push(match starved {
+                Some(h) => format!(
+                    "{name} stopped reporting {behind}s before the others (its last row: ts={last}), and its rows say its agent fell up to {:.0} ms behind its send schedule{}: it was short of CPU, so its last rows may be late or lost rather than its agent dead -- `mx logs`. Flows into {name} since then show as loss",
+                    h.behind_ms,
+                    if h.throttled_ms > 0.0 {
+                        format!(" and was throttled {:.0} ms by its cgroup's CPU quota", h.throttled_ms)
+                    } else {
+                        String::new()
+                    }
+                ),
+                None => format!(
+                    "{name} stopped reporting {behind}s before the others (its last row: ts={last}): its agent died or it is cut off -- `mx status` and `mx logs` say which. Flows into {name} since then show as loss"
+                ),
+            });
         }
     }
     if let Some(m) = &ctx.matrix {
@@ -184,6 +231,8 @@ pub fn advice(
         .filter(|h| h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT))
         .collect();
     let busy = worst_by(hosts, |h| h.agent_cpu.filter(|&a| a >= BUSY_WORKER_PCT));
+    let losses = evidence::host_losses(set, flows);
+    let starved: Vec<&HostLoss> = losses.iter().filter(|h| h.starved()).collect();
 
     // 1. Hosts gone quiet come first: their peers' numbers depend on it.
     out.extend(silent_lines(set, ctx));
@@ -229,17 +278,35 @@ pub fn advice(
             hot.len(),
             names.join(", ")
         ));
+    } else if short && let Some(h) = starved.first() {
+        let why = evidence::starvation(h).unwrap_or_default();
+        out.push(format!(
+            "sending only {achieved:.1}% of target: {name}'s agent {why}: it did not get the CPU to keep its schedule, so the shortfall is {name}'s CPU, not the network",
+            name = set.name(h.id)
+        ));
     } else if short {
         out.push(format!(
             "sending only {achieved:.1}% of target with CPU to spare: a flow may have failed to open (`mx logs`), or the run was too short to ramp"
         ));
     }
-    // 4. Requests lost on the way out.
-    let forward = fleet.forward_loss().unwrap_or(0.0);
+    // Losses the hosts counted themselves: theirs, not the wire's.
+    out.extend(evidence::lines(set, &losses));
+    let requests = fleet.packets.sent.max(1.0);
+    let explained_in: f64 = losses.iter().map(HostLoss::explained_in).sum();
+    let explained_back: f64 = losses.iter().map(HostLoss::explained_back).sum();
+    // 4. Requests lost on the way out, beyond what the hosts counted.
+    let forward = fleet.forward_loss().unwrap_or(0.0) - explained_in / requests * 100.0;
     if forward > LEG_LOSS_PCT {
-        if hot.is_empty() && busy.is_none() {
+        if hot.is_empty() && busy.is_none() && starved.is_empty() {
             out.push(format!(
                 "{forward:.2}% of requests never reached their receiver, with CPU to spare everywhere: the fabric is dropping. Lower --pps until it stops, or `mx summarize --grid g` and look for a dark row or column"
+            ));
+        } else if let Some(h) = starved.first() {
+            out.push(format!(
+                "{forward:.2}% of requests were lost on the way in while {} short of CPU ({}'s agent {}): likely lost in software, on the receiving host, before the network is to blame",
+                if starved.len() == 1 { format!("{} was", set.name(h.id)) } else { format!("{} hosts were", starved.len()) },
+                set.name(h.id),
+                evidence::starvation(h).unwrap_or_default()
             ));
         } else {
             out.push(format!(
@@ -247,8 +314,8 @@ pub fn advice(
             ));
         }
     }
-    // 5. Replies lost on the way back.
-    let back = fleet.return_loss().unwrap_or(0.0);
+    // 5. Replies lost on the way back, beyond what the hosts counted.
+    let back = fleet.return_loss().unwrap_or(0.0) - explained_back / requests * 100.0;
     if back > LEG_LOSS_PCT {
         out.push(format!(
             "{back:.2}% of replies were lost on the way back while the requests arrived: the reply path only. Replies are {} bytes ({} on the wire); a smaller --rx-size would tell whether size is the problem",
@@ -257,24 +324,39 @@ pub fn advice(
         ));
     }
     // A sick row or column.
-    out.extend(sick_lines(set, flows));
+    out.extend(sick_lines(set, flows, &losses));
     // 6. The tail lifting off the median.
     let (p50, p99) = match (fleet.exact, fleet.worst_flow) {
         (Some((p50, p99, _)), _) => (Some(p50), Some(p99)),
         (None, Some((_, _, p50, p99))) => (p50, Some(p99)),
         _ => (None, None),
     };
+    let slow_answers: Vec<&str> = losses
+        .iter()
+        .filter(|h| h.explains_answers())
+        .map(|h| set.name(h.id))
+        .collect();
     if let (Some(p50), Some(p99)) = (p50, p99)
         && p50 > 0.0
         && p99 > 5.0 * p50
         && p99 > 1000.0
     {
-        out.push(format!(
+        if !slow_answers.is_empty() {
+            out.push(format!(
+                "p99 ({}) is {:.0}x the p50 ({}), and {} answered late while short of CPU: that tail is those hosts' agents, not queues in the fabric. Give them the CPU, then read the latency again",
+                units::micros(Some(p99)),
+                p99 / p50,
+                units::micros(Some(p50)),
+                name_list(&slow_answers)
+            ));
+        } else {
+            out.push(format!(
             "p99 ({}) is {:.0}x the p50 ({}): queues are building somewhere. Lower the rate until the tail collapses; that rate is the fabric's clean limit",
             units::micros(Some(p99)),
             p99 / p50,
             units::micros(Some(p50))
         ));
+        }
     }
     // 7. Nothing to fix.
     if out.is_empty() {

@@ -94,6 +94,9 @@ pub struct TxPair {
     pub back: f64,
     pub sent_seen: f64,
     pub back_seen: f64,
+    /// Replies that came back after their interval was written (counted
+    /// there as lost): the round trip took longer than the report's hold.
+    pub late: f64,
 }
 
 impl TxPair {
@@ -114,6 +117,9 @@ pub struct RxPair {
     /// Requests that arrived (packets), over the intervals in which their
     /// sender reported too.
     pub arrived_seen: f64,
+    /// Requests read after their interval was written (an agent that could
+    /// not keep up): arrived, but counted as lost in their interval.
+    pub late: f64,
 }
 
 /// A host's own rows over the window.
@@ -160,6 +166,13 @@ pub struct LayerAgg {
     pub worst_p99: Option<f64>,
 }
 
+/// How short of CPU an agent was.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Starvation {
+    pub behind_ms: f64,
+    pub throttled_ms: f64,
+}
+
 /// Everything summarize and export need from a report set.
 #[derive(Debug, Default)]
 pub struct ReportSet {
@@ -174,6 +187,10 @@ pub struct ReportSet {
     pub span: Span,
     /// Every host's intervals, by interval label: who reported when.
     timeline: Timeline,
+    /// Whole history, per host: how far behind its schedule its agent fell
+    /// at worst, and how long its cgroup throttled it (what a host that went
+    /// quiet said last).
+    pub history: BTreeMap<u32, Starvation>,
     pub tx: BTreeMap<(u32, u32), TxPair>,
     pub rx: BTreeMap<(u32, u32), RxPair>,
     pub hosts: BTreeMap<u32, HostAgg>,
@@ -259,6 +276,9 @@ impl ReportSet {
         match kind {
             Kind::Host if row.num("pps").is_some() => {
                 mark.host_row = Some(Phase::parse(row.text("phase")));
+                let s = self.history.entry(host as u32).or_default();
+                s.behind_ms = s.behind_ms.max(row.num("behind_ms").unwrap_or(0.0));
+                s.throttled_ms += row.num("throttled_ms").unwrap_or(0.0);
             }
             Kind::Tx | Kind::Rx => mark.flows = true,
             _ => {}
@@ -320,6 +340,7 @@ impl ReportSet {
                     p.sent_seen += sent;
                     p.back_seen += back;
                 }
+                p.late += row.num("late_pkts").unwrap_or(0.0);
                 p.pps.add(pps);
                 p.rep_pps.add(rep_pps);
                 p.mbps.add(row.num("mbps"));
@@ -360,6 +381,7 @@ impl ReportSet {
                 if sender_reported {
                     p.arrived_seen += arrived;
                 }
+                p.late += row.num("late_pkts").unwrap_or(0.0);
                 p.pps.add(pps);
                 p.rep_pps.add(rep_pps);
                 p.sum_pps += pps.unwrap_or(0.0);

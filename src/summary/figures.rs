@@ -217,6 +217,9 @@ pub struct HostFigures {
     pub dup: f64,
     pub ooo: f64,
     pub stray: f64,
+    /// Datagrams the kernel dropped at this host's full sockets over the span
+    /// (requests and replies; `None` in reports that do not count them).
+    pub dropped: Option<f64>,
 }
 
 impl HostFigures {
@@ -266,6 +269,10 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
         cpu_core: own.and_then(|h| h.cpu_core.get()),
         agent_cpu: own.and_then(|h| h.agent_cpu.get()),
         stray: own.map_or(0.0, |h| h.stray),
+        dropped: own.and_then(|h| match (h.req_drops, h.rep_drops) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        }),
         ..HostFigures::default()
     };
     let tx: Vec<(&(u32, u32), &TxPair)> = set.tx.range((id, 0)..=(id, u32::MAX)).collect();
@@ -351,6 +358,8 @@ pub struct FlowFigures {
     pub p50: Option<f64>,
     pub layer: Option<u32>,
     pub loss: f64,
+    /// Its packets over the span: what the rates and ratios come from.
+    pub packets: Packets,
 }
 
 /// Every flow that sent in the window, worst delivery first.
@@ -379,6 +388,7 @@ pub fn flows(set: &ReportSet, _ctx: &Context) -> Vec<FlowFigures> {
             p50: p.p50,
             layer: p.layer,
             loss: (100.0 - delivery * 100.0).max(0.0),
+            packets,
         });
     }
     out.sort_by(|a, b| {

@@ -1,6 +1,7 @@
 //! `--grid DIR`: N x N CSVs in the matrix's own order (rows send, columns
 //! receive): a dark row is a sick sender, a dark column a sick receiver. A cell
-//! is blank where nothing was measured, never 0.
+//! is blank where nothing was measured, never 0. The corner cell says what the
+//! cells are, and in which unit (`src\dst % lost`, ...).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,8 +29,13 @@ pub fn order(set: &ReportSet, ctx: &Context) -> Vec<u32> {
 }
 
 /// Names of the matrix's hosts that have no id (never reported), for headers.
-fn grid_text(set: &ReportSet, order: &[u32], cell: impl Fn(u32, u32) -> Option<String>) -> String {
-    let mut text = String::from("src\\dst");
+fn grid_text(
+    set: &ReportSet,
+    order: &[u32],
+    what: &str,
+    cell: impl Fn(u32, u32) -> Option<String>,
+) -> String {
+    let mut text = format!("src\\dst {what}");
     for &id in order {
         text.push(',');
         text.push_str(set.name(id));
@@ -63,7 +69,7 @@ pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<Str
     let mut grids: Vec<(&str, String)> = vec![
         (
             "pps_grid.csv",
-            grid_text(set, &order, |s, d| {
+            grid_text(set, &order, "requests/s sent", |s, d| {
                 set.tx
                     .get(&(s, d))
                     .and_then(|p| p.pps.get())
@@ -72,7 +78,7 @@ pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<Str
         ),
         (
             "delivered_grid.csv",
-            grid_text(set, &order, |s, d| {
+            grid_text(set, &order, "requests/s arrived", |s, d| {
                 set.rx
                     .get(&(d, s))
                     .and_then(|p| p.pps.get())
@@ -81,7 +87,7 @@ pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<Str
         ),
         (
             "loss_grid.csv",
-            grid_text(set, &order, |s, d| {
+            grid_text(set, &order, "% lost (round trip)", |s, d| {
                 // Of the requests sent, the share whose replies never came back.
                 let p = set.tx.get(&(s, d))?;
                 (p.sent > 0.0).then(|| one_decimal((1.0 - p.back / p.sent).max(0.0) * 100.0))
@@ -89,15 +95,18 @@ pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<Str
         ),
         (
             "rtt_p99_grid.csv",
-            grid_text(set, &order, |s, d| {
-                set.tx.get(&(s, d)).and_then(|p| p.p99).map(one_decimal)
-            }),
+            grid_text(
+                set,
+                &order,
+                "RTT p99 us (the pair's worst interval)",
+                |s, d| set.tx.get(&(s, d)).and_then(|p| p.p99).map(one_decimal),
+            ),
         ),
     ];
     if ctx.layered {
         grids.push((
             "coverage_grid.csv",
-            grid_text(set, &order, |s, d| {
+            grid_text(set, &order, "intervals measured", |s, d| {
                 set.coverage.get(&(s, d)).map(|n| n.to_string())
             }),
         ));

@@ -13,6 +13,7 @@
 
 pub mod advice;
 pub mod aggregate;
+pub mod evidence;
 pub mod figures;
 pub mod grids;
 pub mod span;
@@ -308,12 +309,18 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
     let dup = hosts.iter().any(|h| h.dup > 0.0);
     let ooo = hosts.iter().any(|h| h.ooo > 0.0);
     let stray = hosts.iter().any(|h| h.stray > 0.0);
+    let dropped = hosts.iter().any(|h| h.dropped.is_some_and(|d| d > 0.0));
     let _ = write!(
         t,
         "  {:<width$}{:>12}{:>12}{:>12}{:>11}{:>9}{:>10}{:>6}{:>8}{:>7}",
         "host", "sent", "back", "serving", "egress", "loss", "rtt p99", "cpu", "1 core", "agent"
     );
-    for (on, name) in [(dup, "dup"), (ooo, "reorder"), (stray, "stray")] {
+    for (on, name) in [
+        (dup, "dup"),
+        (ooo, "reorder"),
+        (stray, "stray"),
+        (dropped, "dropped"),
+    ] {
         if on {
             let _ = write!(t, "{name:>9}");
         }
@@ -335,7 +342,12 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             percent_or_dash(h.cpu_core),
             percent_or_dash(h.agent_cpu)
         );
-        for (on, value) in [(dup, h.dup), (ooo, h.ooo), (stray, h.stray)] {
+        for (on, value) in [
+            (dup, h.dup),
+            (ooo, h.ooo),
+            (stray, h.stray),
+            (dropped, h.dropped.unwrap_or(0.0)),
+        ] {
             if on {
                 let _ = write!(t, "{:>9}", value as u64);
             }

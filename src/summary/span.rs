@@ -43,15 +43,21 @@ enum Status {
     Edge,
 }
 
-fn status(mark: &Mark, first_host_row: bool) -> Status {
+/// `last_or_restart`: the host wrote nothing after this interval, or began
+/// again (a `start`) in the next.
+fn status(mark: &Mark, first_host_row: bool, last_or_restart: bool) -> Status {
     match mark.host_row {
         Some(Some(phase)) if phase.is_whole() => Status::Whole,
         Some(Some(_)) => Status::Edge,
         // Unmarked reports: the first interval holds the agent's start.
         Some(None) if first_host_row => Status::Edge,
         Some(None) => Status::Whole,
-        // Rows without a host row: an interval the agent did not finish.
-        None => Status::Edge,
+        // Rows without a host row: an interval the agent did not finish (it
+        // stopped in it), when nothing of it follows; mid-run, a worker whose
+        // batch came too late to be merged (an agent short of CPU), which is
+        // the run's to show, not an edge to hide.
+        None if last_or_restart => Status::Edge,
+        None => Status::Whole,
     }
 }
 
@@ -92,8 +98,12 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
     for marks in timeline {
         let mut first = true;
         let mut by_ts = BTreeMap::new();
-        for (&ts, mark) in marks {
-            let s = status(mark, first && mark.host_row.is_some());
+        let mut iter = marks.iter().peekable();
+        while let Some((&ts, mark)) = iter.next() {
+            let last_or_restart = iter
+                .peek()
+                .is_none_or(|(_, next)| next.host_row == Some(Some(Phase::Start)));
+            let s = status(mark, first && mark.host_row.is_some(), last_or_restart);
             first &= mark.host_row.is_none();
             by_ts.insert(ts, s);
         }
@@ -268,6 +278,15 @@ mod tests {
             },
         );
         assert_eq!(span(&vec![a, d], 0.0).keep, BTreeSet::from([1, 2, 4]));
+    }
+
+    #[test]
+    fn a_partial_interval_mid_run_is_counted_not_hidden() {
+        // b's workers were too slow for the reporter at 2 (no host row): an
+        // agent short of CPU, whose losses the summary must show.
+        let a = host(&[(1, S, true), (2, S, true), (3, S, true)]);
+        let b = host(&[(1, S, true), (2, S, false), (3, S, true)]);
+        assert_eq!(span(&vec![a, b], 0.0).keep, BTreeSet::from([1, 2, 3]));
     }
 
     #[test]

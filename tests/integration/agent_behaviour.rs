@@ -405,6 +405,43 @@ fn agent_who_am_i_refusals() {
 }
 
 #[test]
+fn agent_a_flow_that_cannot_open_fails_the_start_not_a_quiet_empty_run() {
+    // b's address is not IPv4: a's flow to it cannot open.
+    let fleet = Fleet::new("src\\dst,a=127.31.0.1,b=[::1]:5302\na,,1000\nb,1000,\n");
+    let out = fleet
+        .command("a", &["--interval", "1", "--duration", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", fleet.log("a"));
+    let err = std::fs::read_to_string(fleet.dir("a").join("agent.err")).unwrap();
+    assert!(
+        err.contains(
+            "mx: cannot reach b ([::1]:5302): the address does not resolve to an IPv4 address here"
+        ),
+        "{err}"
+    );
+    // Refused before anything ran: no stamp (mx start reports the host as
+    // having died on startup), no report rows.
+    assert!(!fleet.dir("a").join("agent.stamp").exists());
+    let report = std::fs::read_to_string(fleet.dir("a").join("report.csv")).unwrap_or_default();
+    assert!(report.lines().count() <= 1, "{report}");
+    // mx start refuses such a fleet before deploying anything, naming the host.
+    let sb = Sandbox::new();
+    sb.write(
+        "matrix.csv",
+        "src\\dst,a=127.31.0.1,b=[::1]:5302\na,,1000\nb,1000,\n",
+    );
+    let start = sb.mx(&["start", "--local", "hosts", "--interval", "1"]);
+    assert_eq!(start.code, 2, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stderr.contains("host 'b': '[::1]'"),
+        "{}",
+        start.stderr
+    );
+    assert!(!sb.file("hosts").exists(), "nothing was deployed");
+}
+
+#[test]
 fn agent_finds_itself_by_hostname_or_its_one_local_address() {
     let net = 30;
     let hostname = nix::unistd::gethostname().unwrap().into_string().unwrap();

@@ -453,3 +453,135 @@ fn clean_and_start_leave_a_directory_mx_did_not_make_alone() {
     assert_eq!(sb.mx(&[&["clean", "--yes"][..], &ours].concat()).code, 0);
     assert!(!sb.file("hosts/h2/var/tmp/mx-owned").exists());
 }
+
+/// The seconds after "disagree by " in `text`.
+fn disagreement(text: &str) -> f64 {
+    let at = text
+        .find("the hosts' clocks disagree by ")
+        .unwrap_or_else(|| panic!("{text}"))
+        + "the hosts' clocks disagree by ".len();
+    text[at..].split('s').next().unwrap().parse().unwrap()
+}
+
+/// A PATH whose `date +%s.%N` runs `seconds` fast on local host `host` (its
+/// scripts run in hosts/<host>), as a host with a wrong clock would answer.
+fn skewed_clock(sb: &Sandbox, host: &str, seconds: f64) -> String {
+    let bin = sb.file("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let date = bin.join("date");
+    std::fs::write(
+        &date,
+        format!(
+            "#!/bin/sh\n\
+             case \"$PWD/\" in */hosts/{host}/*) if [ \"$1\" = \"+%s.%N\" ]; then t=$(/bin/date +%s.%N); awk -v t=\"$t\" 'BEGIN {{ printf \"%.9f\\n\", t + {seconds} }}'; exit 0; fi ;; esac\n\
+             exec /bin/date \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&date)
+        .status()
+        .unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+#[test]
+fn doctor_measures_each_hosts_clock_and_flags_one_that_is_off() {
+    let sb = fleet_dir(59, &["h1", "h2", "h3"]);
+    let path = skewed_clock(&sb, "h2", 0.4);
+    let run = sb.mx_env(&["doctor", "--local", "hosts"], &[("PATH", &path)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let line = |h: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("  {h}  ")))
+            .unwrap_or_else(|| panic!("{h}: {}", run.stdout))
+            .to_string()
+    };
+    // The offset, as measured over the transport: `clock=+0.012s`.
+    let clock = |h: &str| -> f64 {
+        let l = line(h);
+        let at = l.find("; clock=").unwrap_or_else(|| panic!("{l}")) + "; clock=".len();
+        l[at..].split('s').next().unwrap().parse().unwrap()
+    };
+    assert!(clock("h1").abs() < 0.05, "{}", line("h1"));
+    assert!(!line("h1").contains("CLOCK-OFF"), "{}", line("h1"));
+    assert!((clock("h2") - 0.4).abs() < 0.05, "{}", line("h2"));
+    assert!(line("h2").contains(" CLOCK-OFF(+0."), "{}", line("h2"));
+    assert!(
+        run.stdout.contains(
+            "[mx] 1 host(s) more than 0.25s off this machine's clock (h2): `mx start` will widen"
+        ),
+        "{}",
+        run.stdout
+    );
+    // Further off than a report can absorb: not ready.
+    let path = skewed_clock(&sb, "h3", 2.0);
+    let run = sb.mx_env(&["doctor", "--local", "hosts"], &[("PATH", &path)]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("[mx] the hosts' clocks disagree by "),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        (disagreement(&run.stdout) - 2.0).abs() < 0.05,
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("fleet looks ready"), "{}", run.stdout);
+}
+
+#[test]
+fn agent_fleet_start_widens_its_margins_for_a_clock_off_and_refuses_one_far_off() {
+    let sb = fleet_dir(60, &["h1", "h2", "h3"]);
+    let path = skewed_clock(&sb, "h2", 0.4);
+    let start = sb.mx_env(
+        &["start", "--local", "hosts", "--interval", "1"],
+        &[("PATH", &path)],
+    );
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stdout.contains("[mx] h2's clock is +0.3")
+            || start.stdout.contains("[mx] h2's clock is +0.4"),
+        "{}",
+        start.stdout
+    );
+    assert!(
+        start.stdout.contains("the start margin is widened to"),
+        "{}",
+        start.stdout
+    );
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+    // Two seconds off: refused before anything is sent, the armed agents stopped.
+    let path = skewed_clock(&sb, "h2", 2.0);
+    let start = sb.mx_env(
+        &["start", "--local", "hosts", "--interval", "1"],
+        &[("PATH", &path)],
+    );
+    assert_eq!(start.code, 2, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start
+            .stderr
+            .starts_with("mx: the hosts' clocks disagree by "),
+        "{}",
+        start.stderr
+    );
+    assert!(
+        (disagreement(&start.stderr) - 2.0).abs() < 0.05,
+        "{}",
+        start.stderr
+    );
+    assert!(start.stderr.contains("fix time sync"), "{}", start.stderr);
+    assert!(
+        agents_under(&sb.file("hosts")).is_empty(),
+        "no agent is left armed"
+    );
+    for h in ["h1", "h2", "h3"] {
+        let report = sb.file(&format!("hosts/{h}/var/tmp/mx/report.csv"));
+        let rows = std::fs::read_to_string(&report).unwrap_or_default();
+        assert!(rows.lines().count() <= 1, "{h} sent nothing: {rows}");
+    }
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}

@@ -19,6 +19,7 @@ mod hand_edited;
 mod hostile_network;
 mod lab;
 mod lab_faults;
+mod lab_truth;
 mod malformed_input;
 mod properties;
 mod schedule;

@@ -88,6 +88,35 @@ impl Reports {
         agent: f64,
         workers: u32,
     ) {
+        self.host_with(
+            ts,
+            host,
+            target,
+            pps,
+            rep,
+            cpu,
+            core,
+            agent,
+            workers,
+            |_| {},
+        );
+    }
+
+    /// A host row as [`Reports::host`], then changed by `more`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn host_with(
+        &mut self,
+        ts: i64,
+        host: &str,
+        target: f64,
+        pps: f64,
+        rep: f64,
+        cpu: f64,
+        core: f64,
+        agent: f64,
+        workers: u32,
+        more: impl FnOnce(&mut ReportRow),
+    ) {
         let mut r = row(ts, host, Dir::Host, "*");
         r.target_pps = Some(target);
         r.pps = Some(pps);
@@ -101,6 +130,7 @@ impl Reports {
         r.stray_pkts = Some(0);
         // The flows sent throughout (as an agent marks a steady interval).
         r.phase = Some("steady");
+        more(&mut r);
         self.push(r);
     }
 
@@ -118,6 +148,16 @@ pub fn mesh_reports(
     hosts: &[&str],
     fwd: impl Fn(&str, &str) -> f64,
     rep: impl Fn(&str, &str) -> f64,
+) -> Reports {
+    mesh_reports_with(hosts, fwd, rep, |_, _| {})
+}
+
+/// [`mesh_reports`], each host row then changed by `more(host, row)`.
+pub fn mesh_reports_with(
+    hosts: &[&str],
+    fwd: impl Fn(&str, &str) -> f64,
+    rep: impl Fn(&str, &str) -> f64,
+    more: impl Fn(&str, &mut ReportRow),
 ) -> Reports {
     let mut r = Reports::default();
     for ts in [100, 101, 102] {
@@ -142,7 +182,9 @@ pub fn mesh_reports(
                 r.rx(ts, src, from, arrived, arrived);
             }
             let sent = 1000.0 * (hosts.len() - 1) as f64;
-            r.host(ts, src, sent, sent, back, 10.0, 20.0, 5.0, 2);
+            r.host_with(ts, src, sent, sent, back, 10.0, 20.0, 5.0, 2, |row| {
+                more(src, row)
+            });
         }
     }
     r
@@ -246,7 +288,7 @@ fn a_sick_receiver_column() {
     let grid = sb.read("g/loss_grid.csv");
     assert_eq!(
         grid,
-        "src\\dst,a,b,c,d\r\na,,0.0,0.0,20.0\r\nb,0.0,,0.0,20.0\r\nc,0.0,0.0,,20.0\r\nd,0.0,0.0,0.0,\r\n"
+        "src\\dst % lost (round trip),a,b,c,d\r\na,,0.0,0.0,20.0\r\nb,0.0,,0.0,20.0\r\nc,0.0,0.0,,20.0\r\nd,0.0,0.0,0.0,\r\n"
     );
     let delivered = sb.read("g/delivered_grid.csv");
     assert!(
@@ -572,4 +614,123 @@ fn agent_run_summarized_end_to_end() {
         out.contains("everything is landing at the target rate"),
         "{out}"
     );
+}
+
+#[test]
+fn ratios_come_from_counts_of_the_same_packets_and_never_pass_100_percent() {
+    // a -> b: 1000 requests a second, 993 replies back. b counted all 1000
+    // arriving, but over an interval its clock made 0.99 s long: as rates, it
+    // "received" 1010/s, more than a sent, and a forward leg (101%) that
+    // contradicts the round trip. As counts of the same packets, 100%.
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for ts in [100, 101, 102] {
+        let mut t = row(ts, "a", Dir::Tx, "b");
+        t.target_pps = Some(1000.0);
+        t.pps = Some(1000.0);
+        t.rep_pps = Some(993.0);
+        t.pkts = Some(1000);
+        t.rep_pkts = Some(993);
+        r.push(t);
+        let mut x = row(ts, "b", Dir::Rx, "a");
+        x.pps = Some(1010.1);
+        x.rep_pps = Some(1010.1);
+        x.pkts = Some(1000);
+        x.rep_pkts = Some(1000);
+        r.push(x);
+        let mut t = row(ts, "b", Dir::Tx, "a");
+        t.target_pps = Some(1000.0);
+        t.pps = Some(1000.0);
+        t.rep_pps = Some(1000.0);
+        t.pkts = Some(1000);
+        t.rep_pkts = Some(1000);
+        r.push(t);
+        let mut x = row(ts, "a", Dir::Rx, "b");
+        x.pps = Some(1000.0);
+        x.rep_pps = Some(1000.0);
+        x.pkts = Some(1000);
+        x.rep_pkts = Some(1000);
+        r.push(x);
+        r.host(ts, "a", 1000.0, 1000.0, 993.0, 10.0, 20.0, 5.0, 1);
+        r.host(ts, "b", 1000.0, 1000.0, 1000.0, 10.0, 20.0, 5.0, 1);
+    }
+    r.write(&sb);
+    let out = summarize(&sb, &[]);
+    has_line(&out, "  DELIVERED       2.0 kpps  100.00% of what was sent");
+    has_line(
+        &out,
+        "  LOSS              0.35%   round trip (0.00% forward, 0.35% on the way back)",
+    );
+    assert!(
+        out.contains("    a -> b: 1.0 kpps sent, 993 pps back (99.3%)  forward 100.0%  p99"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_hosts_p99_is_exact_from_its_histograms_not_its_worst_interval() {
+    // a's replies: 100 us, but 5 of 3,000 took 5 ms, all in its last interval,
+    // whose own p99 is 5 ms. Over the window, a's p99 is 100 us.
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for (ts, p99, hist) in [
+        (100, 100.0, "100000:1000"),
+        (101, 100.0, "100000:1000"),
+        (102, 5000.0, "100000:995;5000000:5"),
+    ] {
+        r.tx(ts, "a", "b", Some(1000.0), 1000.0, 1000.0, 100.0, p99);
+        r.rx(ts, "b", "a", 1000.0, 1000.0);
+        r.tx(ts, "b", "a", Some(1000.0), 1000.0, 1000.0, 100.0, 100.0);
+        r.rx(ts, "a", "b", 1000.0, 1000.0);
+        r.host_with(ts, "a", 1000.0, 1000.0, 1000.0, 10.0, 20.0, 5.0, 1, |h| {
+            h.rtt_hist = Some(hist.to_string())
+        });
+        r.host_with(ts, "b", 1000.0, 1000.0, 1000.0, 10.0, 20.0, 5.0, 1, |h| {
+            h.rtt_hist = Some("100000:1000".to_string())
+        });
+    }
+    r.write(&sb);
+    let out = summarize(&sb, &[]);
+    let a = out
+        .lines()
+        .find(|l| l.starts_with("  a "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let p99 = a.split_whitespace().find(|t| t.ends_with("us")).unwrap();
+    assert!(p99 == "100us" || p99 == "99us", "a's p99 {p99}: {out}");
+    // The flow's figure is still its worst interval, and says so.
+    assert!(out.contains("p99 of the flow's worst interval"), "{out}");
+    assert!(
+        !out.contains("(rtt p99: exact over each host's replies where"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_loss_the_host_counted_itself_is_its_own_not_a_cables() {
+    // Everything into d loses 20% on the way in, and d's kernel counted those
+    // requests dropped at its sockets while its agent was held off the CPU.
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let into_d = |_: &str, dst: &str| if dst == "d" { 0.8 } else { 1.0 };
+    mesh_reports_with(&hosts, into_d, into_d, |host, row| {
+        row.req_drops = Some(if host == "d" { 600 } else { 0 });
+        row.rep_drops = Some(0);
+        row.behind_ms = Some(if host == "d" { 310.0 } else { 1.0 });
+        row.throttled_ms = Some(if host == "d" { 420.0 } else { 0.0 });
+    })
+    .write(&sb);
+    let out = summarize(&sb, &[]);
+    let hints = advice(&out);
+    assert!(
+        hints.iter().any(|h| h.starts_with("the 1800 requests lost on their way into d were dropped in d's own socket buffers (the kernel counted 1800")
+            && h.contains("d's agent was throttled 1260 ms by its cgroup's CPU quota and fell up to 310 ms behind its send schedule: d's CPU, not the network")),
+        "{out}"
+    );
+    for h in &hints {
+        assert!(!h.contains("d is a sick receiver"), "{h}");
+        assert!(!h.contains("CPU to spare"), "{h}");
+        assert!(!h.contains("the fabric is dropping"), "{h}");
+    }
+    // The host table shows what the kernel dropped there.
+    assert!(out.contains("dropped"), "{out}");
 }

@@ -23,6 +23,16 @@ br2=mxbd$net
 
 ns() { echo "mx${net}h$1"; }
 
+# The shell that mounts the CPU cgroup controller inside a host's namespace:
+# the v1 `cpu` hierarchy where this machine has one, else cgroup2.
+cgroup_mounts() {
+    if [ -d /sys/fs/cgroup/cpu ] && grep -q ' /sys/fs/cgroup/cpu cgroup ' /proc/mounts; then
+        echo "mount -t tmpfs mxcg /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/cpu && mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu || true"
+    else
+        echo "mount -t cgroup2 none /sys/fs/cgroup || true"
+    fi
+}
+
 down() {
     for i in $(seq 1 "$hosts"); do
         local n
@@ -100,8 +110,11 @@ MaxStartups 200:30:400
 MaxSessions 200
 EOF
         # Own hostname, own /var/tmp, own PID namespace (and /proc), then sshd.
+        # `ip netns exec` mounts a fresh /sys, which hides the cgroup mounts:
+        # the CPU controller is mounted again, so that an agent can read its
+        # own cgroup's throttling (the starved-agent test puts it in one).
         ip netns exec "$n" unshare --mount --uts --pid --fork --mount-proc \
-            sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
+            sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; $(cgroup_mounts); exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
             > "$d/sshd.log" 2>&1 < /dev/null &
         echo "$h=198.18.$net.$i" >> "$dir/servers.txt"
     done
