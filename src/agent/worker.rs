@@ -197,7 +197,7 @@ impl Worker {
             send: SendBatch::new(),
             replies: Replies {
                 peers: [0; BATCH],
-                slots: [0; BATCH],
+                slots: [None; BATCH],
                 gso: plan.gso,
             },
             padding: udp::padding(),
@@ -689,7 +689,7 @@ impl Worker {
                 self.replies.queue(
                     &mut self.send,
                     peer as u32,
-                    slot,
+                    (!late).then_some(slot),
                     reply.packet_len as usize,
                     d.from,
                     |h| reply.encode(h),
@@ -785,9 +785,10 @@ fn take_rx(slot: &mut [RxCounts]) -> Vec<(u32, RxCounts)> {
 /// The responder's side of a send batch: whom each queued reply answers.
 struct Replies {
     /// Matrix index of each queued reply in the batch, and the rx slot its
-    /// request was counted in, to count what was sent.
+    /// request was counted in, to count what was sent (none for a late
+    /// request: an rx row counts the replies to the requests it counts).
     peers: [u32; BATCH],
-    slots: [usize; BATCH],
+    slots: [Option<usize>; BATCH],
     /// `--gso`, until a route refuses a super-datagram.
     gso: bool,
 }
@@ -797,7 +798,7 @@ impl Replies {
         &mut self,
         batch: &mut SendBatch,
         peer: u32,
-        slot: usize,
+        slot: Option<usize>,
         size: usize,
         to: SocketAddrV4,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
@@ -819,9 +820,11 @@ impl Replies {
     ) {
         batch.send(fd, padding, &mut self.gso);
         for i in (0..batch.len()).filter(|&i| batch.was_sent(i)) {
-            let counts = &mut rx[self.slots[i]][self.peers[i] as usize];
-            counts.replies += 1;
-            counts.reply_bytes += batch.size(i) as u64;
+            if let Some(slot) = self.slots[i] {
+                let counts = &mut rx[slot][self.peers[i] as usize];
+                counts.replies += 1;
+                counts.reply_bytes += batch.size(i) as u64;
+            }
         }
         batch.clear();
     }
