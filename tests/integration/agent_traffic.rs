@@ -242,8 +242,12 @@ fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
         let tx = full_rows(&rows, "tx", None);
         assert!(tx.len() >= 2, "{h}\n{}", fleet.log(h));
         for r in tx {
-            assert!(within(r.f("pps").unwrap(), 20_000.0, 0.01), "{r:?}");
-            assert!(within(r.f("rep_pps").unwrap(), 20_000.0, 0.01), "{r:?}");
+            // Two agents each spinning a core of a two-core machine, beside
+            // the test itself: a worker held off the CPU for a few ms loses
+            // its bucket's overflow (the pacer's burst is 5 ms). 2%, and every
+            // request answered.
+            assert!(within(r.f("pps").unwrap(), 20_000.0, 0.02), "{r:?}");
+            assert_eq!(r.f("rep_pkts"), r.f("pkts"), "{r:?}");
         }
         let stamp = std::fs::read_to_string(fleet.dir(h).join("agent.stamp")).unwrap();
         assert!(stamp.contains("--busy-poll"), "{stamp}");
