@@ -1,7 +1,7 @@
 //! `mx export` on hand-written reports: the overlay arithmetic, and overlays
 //! whose number was not measured are absent, never zero.
 
-use crate::summarize::{Reports, mesh_reports, row};
+use crate::summarize::{Reports, mesh_reports, mesh_reports_with, row};
 use crate::util::Sandbox;
 use matrix_orchestrator::report::Dir;
 
@@ -510,5 +510,39 @@ fn text_that_would_break_the_results_line_is_refused_naming_whitespace_or_quote(
     assert_eq!(
         run.stderr.lines().last().unwrap_or(""),
         "mx: host name 'x y' holds whitespace (a space), which separates the fields of a results line -- no matrix host can be named so: check the reports in reports/"
+    );
+}
+
+#[test]
+fn rtt_overlays_say_whether_they_are_exact_or_a_worst_interval() {
+    // Reports with each interval's RTT histogram on the host rows: exact.
+    let sb = Sandbox::new();
+    let all = |_: &str, _: &str| 1.0;
+    mesh_reports_with(&["a", "b"], all, all, |_, row| {
+        row.rtt_hist = Some("100000:1000".to_string())
+    })
+    .write(&sb);
+    let out = export(&sb, &[]);
+    assert!(
+        out.contains("short=P99 label=\"RTT p99 of this host's replies\""),
+        "{out}"
+    );
+    // 100 us, to the histogram's ~1%.
+    let p99: f64 = value(&out, "mx_rtt_p99", "a").unwrap().parse().unwrap();
+    assert!((p99 - 100.0).abs() < 1.0, "{p99}");
+    // Without histograms (the original's reports), the worst flow's worst
+    // interval: an upper bound, labelled as one.
+    let sb = Sandbox::new();
+    mesh_reports(&["a", "b"], all, all).write(&sb);
+    let out = export(&sb, &[]);
+    assert!(
+        out.contains("short=P99 label=\"RTT p99, worst flow's worst interval\""),
+        "{out}"
+    );
+    // Per flow (--peers folds into rtt_p99), always a flow's worst interval.
+    let out = export(&sb, &["--peers"]);
+    assert!(
+        out.contains("label=\"RTT p99, each flow's worst interval\""),
+        "{out}"
     );
 }

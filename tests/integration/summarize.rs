@@ -697,8 +697,17 @@ fn a_hosts_p99_is_exact_from_its_histograms_not_its_worst_interval() {
         .unwrap_or_else(|| panic!("{out}"));
     let p99 = a.split_whitespace().find(|t| t.ends_with("us")).unwrap();
     assert!(p99 == "100us" || p99 == "99us", "a's p99 {p99}: {out}");
-    // The flow's figure is still its worst interval, and says so.
+    // The flow's figure is still its worst interval, and says so, in the
+    // worst flows and in the grid.
     assert!(out.contains("p99 of the flow's worst interval"), "{out}");
+    let grid = summarize(&sb, &["--grid", "g"]);
+    assert!(grid.contains("wrote g/"), "{grid}");
+    assert!(
+        sb.read("g/rtt_p99_grid.csv")
+            .starts_with("src\\dst RTT p99 us (the pair's worst interval),a,b\r\na,,5000.0\r\n"),
+        "{}",
+        sb.read("g/rtt_p99_grid.csv")
+    );
     assert!(
         !out.contains("(rtt p99: exact over each host's replies where"),
         "{out}"
