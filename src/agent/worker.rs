@@ -87,6 +87,21 @@ struct Flow {
     drops_seen: u64,
 }
 
+impl Flow {
+    /// What this flow counted in tx slot `tx`, which is left empty.
+    fn take_report(&mut self, tx: usize) -> FlowReport {
+        let slot = &mut self.slots[tx];
+        FlowReport {
+            peer: self.spec.peer,
+            layer: self.layer,
+            target: self.spec.rate,
+            counts: std::mem::take(&mut slot.counts),
+            rtt: slot.rtt.take(),
+            rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
+        }
+    }
+}
+
 /// An interval that has closed and waits for its late packets.
 struct Pending {
     number: u64,
@@ -500,21 +515,13 @@ impl Worker {
     /// it that arrived. Flows of a finished layer close now.
     fn report(&mut self, p: Pending) {
         let tx = slots::tx_slot(p.number);
-        let mut flows = Vec::new();
-        for flow in self.flows.iter_mut().flatten() {
-            if flow.first_interval > p.number {
-                continue;
-            }
-            let slot = &mut flow.slots[tx];
-            flows.push(FlowReport {
-                peer: flow.spec.peer,
-                layer: flow.layer,
-                target: flow.spec.rate,
-                counts: std::mem::take(&mut slot.counts),
-                rtt: slot.rtt.take(),
-                rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
-            });
-        }
+        let flows = self
+            .flows
+            .iter_mut()
+            .flatten()
+            .filter(|f| f.first_interval <= p.number)
+            .map(|f| f.take_report(tx))
+            .collect();
         self.close_flows(|f| f.draining);
         let rx = take_rx(&mut self.rx[slots::rx_slot(p.number)]);
         let _ = self.out.send(Batch {
@@ -540,18 +547,12 @@ impl Worker {
             (Vec::new(), Vec::new())
         } else {
             let tx = slots::tx_slot(self.number);
-            let mut flows = Vec::new();
-            for flow in self.flows.iter_mut().flatten() {
-                let slot = &mut flow.slots[tx];
-                flows.push(FlowReport {
-                    peer: flow.spec.peer,
-                    layer: flow.layer,
-                    target: flow.spec.rate,
-                    counts: std::mem::take(&mut slot.counts),
-                    rtt: slot.rtt.take(),
-                    rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
-                });
-            }
+            let flows = self
+                .flows
+                .iter_mut()
+                .flatten()
+                .map(|f| f.take_report(tx))
+                .collect();
             (flows, take_rx(&mut self.rx[slots::rx_slot(self.number)]))
         };
         let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);

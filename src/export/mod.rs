@@ -133,20 +133,9 @@ fn check_field(what: &str, text: &str, fix: &str) -> Result<()> {
     )))
 }
 
+/// `YYYY-MM-DD HH:MM:SS`, this machine's local time, of Unix seconds `ts`.
 fn local_time(ts: i64) -> String {
-    let t: libc::time_t = ts as libc::time_t;
-    // SAFETY: localtime_r fills a caller-owned tm from a valid time_t.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    unsafe { libc::localtime_r(&t, &mut tm) };
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+    crate::units::local_date_time(ts as f64)
 }
 
 struct Builder<'a> {

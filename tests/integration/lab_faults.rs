@@ -90,7 +90,7 @@ fn sum(rows: &[BTreeMap<String, String>], column: &str) -> f64 {
 }
 
 /// A grid file of the summary: (src, dst) -> value, blanks left out.
-fn grid(sb: &Sandbox, name: &str) -> BTreeMap<(String, String), f64> {
+pub fn grid(sb: &Sandbox, name: &str) -> BTreeMap<(String, String), f64> {
     let text = sb.read(&format!("g/{name}"));
     let mut lines = text.lines();
     let header: Vec<String> = lines

@@ -9,33 +9,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::lab::Lab;
+use crate::lab_faults::grid;
 use crate::summarize::advice;
 use crate::util::Sandbox;
 
 /// The agents' port (`mx gen`'s default).
 const PORT: u16 = 5300;
-
-/// A grid file of the summary: (src, dst) -> value, blanks left out.
-fn grid(sb: &Sandbox, name: &str) -> BTreeMap<(String, String), f64> {
-    let text = sb.read(&format!("g/{name}"));
-    let mut lines = text.lines();
-    let header: Vec<String> = lines
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let mut cells = BTreeMap::new();
-    for line in lines {
-        let fields: Vec<&str> = line.split(',').collect();
-        for (i, value) in fields.iter().enumerate().skip(1) {
-            if let Ok(v) = value.parse::<f64>() {
-                cells.insert((fields[0].to_string(), header[i].clone()), v);
-            }
-        }
-    }
-    cells
-}
 
 /// The summary's LOSS line: (round trip, forward, return), in %.
 fn loss(summary: &str) -> (f64, f64, f64) {

@@ -624,33 +624,25 @@ fn ratios_come_from_counts_of_the_same_packets_and_never_pass_100_percent() {
     // contradicts the round trip. As counts of the same packets, 100%.
     let sb = Sandbox::new();
     let mut r = Reports::default();
+    // A pair's rows: (requests/s, replies/s) as rates, and the same as counts.
+    let pair = |r: &mut Reports, ts, src: &str, dst: &str, back: u64, rx_rate: f64| {
+        let mut t = row(ts, src, Dir::Tx, dst);
+        t.target_pps = Some(1000.0);
+        t.pps = Some(1000.0);
+        t.rep_pps = Some(back as f64);
+        t.pkts = Some(1000);
+        t.rep_pkts = Some(back);
+        r.push(t);
+        let mut x = row(ts, dst, Dir::Rx, src);
+        x.pps = Some(rx_rate);
+        x.rep_pps = Some(rx_rate);
+        x.pkts = Some(1000);
+        x.rep_pkts = Some(1000);
+        r.push(x);
+    };
     for ts in [100, 101, 102] {
-        let mut t = row(ts, "a", Dir::Tx, "b");
-        t.target_pps = Some(1000.0);
-        t.pps = Some(1000.0);
-        t.rep_pps = Some(993.0);
-        t.pkts = Some(1000);
-        t.rep_pkts = Some(993);
-        r.push(t);
-        let mut x = row(ts, "b", Dir::Rx, "a");
-        x.pps = Some(1010.1);
-        x.rep_pps = Some(1010.1);
-        x.pkts = Some(1000);
-        x.rep_pkts = Some(1000);
-        r.push(x);
-        let mut t = row(ts, "b", Dir::Tx, "a");
-        t.target_pps = Some(1000.0);
-        t.pps = Some(1000.0);
-        t.rep_pps = Some(1000.0);
-        t.pkts = Some(1000);
-        t.rep_pkts = Some(1000);
-        r.push(t);
-        let mut x = row(ts, "a", Dir::Rx, "b");
-        x.pps = Some(1000.0);
-        x.rep_pps = Some(1000.0);
-        x.pkts = Some(1000);
-        x.rep_pkts = Some(1000);
-        r.push(x);
+        pair(&mut r, ts, "a", "b", 993, 1010.1);
+        pair(&mut r, ts, "b", "a", 1000, 1000.0);
         r.host(ts, "a", 1000.0, 1000.0, 993.0, 10.0, 20.0, 5.0, 1);
         r.host(ts, "b", 1000.0, 1000.0, 1000.0, 10.0, 20.0, 5.0, 1);
     }
