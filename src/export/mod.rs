@@ -16,6 +16,7 @@ use std::path::Path;
 
 use crate::cli::ExportArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::report::Column;
 use crate::report::read::{Kind, for_each_row, report_files};
 use crate::summary::aggregate::ReportSet;
 use crate::summary::figures::{self, Context, HostFigures};
@@ -582,21 +583,25 @@ fn raw_samples(b: &mut Builder<'_>, dir: &Path, start: i64) -> Result<()> {
             let host = row.host().to_string();
             let ts = vec![("ts", row.ts.to_string())];
             for (overlay, column) in [
-                (overlays::PPS_O, "pps"),
-                (overlays::REP_PPS, "rep_pps"),
-                (overlays::LOSS, "loss_pct"),
-                (overlays::RTT_P50, "rtt_p50_us"),
-                (overlays::RTT_P99, "rtt_p99_us"),
-                (overlays::CPU, "cpu_pct"),
-                (overlays::CPU_CORE, "cpu_max_pct"),
-                (overlays::AGENT_CPU, "agent_cpu_pct"),
+                (overlays::PPS_O, Column::Pps),
+                (overlays::REP_PPS, Column::RepPps),
+                (overlays::LOSS, Column::LossPct),
+                (overlays::RTT_P50, Column::RttP50Us),
+                (overlays::RTT_P99, Column::RttP99Us),
+                (overlays::CPU, Column::CpuPct),
+                (overlays::CPU_CORE, Column::CpuMaxPct),
+                (overlays::AGENT_CPU, Column::AgentCpuPct),
             ] {
-                let value = row
-                    .num(column)
-                    .map(|v| if column == "loss_pct" { v.max(0.0) } else { v });
+                let value = row.num(column).map(|v| {
+                    if column == Column::LossPct {
+                        v.max(0.0)
+                    } else {
+                        v
+                    }
+                });
                 b.push(overlay, &host, value, ts.clone());
             }
-            if let (Some(pps), Some(target)) = (row.num("pps"), row.num("target_pps"))
+            if let (Some(pps), Some(target)) = (row.num(Column::Pps), row.num(Column::TargetPps))
                 && target != 0.0
             {
                 b.push(

@@ -83,56 +83,83 @@ impl Phase {
     }
 }
 
-/// The columns, in order.
-pub const COLUMNS: [&str; 47] = [
-    "ts",
-    "host",
-    "dir",
-    "peer",
-    "size",
-    "rep_size",
-    "target_pps",
-    "pps",
-    "mbps",
-    "rep_pps",
-    "rep_mbps",
-    "loss_pct",
-    "rtt_avg_us",
-    "rtt_p50_us",
-    "rtt_p99_us",
-    "rtt_max_us",
-    "cpu_pct",
-    "cpu_max_pct",
-    "agent_cpu_pct",
-    "workers",
-    "layer",
-    "disk_rd_iops",
-    "disk_rd_mb_s",
-    "disk_rd_avg_us",
-    "disk_rd_p99_us",
-    "disk_wr_iops",
-    "disk_wr_mb_s",
-    "disk_wr_avg_us",
-    "disk_wr_p99_us",
-    "disk_busy_pct",
-    "dup_pkts",
-    "ooo_pkts",
-    "rtt_p999_us",
-    "stray_pkts",
-    "pkts",
-    "rep_pkts",
-    "late_pkts",
-    "phase",
-    "req_drops",
-    "rep_drops",
-    "udp_rcvbuf_errors",
-    "udp_in_errors",
-    "udp_no_ports",
-    "nic_rx_drops",
-    "behind_ms",
-    "throttled_ms",
-    "rtt_hist",
-];
+/// Declares the report's columns once: the enum the writer and every reader
+/// use (a misspelt column is a compile error, not a blank that reads as "not
+/// measured"), the order in the file, and the names in its header.
+macro_rules! columns {
+    ($($variant:ident = $name:literal,)*) => {
+        /// A column of report.csv.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Column {
+            $($variant,)*
+        }
+
+        impl Column {
+            /// Every column, in file order.
+            pub const ALL: &[Column] = &[$(Column::$variant,)*];
+
+            /// The column's name in the header.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Column::$variant => $name,)*
+                }
+            }
+        }
+
+        /// The header's names, in file order.
+        pub const COLUMNS: &[&str] = &[$($name,)*];
+    };
+}
+
+columns! {
+    Ts = "ts",
+    Host = "host",
+    Dir = "dir",
+    Peer = "peer",
+    Size = "size",
+    RepSize = "rep_size",
+    TargetPps = "target_pps",
+    Pps = "pps",
+    Mbps = "mbps",
+    RepPps = "rep_pps",
+    RepMbps = "rep_mbps",
+    LossPct = "loss_pct",
+    RttAvgUs = "rtt_avg_us",
+    RttP50Us = "rtt_p50_us",
+    RttP99Us = "rtt_p99_us",
+    RttMaxUs = "rtt_max_us",
+    CpuPct = "cpu_pct",
+    CpuMaxPct = "cpu_max_pct",
+    AgentCpuPct = "agent_cpu_pct",
+    Workers = "workers",
+    Layer = "layer",
+    DiskRdIops = "disk_rd_iops",
+    DiskRdMbS = "disk_rd_mb_s",
+    DiskRdAvgUs = "disk_rd_avg_us",
+    DiskRdP99Us = "disk_rd_p99_us",
+    DiskWrIops = "disk_wr_iops",
+    DiskWrMbS = "disk_wr_mb_s",
+    DiskWrAvgUs = "disk_wr_avg_us",
+    DiskWrP99Us = "disk_wr_p99_us",
+    DiskBusyPct = "disk_busy_pct",
+    DupPkts = "dup_pkts",
+    OooPkts = "ooo_pkts",
+    RttP999Us = "rtt_p999_us",
+    StrayPkts = "stray_pkts",
+    Pkts = "pkts",
+    RepPkts = "rep_pkts",
+    LatePkts = "late_pkts",
+    Phase = "phase",
+    ReqDrops = "req_drops",
+    RepDrops = "rep_drops",
+    UdpRcvbufErrors = "udp_rcvbuf_errors",
+    UdpInErrors = "udp_in_errors",
+    UdpNoPorts = "udp_no_ports",
+    NicRxDrops = "nic_rx_drops",
+    BehindMs = "behind_ms",
+    ThrottledMs = "throttled_ms",
+    RttHist = "rtt_hist",
+}
 
 /// Columns of the original tool's reports (ours add the rest).
 pub const ORIGINAL_COLUMNS: usize = 30;

@@ -11,16 +11,19 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use super::Column;
 use crate::error::{Error, Result};
 
-/// Where each column sits in one file (None: the file has no such column).
+/// Where each column of the schema sits in one file (None: the file has no
+/// such column: a report of the original, or of an older mx).
 #[derive(Debug, Clone, Default)]
 struct Columns {
     ts: usize,
     host: usize,
     dir: usize,
     peer: usize,
-    index: std::collections::HashMap<String, usize>,
+    /// By `Column as usize`.
+    index: Vec<Option<usize>>,
 }
 
 /// One row of a report, borrowed from the reader's buffer.
@@ -65,13 +68,13 @@ impl<'a> RowView<'a> {
         }
     }
 
-    /// A cell by column name, as text ("" when blank or absent).
-    pub fn text(&self, column: &str) -> &'a str {
-        self.columns.index.get(column).map_or("", |&i| self.cell(i))
+    /// A cell, as text ("" when blank or absent).
+    pub fn text(&self, column: Column) -> &'a str {
+        self.columns.index[column as usize].map_or("", |i| self.cell(i))
     }
 
     /// A numeric cell; `None` when blank, absent or not a number.
-    pub fn num(&self, column: &str) -> Option<f64> {
+    pub fn num(&self, column: Column) -> Option<f64> {
         let text = self.text(column);
         if text.is_empty() {
             return None;
@@ -114,17 +117,22 @@ fn not_a_report(path: &Path) -> Error {
 }
 
 fn columns_of(header: &csv::ByteRecord, path: &Path) -> Result<Columns> {
-    let mut index = std::collections::HashMap::new();
-    for (i, name) in header.iter().enumerate() {
-        let name = String::from_utf8_lossy(name).trim().to_string();
-        index.entry(name).or_insert(i);
-    }
-    let find = |name: &str| index.get(name).copied().ok_or_else(|| not_a_report(path));
+    let names: Vec<String> = header
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).trim().to_string())
+        .collect();
+    // Columns are found by name (the first of a repeated one): any order and
+    // any subset of ours reads; names the schema does not know are ignored.
+    let index: Vec<Option<usize>> = Column::ALL
+        .iter()
+        .map(|c| names.iter().position(|n| n == c.name()))
+        .collect();
+    let find = |c: Column| index[c as usize].ok_or_else(|| not_a_report(path));
     Ok(Columns {
-        ts: find("ts")?,
-        host: find("host")?,
-        dir: find("dir")?,
-        peer: find("peer")?,
+        ts: find(Column::Ts)?,
+        host: find(Column::Host)?,
+        dir: find(Column::Dir)?,
+        peer: find(Column::Peer)?,
         index,
     })
 }

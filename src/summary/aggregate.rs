@@ -27,8 +27,8 @@ use std::path::Path;
 use super::span::{self, Mark, Span, Timeline};
 use crate::agent::rtt::MergedRtt;
 use crate::error::Result;
-use crate::report::Phase;
 use crate::report::read::{Kind, RowView, for_each_row, report_files};
+use crate::report::{Column, Phase};
 
 /// A mean over the non-blank cells of a column.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -274,11 +274,11 @@ impl ReportSet {
         self.latest = self.latest.max(row.ts);
         let mark: &mut Mark = self.timeline[host].entry(row.ts).or_default();
         match kind {
-            Kind::Host if row.num("pps").is_some() => {
-                mark.host_row = Some(Phase::parse(row.text("phase")));
+            Kind::Host if row.num(Column::Pps).is_some() => {
+                mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
                 let s = self.history.entry(host as u32).or_default();
-                s.behind_ms = s.behind_ms.max(row.num("behind_ms").unwrap_or(0.0));
-                s.throttled_ms += row.num("throttled_ms").unwrap_or(0.0);
+                s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
+                s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);
             }
             Kind::Tx | Kind::Rx => mark.flows = true,
             _ => {}
@@ -303,9 +303,9 @@ impl ReportSet {
             return;
         }
         let host = self.id(row.host());
-        let layer = row.num("layer").map(|l| l as u32);
+        let layer = row.num(Column::Layer).map(|l| l as u32);
         self.any_layer |= layer.is_some();
-        let pps = row.num("pps");
+        let pps = row.num(Column::Pps);
         if kind == Kind::Tx && pps.is_some_and(|p| p > 0.0) {
             let peer = self.id(row.peer());
             *self.coverage.entry((host, peer)).or_default() += 1;
@@ -316,14 +316,14 @@ impl ReportSet {
         self.rows_in_window += 1;
         self.earliest_in_window = Some(self.earliest_in_window.map_or(row.ts, |e| e.min(row.ts)));
         if self.sizes.is_none()
-            && let (Some(size), Some(rep)) = (row.num("size"), row.num("rep_size"))
+            && let (Some(size), Some(rep)) = (row.num(Column::Size), row.num(Column::RepSize))
         {
             self.sizes = Some((size as u32, rep as u32));
         }
-        let rep_pps = row.num("rep_pps");
+        let rep_pps = row.num(Column::RepPps);
         // Packets: the count columns, or (the original's reports) rate x interval.
         let interval = self.interval.unwrap_or(1) as f64;
-        let packets = |count: &str, rate: Option<f64>| {
+        let packets = |count: Column, rate: Option<f64>| {
             row.num(count)
                 .or_else(|| rate.map(|r| r * interval))
                 .unwrap_or(0.0)
@@ -333,34 +333,37 @@ impl ReportSet {
                 let peer = self.id(row.peer());
                 let receiver_reported = self.reported(peer, row.ts);
                 let p = self.tx.entry((host, peer)).or_default();
-                let (sent, back) = (packets("pkts", pps), packets("rep_pkts", rep_pps));
+                let (sent, back) = (
+                    packets(Column::Pkts, pps),
+                    packets(Column::RepPkts, rep_pps),
+                );
                 p.sent += sent;
                 p.back += back;
                 if receiver_reported {
                     p.sent_seen += sent;
                     p.back_seen += back;
                 }
-                p.late += row.num("late_pkts").unwrap_or(0.0);
+                p.late += row.num(Column::LatePkts).unwrap_or(0.0);
                 p.pps.add(pps);
                 p.rep_pps.add(rep_pps);
-                p.mbps.add(row.num("mbps"));
-                p.rep_mbps.add(row.num("rep_mbps"));
-                p.target.add(row.num("target_pps"));
+                p.mbps.add(row.num(Column::Mbps));
+                p.rep_mbps.add(row.num(Column::RepMbps));
+                p.target.add(row.num(Column::TargetPps));
                 p.sum_pps += pps.unwrap_or(0.0);
                 p.sum_rep_pps += rep_pps.unwrap_or(0.0);
-                if let (Some(avg), Some(rep)) = (row.num("rtt_avg_us"), rep_pps)
+                if let (Some(avg), Some(rep)) = (row.num(Column::RttAvgUs), rep_pps)
                     && rep > 0.0
                 {
                     p.rtt_weighted += avg * rep;
                     p.rtt_weight += rep;
                 }
-                let p99 = row.num("rtt_p99_us");
-                p.p50 = max_opt(p.p50, row.num("rtt_p50_us"));
+                let p99 = row.num(Column::RttP99Us);
+                p.p50 = max_opt(p.p50, row.num(Column::RttP50Us));
                 p.p99 = max_opt(p.p99, p99);
-                p.p999 = max_opt(p.p999, row.num("rtt_p999_us"));
-                p.rtt_max = max_opt(p.rtt_max, row.num("rtt_max_us"));
-                p.dup += row.num("dup_pkts").unwrap_or(0.0);
-                p.ooo += row.num("ooo_pkts").unwrap_or(0.0);
+                p.p999 = max_opt(p.p999, row.num(Column::RttP999Us));
+                p.rtt_max = max_opt(p.rtt_max, row.num(Column::RttMaxUs));
+                p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
+                p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
                 p.layer = p.layer.or(layer);
                 if let Some(l) = layer {
                     let agg = self.layers.entry(l).or_default();
@@ -376,18 +379,18 @@ impl ReportSet {
             Kind::Rx => {
                 let peer = self.id(row.peer());
                 let sender_reported = self.reported(peer, row.ts);
-                let arrived = packets("pkts", pps);
+                let arrived = packets(Column::Pkts, pps);
                 let p = self.rx.entry((host, peer)).or_default();
                 if sender_reported {
                     p.arrived_seen += arrived;
                 }
-                p.late += row.num("late_pkts").unwrap_or(0.0);
+                p.late += row.num(Column::LatePkts).unwrap_or(0.0);
                 p.pps.add(pps);
                 p.rep_pps.add(rep_pps);
                 p.sum_pps += pps.unwrap_or(0.0);
                 p.sum_rep_pps += rep_pps.unwrap_or(0.0);
-                p.dup += row.num("dup_pkts").unwrap_or(0.0);
-                p.ooo += row.num("ooo_pkts").unwrap_or(0.0);
+                p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
+                p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
             }
             Kind::Host => {
                 let h = self.hosts.entry(host).or_default();
@@ -397,31 +400,31 @@ impl ReportSet {
                 }
                 h.pps.add(pps);
                 h.rep_pps.add(rep_pps);
-                h.mbps.add(row.num("mbps"));
-                h.rep_mbps.add(row.num("rep_mbps"));
-                h.target.add(row.num("target_pps"));
-                h.cpu.add(row.num("cpu_pct"));
-                h.cpu_core.add(row.num("cpu_max_pct"));
-                h.agent_cpu.add(row.num("agent_cpu_pct"));
-                h.workers = row.num("workers").map(|w| w as u32).or(h.workers);
-                h.stray += row.num("stray_pkts").unwrap_or(0.0);
+                h.mbps.add(row.num(Column::Mbps));
+                h.rep_mbps.add(row.num(Column::RepMbps));
+                h.target.add(row.num(Column::TargetPps));
+                h.cpu.add(row.num(Column::CpuPct));
+                h.cpu_core.add(row.num(Column::CpuMaxPct));
+                h.agent_cpu.add(row.num(Column::AgentCpuPct));
+                h.workers = row.num(Column::Workers).map(|w| w as u32).or(h.workers);
+                h.stray += row.num(Column::StrayPkts).unwrap_or(0.0);
                 h.layer = layer.or(h.layer);
-                let hist = row.text("rtt_hist");
+                let hist = row.text(Column::RttHist);
                 if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
                     h.rtt_rows += 1;
                 }
-                let add = |total: &mut Option<f64>, column: &str| {
+                let add = |total: &mut Option<f64>, column: Column| {
                     if let Some(v) = row.num(column) {
                         *total = Some(total.unwrap_or(0.0) + v);
                     }
                 };
-                add(&mut h.req_drops, "req_drops");
-                add(&mut h.rep_drops, "rep_drops");
-                add(&mut h.rcvbuf_errors, "udp_rcvbuf_errors");
-                add(&mut h.in_errors, "udp_in_errors");
-                add(&mut h.nic_rx_drops, "nic_rx_drops");
-                add(&mut h.throttled_ms, "throttled_ms");
-                if let Some(v) = row.num("behind_ms") {
+                add(&mut h.req_drops, Column::ReqDrops);
+                add(&mut h.rep_drops, Column::RepDrops);
+                add(&mut h.rcvbuf_errors, Column::UdpRcvbufErrors);
+                add(&mut h.in_errors, Column::UdpInErrors);
+                add(&mut h.nic_rx_drops, Column::NicRxDrops);
+                add(&mut h.throttled_ms, Column::ThrottledMs);
+                if let Some(v) = row.num(Column::BehindMs) {
                     h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));
                 }
             }

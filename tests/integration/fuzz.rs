@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use matrix_orchestrator::matrix::Matrix;
 use matrix_orchestrator::matrix::servers::parse_servers;
+use matrix_orchestrator::report::Column;
 use matrix_orchestrator::report::read::{for_each_row, latest_ts};
 use matrix_orchestrator::wire::{HEADER_LEN, Header};
 use proptest::prelude::*;
@@ -198,7 +199,7 @@ proptest! {
         let mut rows = 0u64;
         match for_each_row(&path, |row| {
             // Every accessor on every row, as summarize and export use them.
-            let _ = (row.host(), row.peer(), row.kind(), row.num("pps"), row.text("rtt_hist"));
+            let _ = (row.host(), row.peer(), row.kind(), row.num(Column::Pps), row.text(Column::RttHist));
             rows += 1;
         }) {
             Ok(()) => {}
