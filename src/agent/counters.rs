@@ -5,7 +5,7 @@
 //! (resetting its own) and sends it down a channel: one message per worker per
 //! interval.
 
-use super::rtt::Compact;
+use crate::report::rtt::Compact;
 
 /// One flow socket's traffic in an interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -39,7 +39,6 @@ pub mod limits;
 pub mod pacing;
 pub mod plan;
 pub mod reporter;
-pub mod rtt;
 pub mod sequence;
 pub mod slots;
 pub mod udp;

@@ -15,8 +15,8 @@ use super::counters::{Batch, RxCounts, SocketDrops};
 use super::cpu::CpuSampler;
 use super::host_counters::HostCounters;
 use super::plan::AgentPlan;
-use super::rtt::MergedRtt;
 use crate::report::row::header_line;
+use crate::report::rtt::MergedRtt;
 use crate::report::{Dir, Phase, ReportRow};
 use crate::units;
 

@@ -11,8 +11,10 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::time::{ClockId, clock_gettime};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::matrix::MAX_PACKET_BYTES;
@@ -260,7 +262,8 @@ impl<'a> Iterator for Datagrams<'a> {
 const SOCKADDR_IN_LEN: libc::socklen_t =
     std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
 const CONTROL_LEN: usize = std::mem::size_of::<Control>();
-// libc exports these for some Linux targets only; the values are the ABI's.
+// libc exports these for some Linux targets only; the values are the ABI's
+// (the control messages of GSO sends and GRO reads).
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
 
@@ -493,7 +496,7 @@ pub struct Sent {
 /// Asks the kernel to hand this socket datagrams of one sender coalesced
 /// (UDP_GRO): read them with a [`RecvBatch::coalesced`].
 pub fn enable_gro(socket: &Socket) -> io::Result<()> {
-    set_udp_option(socket, UDP_GRO, 1)
+    setsockopt(socket, sockopt::UdpGroSegment, &true).map_err(io::Error::from)
 }
 
 /// Whether this kernel has UDP GSO (Linux 4.18) and GRO (5.0). Asked of a
@@ -503,25 +506,8 @@ pub fn kernel_coalesces() -> bool {
     let Ok(socket) = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)) else {
         return false;
     };
-    set_udp_option(&socket, UDP_SEGMENT, 0).is_ok() && set_udp_option(&socket, UDP_GRO, 1).is_ok()
-}
-
-fn set_udp_option(socket: &Socket, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_UDP,
-            option,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    setsockopt(&socket, sockopt::UdpGsoSegment, &0).is_ok()
+        && setsockopt(&socket, sockopt::UdpGroSegment, &true).is_ok()
 }
 
 /// Whether GSO/GRO can carry datagrams of `size` bytes: two must fit in one.
@@ -556,23 +542,13 @@ fn set_buffer(socket: &Socket, recv: bool, bytes: usize) -> io::Result<()> {
     if bytes == 0 {
         return Ok(());
     }
-    let force = if recv {
-        libc::SO_RCVBUFFORCE
+    let bytes = bytes.min(i32::MAX as usize);
+    let forced = if recv {
+        setsockopt(socket, sockopt::RcvBufForce, &bytes)
     } else {
-        libc::SO_SNDBUFFORCE
+        setsockopt(socket, sockopt::SndBufForce, &bytes)
     };
-    let value = bytes.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live c_int.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            force,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
+    if forced.is_ok() {
         return Ok(());
     }
     if recv {
@@ -642,24 +618,21 @@ pub fn socket_drops(fd: RawFd) -> Option<u64> {
     (rc == 0 && len as usize >= (drops + 1) * 4).then(|| u64::from(info[drops]))
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec to a valid pointer.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+fn clock_ns(clock: ClockId) -> u64 {
+    // These clocks always exist on Linux; a failure reads as 0.
+    clock_gettime(clock).map_or(0, |ts| {
+        ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+    })
 }
 
 /// Monotonic clock in nanoseconds: what requests carry as `t_send`.
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    clock_ns(ClockId::CLOCK_MONOTONIC)
 }
 
 /// CPU time this thread has used, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    clock_ns(ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
 
 #[cfg(test)]
@@ -667,6 +640,7 @@ mod tests {
     use super::*;
     use crate::wire::Header;
     use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
 
     fn bound(socket: &UdpSocket) -> SocketAddrV4 {
         match socket.local_addr().unwrap() {

@@ -34,10 +34,10 @@ use super::clock::{ARMED_TIMEOUT, RunClock, Start};
 use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
 use super::pacing::Pacer;
 use super::plan::{AgentPlan, FlowSpec};
-use super::rtt::FlowRtt;
 use super::sequence::{self, Arrival, SeqWindow};
 use super::slots::{self, RxSlot, TX_SLOTS};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
+use crate::report::rtt::FlowRtt;
 use crate::units::wall_now;
 use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 

@@ -31,6 +31,7 @@
 
 pub mod read;
 pub mod row;
+pub mod rtt;
 
 pub use row::{Dir, ReportRow};
 

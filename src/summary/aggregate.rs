@@ -25,9 +25,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use super::span::{self, Mark, Span, Timeline};
-use crate::agent::rtt::MergedRtt;
 use crate::error::Result;
 use crate::report::read::{Kind, RowView, for_each_row, report_files};
+use crate::report::rtt::MergedRtt;
 use crate::report::{Column, Phase};
 
 /// A mean over the non-blank cells of a column.
