@@ -44,10 +44,6 @@ impl Pacer {
         }
     }
 
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
     /// Whole packets that may be sent at `now`, at most `max` (0 until a
     /// batch's worth has accrued); they are taken from the bucket only when
     /// [`spend`](Self::spend) says they were sent.

@@ -39,6 +39,7 @@ struct TxRow {
     pkts: u64,
     rep_pkts: u64,
     late: u64,
+    send_errors: u64,
 }
 
 /// One rx row in the making.
@@ -182,6 +183,7 @@ impl Reporter {
                 row.pkts += f.counts.sent;
                 row.rep_pkts += f.counts.replies;
                 row.late += f.counts.late;
+                row.send_errors += f.counts.send_errors;
                 row.rtt_sum_ns += f.counts.rtt_sum_ns;
                 row.rtt_count += f.counts.rtt_count;
                 row.rtt.add(&f.rtt);
@@ -227,6 +229,7 @@ impl Reporter {
             r.pkts = Some(row.pkts);
             r.rep_pkts = Some(row.rep_pkts);
             r.late_pkts = Some(row.late);
+            r.send_errors = Some(row.send_errors);
             r.write_csv(&mut out);
             total.pps += row.pps;
             total.mbps += row.mbps;
@@ -237,6 +240,7 @@ impl Reporter {
             total.pkts += row.pkts;
             total.rep_pkts += row.rep_pkts;
             total.late += row.late;
+            total.send_errors += row.send_errors;
             host_rtt.merge(&row.rtt);
         }
         let mut serving = 0.0;
@@ -288,6 +292,7 @@ impl Reporter {
             r.pkts = Some(total.pkts);
             r.rep_pkts = Some(total.rep_pkts);
             r.late_pkts = Some(total.late);
+            r.send_errors = Some(total.send_errors);
             r.phase = Some(phase.as_str());
             r.req_drops = Some(drops.requests);
             r.rep_drops = Some(drops.replies);
@@ -324,6 +329,9 @@ impl Reporter {
             }
             if stray > 0 {
                 line.push_str(&format!(" stray={stray}"));
+            }
+            if total.send_errors > 0 {
+                line.push_str(&format!(" send_errors={}", total.send_errors));
             }
             if drops.requests + drops.replies > 0 {
                 line.push_str(&format!(" dropped_here={}", drops.requests + drops.replies));

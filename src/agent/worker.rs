@@ -85,6 +85,8 @@ struct Flow {
     draining: bool,
     /// The socket's drop counter at the last interval's close.
     drops_seen: u64,
+    /// A refused send was logged already (once per flow is enough).
+    said_refused: bool,
 }
 
 impl Flow {
@@ -402,6 +404,7 @@ impl Worker {
                 first_interval: self.number,
                 draining: false,
                 drops_seen,
+                said_refused: false,
             });
         }
         Ok(())
@@ -597,7 +600,8 @@ impl Worker {
                 }
                 None => MAX_SENDS_PER_PASS,
             };
-            let sent = send_requests(
+            let gso = flow.gso;
+            let (sent, refused) = send_requests(
                 flow,
                 tx,
                 number,
@@ -608,6 +612,23 @@ impl Worker {
                 tx_size,
                 rx_size,
             );
+            // Said once, off the hot path: what an operator needs to know.
+            let peer = &self.plan.matrix.hosts()[flow.spec.peer as usize].name;
+            if gso && !flow.gso {
+                warn!(
+                    "mx agent: worker {}: the route to {peer} refused UDP GSO: one datagram per trip to it from now on",
+                    self.id
+                );
+            }
+            if let Some(e) = refused
+                && !flow.said_refused
+            {
+                flow.said_refused = true;
+                warn!(
+                    "mx agent: worker {}: the kernel refused requests to {peer} ({e}): counted in send_errors, never as sent",
+                    self.id
+                );
+            }
             match flow.pacer.as_mut() {
                 Some(pacer) => {
                     pacer.spend(sent);
@@ -811,7 +832,8 @@ impl Replies {
 
     /// Sends the queued replies and counts those the kernel took; the rest
     /// (a full send buffer) are lost here, and show as fewer replies sent
-    /// than requests arrived.
+    /// than requests arrived. A route that refuses GSO turns it off for the
+    /// responder, and says so once.
     fn flush(
         &mut self,
         fd: RawFd,
@@ -819,7 +841,11 @@ impl Replies {
         padding: &[u8],
         rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
     ) {
+        let gso = self.gso;
         batch.send(fd, padding, &mut self.gso);
+        if gso && !self.gso {
+            warn!("mx agent: a route refused UDP GSO for replies: one reply per trip from now on");
+        }
         for i in (0..batch.len()).filter(|&i| batch.was_sent(i)) {
             if let Some(slot) = self.slots[i] {
                 let counts = &mut rx[slot][self.peers[i] as usize];
@@ -833,9 +859,9 @@ impl Replies {
 
 /// Sends up to `allowed` requests on `flow`, a batch per sendmmsg, counted in
 /// slot `tx` and tagged with interval `number`; returns how many were offered
-/// to the kernel (taken, or refused and counted as send errors): what the
-/// pacer spends. Every request of a batch carries the clock read just before
-/// the call that sends it.
+/// to the kernel (taken, or refused and counted as send errors: what the
+/// pacer spends), and the first refusal. Every request of a batch carries the
+/// clock read just before the call that sends it.
 #[allow(clippy::too_many_arguments)]
 fn send_requests(
     flow: &mut Flow,
@@ -847,10 +873,11 @@ fn send_requests(
     me: u16,
     tx_size: u32,
     rx_size: u32,
-) -> usize {
+) -> (usize, Option<std::io::Error>) {
     let fd = flow.socket.as_raw_fd();
     let counts = &mut flow.slots[tx].counts;
     let mut sent = 0;
+    let mut refused = None;
     while sent < allowed {
         let k = (allowed - sent).min(BATCH);
         batch.clear();
@@ -860,7 +887,10 @@ fn send_requests(
                 .in_interval(number);
             batch.push(tx_size as usize, None, |h| header.encode(h));
         }
-        let outcome = batch.send(fd, padding, &mut flow.gso);
+        let mut outcome = batch.send(fd, padding, &mut flow.gso);
+        if refused.is_none() {
+            refused = outcome.error.take();
+        }
         // A refused request used its sequence number and its pacing token
         // (retrying it at once would burst), but it never left: not sent.
         counts.send_errors += (outcome.tried - outcome.sent) as u64;
@@ -872,5 +902,5 @@ fn send_requests(
             break;
         }
     }
-    sent
+    (sent, refused)
 }

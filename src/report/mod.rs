@@ -3,7 +3,9 @@
 //! The original's 30 columns in its order and formats (facts.md 3.9), then ours,
 //! appended so that readers of the original format keep working (design.md):
 //!
-//! - `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`;
+//! - `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`; `send_errors` (tx and
+//!   host rows): requests the kernel refused to send (a firewall's EPERM, an
+//!   unreachable route), never counted as sent;
 //! - `pkts, rep_pkts`: the interval's counts behind `pps` and `rep_pps` (tx:
 //!   requests sent and the replies to them; rx: requests arrived and replies
 //!   sent; host: the tx totals), so that every ratio is taken over the same
@@ -147,6 +149,7 @@ columns! {
     OooPkts = "ooo_pkts",
     RttP999Us = "rtt_p999_us",
     StrayPkts = "stray_pkts",
+    SendErrors = "send_errors",
     Pkts = "pkts",
     RepPkts = "rep_pkts",
     LatePkts = "late_pkts",

@@ -51,6 +51,7 @@ pub struct ReportRow {
     pub ooo_pkts: Option<u64>,
     pub rtt_p999_us: Option<f64>,
     pub stray_pkts: Option<u64>,
+    pub send_errors: Option<u64>,
     pub pkts: Option<u64>,
     pub rep_pkts: Option<u64>,
     pub late_pkts: Option<u64>,
@@ -134,6 +135,7 @@ impl ReportRow {
             C::OooPkts => int(out, self.ooo_pkts),
             C::RttP999Us => fixed(out, self.rtt_p999_us, 0),
             C::StrayPkts => int(out, self.stray_pkts),
+            C::SendErrors => int(out, self.send_errors),
             C::Pkts => int(out, self.pkts),
             C::RepPkts => int(out, self.rep_pkts),
             C::LatePkts => int(out, self.late_pkts),
@@ -192,13 +194,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,1000,999,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 47);
+        assert_eq!(header_line().trim_end().split(',').count(), 48);
     }
 
     #[test]

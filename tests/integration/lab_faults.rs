@@ -528,3 +528,38 @@ fn agent_lab_reordered_requests_are_counted_out_of_order() {
     assert_eq!(sum(&report_rows(&sb, "h1", "rx", "h2"), "ooo_pkts"), 0.0);
     assert_eq!(sum(&h2_from_h1, "dup_pkts"), 0.0);
 }
+
+#[test]
+fn agent_lab_requests_the_kernel_refuses_are_send_errors_and_logged_once() {
+    let Some(lab) = Lab::up(85, 2) else { return };
+    let sb = lab.controller("1000");
+    // h1's own firewall refuses its requests to h2: sendmmsg says EPERM.
+    lab.exec(
+        1,
+        &["nft", "-f", "-"],
+        &nft_chain("ip", "output", &format!("udp dport {PORT} drop")),
+    );
+    let start = lab.mx(&sb, &["start", "--interval", "1"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
+    let log = lab.mx(&sb, &["logs"]);
+    assert_eq!(log.code, 0, "{}", log.stdout);
+    assert_eq!(lab.mx(&sb, &["stop"]).code, 0);
+    assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
+    let rows = report_rows(&sb, "h1", "tx", "h2");
+    assert!(rows.len() >= 2, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["pkts"], "0", "nothing left: {r:?}");
+        let refused: f64 = r["send_errors"].parse().unwrap();
+        assert!((refused - 1000.0).abs() <= 20.0, "{r:?}");
+    }
+    assert!(sum(&report_rows(&sb, "h2", "tx", "h1"), "send_errors") == 0.0);
+    let text = sb.read("logs/h1.log");
+    assert_eq!(
+        text.matches("the kernel refused requests to h2 (Operation not permitted")
+            .count(),
+        1,
+        "{text}"
+    );
+}
