@@ -110,33 +110,20 @@ fn strip_fraction_zeros(text: &str) -> &str {
 
 /// Unix time `t` as this machine's local date and time: `YYYY-MM-DD HH:MM:SS`.
 pub fn local_date_time(t: f64) -> String {
-    let tm = local_tm(t);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+    local(t).format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 /// Unix time `t` as this machine's local time of day: `HH:MM:SS`.
 pub fn local_clock(t: f64) -> String {
-    let tm = local_tm(t);
-    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+    local(t).format("%H:%M:%S").to_string()
 }
 
-fn local_tm(t: f64) -> libc::tm {
-    let secs = t.floor() as libc::time_t;
-    // SAFETY: localtime_r reads one time_t and fills a caller-owned tm; an
-    // all-zero tm is a valid value to start from.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        libc::localtime_r(&secs, &mut tm);
-        tm
-    }
+fn local(t: f64) -> chrono::DateTime<chrono::Local> {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_opt(t.floor() as i64, 0)
+        .earliest()
+        .unwrap_or_else(|| chrono::Local.timestamp_opt(0, 0).unwrap())
 }
 
 /// Wall-clock seconds since the Unix epoch.
