@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::clock::{RunClock, phase_of};
 use super::counters::{Batch, RxCounts, SocketDrops};
 use super::cpu::CpuSampler;
-use super::host_counters::HostCounters;
+use super::host_counters::{HostCounters, HostDelta};
 use super::plan::AgentPlan;
 use crate::report::row::header_line;
 use crate::report::rtt::MergedRtt;
@@ -50,6 +50,33 @@ struct RxRow {
     rep_pps: f64,
     rep_mbps: f64,
     counts: RxCounts,
+}
+
+/// One tick's batches, merged: rows per peer, and what the host row sums.
+#[derive(Default)]
+struct Merged {
+    tx: BTreeMap<(String, String), TxRow>,
+    rx: BTreeMap<String, RxRow>,
+    stray: u64,
+    drops: SocketDrops,
+    behind_ns: u64,
+    busiest_worker: Option<f64>,
+    layer: Option<u32>,
+}
+
+/// The tx rows' totals, for the host row.
+#[derive(Default)]
+struct Totals {
+    sum: TxRow,
+    rtt: MergedRtt,
+    live_peers: usize,
+}
+
+/// Round-trip loss of a count: `None` when nothing was sent. Not clamped
+/// (facts.md 3.9), though with requests and replies counted in the same
+/// interval it cannot go below 0.
+fn loss_pct(sent: u64, back: u64) -> Option<f64> {
+    (sent > 0).then(|| 100.0 - back as f64 / sent as f64 * 100.0)
 }
 
 /// Rate per second and Mbit/s of payload for a count over `elapsed` seconds.
@@ -145,30 +172,54 @@ impl Reporter {
         {
             return None;
         }
-        let mut tx: BTreeMap<(String, String), TxRow> = BTreeMap::new();
-        let mut rx: BTreeMap<String, RxRow> = BTreeMap::new();
-        let mut host_rtt = MergedRtt::default();
-        let mut stray = 0;
-        let mut drops = SocketDrops::default();
-        let mut behind_ns = 0;
-        let mut busiest_worker: Option<f64> = None;
-        let mut layer = None;
+        let merged = self.merge(batches);
+        let mut out = String::new();
+        let totals = self.write_tx_rows(ts, &merged, &mut out);
+        let serving = self.write_rx_rows(ts, &merged, &mut out);
+        let cpu = self.cpu.sample();
+        let host = self.counters.sample();
+        let status = if complete {
+            let phase = phase_of(
+                tick,
+                self.interval,
+                self.clock.started_wall().unwrap_or(tick - self.interval),
+                self.clock.end_wall(),
+                !self.wrote_one,
+            );
+            self.wrote_one = true;
+            let row = self.host_row(ts, &merged, &totals, cpu, host, phase);
+            row.write_csv(&mut out);
+            self.status_line(&row, &merged, &totals, serving, phase)
+        } else {
+            format!(
+                "ts={ts} partial interval: {} of {} workers reported -- per-peer rows written, host totals skipped",
+                batches.len(),
+                self.workers
+            )
+        };
+        self.append(ts, out.as_bytes());
+        Some(status)
+    }
+
+    /// The workers' batches of one tick, merged per peer (and layer).
+    fn merge(&self, batches: &[Batch]) -> Merged {
+        let mut m = Merged::default();
         for batch in batches {
             let elapsed = batch.elapsed;
-            stray += batch.stray;
-            drops.requests += batch.drops.requests;
-            drops.replies += batch.drops.replies;
-            behind_ns = behind_ns.max(batch.behind_ns);
-            layer = layer.or(batch.layer);
-            busiest_worker = Some(
-                busiest_worker
+            m.stray += batch.stray;
+            m.drops.requests += batch.drops.requests;
+            m.drops.replies += batch.drops.replies;
+            m.behind_ns = m.behind_ns.max(batch.behind_ns);
+            m.layer = m.layer.or(batch.layer);
+            m.busiest_worker = Some(
+                m.busiest_worker
                     .unwrap_or(0.0)
                     .max(batch.cpu / elapsed * 100.0),
             );
             for f in &batch.flows {
                 let layer_text = f.layer.map_or(String::new(), |l| l.to_string());
                 let key = (self.names[f.peer as usize].clone(), layer_text);
-                let row = tx.entry(key).or_default();
+                let row = m.tx.entry(key).or_default();
                 row.layer = f.layer;
                 match f.target {
                     Some(rate) => row.target += rate,
@@ -192,7 +243,7 @@ impl Reporter {
                 row.ooo += f.counts.ooo;
             }
             for (peer, counts) in &batch.rx {
-                let row = rx.entry(self.names[*peer as usize].clone()).or_default();
+                let row = m.rx.entry(self.names[*peer as usize].clone()).or_default();
                 let (pps, mbps) = rates(counts.requests, counts.request_bytes, elapsed);
                 let (rep_pps, rep_mbps) = rates(counts.replies, counts.reply_bytes, elapsed);
                 row.pps += pps;
@@ -202,19 +253,19 @@ impl Reporter {
                 row.counts.add(counts);
             }
         }
+        m
+    }
 
-        let mut out = String::new();
-        let mut total = TxRow::default();
-        let mut live_peers = 0;
-        for ((peer, _), row) in &tx {
+    /// One tx row per peer (and layer); returns their totals.
+    fn write_tx_rows(&self, ts: i64, m: &Merged, out: &mut String) -> Totals {
+        let mut t = Totals::default();
+        for ((peer, _), row) in &m.tx {
             let mut r = self.row(ts, Dir::Tx, peer);
             r.layer = row.layer;
-            live_peers += 1;
             r.target_pps = (!row.unpaced).then_some(row.target);
             r.pps = Some(row.pps);
             r.mbps = Some(row.mbps);
-            r.loss_pct =
-                (row.pkts > 0).then(|| 100.0 - row.rep_pkts as f64 / row.pkts as f64 * 100.0);
+            r.loss_pct = loss_pct(row.pkts, row.rep_pkts);
             r.rep_pps = Some(row.rep_pps);
             r.rep_mbps = Some(row.rep_mbps);
             if row.rtt_count > 0 {
@@ -230,21 +281,27 @@ impl Reporter {
             r.rep_pkts = Some(row.rep_pkts);
             r.late_pkts = Some(row.late);
             r.send_errors = Some(row.send_errors);
-            r.write_csv(&mut out);
-            total.pps += row.pps;
-            total.mbps += row.mbps;
-            total.target += row.target;
-            total.unpaced |= row.unpaced;
-            total.rep_pps += row.rep_pps;
-            total.rep_mbps += row.rep_mbps;
-            total.pkts += row.pkts;
-            total.rep_pkts += row.rep_pkts;
-            total.late += row.late;
-            total.send_errors += row.send_errors;
-            host_rtt.merge(&row.rtt);
+            r.write_csv(out);
+            t.live_peers += 1;
+            t.sum.pps += row.pps;
+            t.sum.mbps += row.mbps;
+            t.sum.target += row.target;
+            t.sum.unpaced |= row.unpaced;
+            t.sum.rep_pps += row.rep_pps;
+            t.sum.rep_mbps += row.rep_mbps;
+            t.sum.pkts += row.pkts;
+            t.sum.rep_pkts += row.rep_pkts;
+            t.sum.late += row.late;
+            t.sum.send_errors += row.send_errors;
+            t.rtt.merge(&row.rtt);
         }
+        t
+    }
+
+    /// One rx row per peer whose requests arrived; returns requests/s served.
+    fn write_rx_rows(&self, ts: i64, m: &Merged, out: &mut String) -> f64 {
         let mut serving = 0.0;
-        for (peer, row) in &rx {
+        for (peer, row) in &m.rx {
             let mut r = self.row(ts, Dir::Rx, peer);
             r.pps = Some(row.pps);
             r.mbps = Some(row.mbps);
@@ -255,100 +312,110 @@ impl Reporter {
             r.pkts = Some(row.counts.requests);
             r.rep_pkts = Some(row.counts.replies);
             r.late_pkts = Some(row.counts.late);
-            r.write_csv(&mut out);
+            r.write_csv(out);
             serving += row.pps;
         }
+        serving
+    }
 
-        let cpu = self.cpu.sample();
-        let host = self.counters.sample();
-        let status = if complete {
-            let phase = phase_of(
-                tick,
-                self.interval,
-                self.clock.started_wall().unwrap_or(tick - self.interval),
-                self.clock.end_wall(),
-                !self.wrote_one,
-            );
-            self.wrote_one = true;
-            let mut r = self.row(ts, Dir::Host, "*");
-            // Blank target: some flow is unpaced and nothing is paced.
-            r.target_pps = (!(total.unpaced && total.target == 0.0)).then_some(total.target);
-            r.pps = Some(total.pps);
-            r.mbps = Some(total.mbps);
-            r.rep_pps = Some(total.rep_pps);
-            r.rep_mbps = Some(total.rep_mbps);
-            r.loss_pct =
-                (total.pkts > 0).then(|| 100.0 - total.rep_pkts as f64 / total.pkts as f64 * 100.0);
-            r.rtt_p50_us = host_rtt.quantile_us(0.50);
-            r.rtt_p99_us = host_rtt.quantile_us(0.99);
-            r.rtt_p999_us = host_rtt.quantile_us(0.999);
-            r.rtt_hist = host_rtt.encode();
-            r.cpu_pct = cpu.map(|c| c.0);
-            r.cpu_max_pct = cpu.map(|c| c.1);
-            r.agent_cpu_pct = busiest_worker;
-            r.workers = Some(self.workers as u32);
-            r.layer = layer;
-            r.stray_pkts = Some(stray);
-            r.pkts = Some(total.pkts);
-            r.rep_pkts = Some(total.rep_pkts);
-            r.late_pkts = Some(total.late);
-            r.send_errors = Some(total.send_errors);
-            r.phase = Some(phase.as_str());
-            r.req_drops = Some(drops.requests);
-            r.rep_drops = Some(drops.replies);
-            r.udp_rcvbuf_errors = host.rcvbuf_errors;
-            r.udp_in_errors = host.in_errors;
-            r.udp_no_ports = host.no_ports;
-            r.nic_rx_drops = host.nic_rx_drops;
-            r.behind_ms = Some(behind_ns as f64 / 1e6);
-            r.throttled_ms = host.throttled_ms;
-            r.write_csv(&mut out);
-            let target = if total.unpaced {
-                "max".to_string()
-            } else {
-                units::pps(total.target)
-            };
-            let loss = r.loss_pct.unwrap_or(0.0).max(0.0);
-            let cpu_text = cpu.map_or("cpu=n/a".to_string(), |(b, c)| {
-                format!("cpu={b:.0}%(max {c:.0}%)")
-            });
-            let mut line = format!(
-                "ts={ts} tx={}/{target} rx={} serving={} loss={loss:.2}% rtt_p50={} rtt_p99={} {cpu_text} workers={} peers={live_peers}",
-                units::pps(total.pps),
-                units::pps(total.rep_pps),
-                units::pps(serving),
-                units::micros(r.rtt_p50_us),
-                units::micros(r.rtt_p99_us),
-                self.workers
-            );
-            if let Some(l) = layer {
-                line.push_str(&format!(" layer={l}"));
-            }
-            if let Some(w) = busiest_worker {
-                line.push_str(&format!(" busiest_worker={w:.0}% of a core"));
-            }
-            if stray > 0 {
-                line.push_str(&format!(" stray={stray}"));
-            }
-            if total.send_errors > 0 {
-                line.push_str(&format!(" send_errors={}", total.send_errors));
-            }
-            if drops.requests + drops.replies > 0 {
-                line.push_str(&format!(" dropped_here={}", drops.requests + drops.replies));
-            }
-            if phase != Phase::Steady {
-                line.push_str(&format!(" phase={}", phase.as_str()));
-            }
-            line
+    /// The host row: totals, CPU, phase, and the host's own counts.
+    fn host_row(
+        &self,
+        ts: i64,
+        m: &Merged,
+        t: &Totals,
+        cpu: Option<(f64, f64)>,
+        host: HostDelta,
+        phase: Phase,
+    ) -> ReportRow {
+        let sum = &t.sum;
+        let mut r = self.row(ts, Dir::Host, "*");
+        // Blank target: some flow is unpaced and nothing is paced.
+        r.target_pps = (!(sum.unpaced && sum.target == 0.0)).then_some(sum.target);
+        r.pps = Some(sum.pps);
+        r.mbps = Some(sum.mbps);
+        r.rep_pps = Some(sum.rep_pps);
+        r.rep_mbps = Some(sum.rep_mbps);
+        r.loss_pct = loss_pct(sum.pkts, sum.rep_pkts);
+        r.rtt_p50_us = t.rtt.quantile_us(0.50);
+        r.rtt_p99_us = t.rtt.quantile_us(0.99);
+        r.rtt_p999_us = t.rtt.quantile_us(0.999);
+        r.rtt_hist = t.rtt.encode();
+        r.cpu_pct = cpu.map(|c| c.0);
+        r.cpu_max_pct = cpu.map(|c| c.1);
+        r.agent_cpu_pct = m.busiest_worker;
+        r.workers = Some(self.workers as u32);
+        r.layer = m.layer;
+        r.stray_pkts = Some(m.stray);
+        r.pkts = Some(sum.pkts);
+        r.rep_pkts = Some(sum.rep_pkts);
+        r.late_pkts = Some(sum.late);
+        r.send_errors = Some(sum.send_errors);
+        r.phase = Some(phase.as_str());
+        r.req_drops = Some(m.drops.requests);
+        r.rep_drops = Some(m.drops.replies);
+        r.udp_rcvbuf_errors = host.rcvbuf_errors;
+        r.udp_in_errors = host.in_errors;
+        r.udp_no_ports = host.no_ports;
+        r.nic_rx_drops = host.nic_rx_drops;
+        r.behind_ms = Some(m.behind_ns as f64 / 1e6);
+        r.throttled_ms = host.throttled_ms;
+        r
+    }
+
+    /// The interval's status line (facts.md 3.13, and what we add to it).
+    fn status_line(
+        &self,
+        r: &ReportRow,
+        m: &Merged,
+        t: &Totals,
+        serving: f64,
+        phase: Phase,
+    ) -> String {
+        let sum = &t.sum;
+        let target = if sum.unpaced {
+            "max".to_string()
         } else {
-            format!(
-                "ts={ts} partial interval: {} of {} workers reported -- per-peer rows written, host totals skipped",
-                batches.len(),
-                self.workers
-            )
+            units::pps(sum.target)
         };
-        self.append(ts, out.as_bytes());
-        Some(status)
+        let loss = r.loss_pct.unwrap_or(0.0).max(0.0);
+        let cpu_text = match (r.cpu_pct, r.cpu_max_pct) {
+            (Some(b), Some(c)) => format!("cpu={b:.0}%(max {c:.0}%)"),
+            _ => "cpu=n/a".to_string(),
+        };
+        let mut line = format!(
+            "ts={} tx={}/{target} rx={} serving={} loss={loss:.2}% rtt_p50={} rtt_p99={} {cpu_text} workers={} peers={}",
+            r.ts,
+            units::pps(sum.pps),
+            units::pps(sum.rep_pps),
+            units::pps(serving),
+            units::micros(r.rtt_p50_us),
+            units::micros(r.rtt_p99_us),
+            self.workers,
+            t.live_peers
+        );
+        if let Some(l) = m.layer {
+            line.push_str(&format!(" layer={l}"));
+        }
+        if let Some(w) = m.busiest_worker {
+            line.push_str(&format!(" busiest_worker={w:.0}% of a core"));
+        }
+        if m.stray > 0 {
+            line.push_str(&format!(" stray={}", m.stray));
+        }
+        if sum.send_errors > 0 {
+            line.push_str(&format!(" send_errors={}", sum.send_errors));
+        }
+        if m.drops.requests + m.drops.replies > 0 {
+            line.push_str(&format!(
+                " dropped_here={}",
+                m.drops.requests + m.drops.replies
+            ));
+        }
+        if phase != Phase::Steady {
+            line.push_str(&format!(" phase={}", phase.as_str()));
+        }
+        line
     }
 
     /// A line for the log when writing the report failed or recovered.
