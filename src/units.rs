@@ -126,6 +126,18 @@ fn local(t: f64) -> chrono::DateTime<chrono::Local> {
         .unwrap_or_else(|| chrono::Local.timestamp_opt(0, 0).unwrap())
 }
 
+/// The median of `values` (the mean of the middle two for an even count);
+/// `None` for none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// Wall-clock seconds since the Unix epoch.
 pub fn wall_now() -> f64 {
     std::time::SystemTime::now()

@@ -31,19 +31,6 @@ fn worst_by(
         })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// Which leg a host's lost packets went missing on, from its flows' forward
 /// and return figures (known when the receivers reported).
 fn leg(flows: &[&FlowFigures], receiving: bool) -> &'static str {
@@ -88,7 +75,7 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures], losses: &[HostLoss]) -> Ve
             .filter(|f| f.host != host && f.peer != host)
             .map(|f| f.loss)
             .collect();
-        (!others.is_empty()).then(|| median(others))
+        crate::units::median(&others)
     };
     // Host -> (its flows on that side, the least loss among them, the typical
     // loss elsewhere), sick ones only.

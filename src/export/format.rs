@@ -1,0 +1,320 @@
+//! How an export is written: the viewer's results TSV, or NDJSON
+//! (`--json`), two implementations of one [`Format`] over the same samples.
+
+use std::fmt::Write as _;
+
+use super::overlays::Overlay;
+use super::{Export, Options, Sample, Value};
+use crate::units;
+
+/// `%.4g`, or `%.0f` where that would use an exponent (so 12345 stays 12345).
+pub fn value_text(v: f64) -> String {
+    let g = g4(v);
+    if g.contains('e') {
+        format!("{v:.0}")
+    } else {
+        g
+    }
+}
+
+/// C's `%.4g`.
+fn g4(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let sci = format!("{v:.3e}");
+    let exponent: i32 = sci
+        .split_once('e')
+        .map_or(0, |(_, e)| e.parse().unwrap_or(0));
+    if (-4..4).contains(&exponent) {
+        let fixed = format!("{:.*}", (3 - exponent).max(0) as usize, v);
+        if fixed.contains('.') {
+            fixed
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
+        } else {
+            fixed
+        }
+    } else {
+        sci
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS`, this machine's local time, of Unix seconds `ts`.
+pub fn local_time(ts: i64) -> String {
+    crate::units::local_date_time(ts as f64)
+}
+
+/// Up to 8 names, then how many more.
+pub fn few(names: &[&str]) -> String {
+    let mut s = names.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > 8 {
+        s.push_str(&format!(" (+{} more)", names.len() - 8));
+    }
+    s
+}
+
+/// A number for the header: whole values as integers (60, not 60.0).
+fn whole(v: f64) -> serde_json::Value {
+    if v.fract() == 0.0 && v.abs() < 9e15 {
+        (v as i64).into()
+    } else {
+        serde_json::json!(v)
+    }
+}
+
+/// What an export says about itself before its samples: the run, the window and
+/// the hosts that are missing. The TSV carries it as `#` comment lines (the
+/// viewer skips them); NDJSON as one object keyed `"!export"` (as overlays are
+/// keyed `"!test"`), so every line of `--json` output parses.
+pub struct Header<'a> {
+    pub hosts: usize,
+    pub window: f64,
+    pub samples: usize,
+    pub tx_size: u32,
+    pub rx_size: u32,
+    pub rotation: Option<crate::matrix::Rotation>,
+    /// Earliest and latest ts in the window.
+    pub from: i64,
+    pub to: i64,
+    pub nic_gbps: Option<f64>,
+    /// The line-utilization overlay's name, prefix included.
+    pub line_util: String,
+    pub silent: &'a [&'a str],
+    pub never: &'a [String],
+}
+
+impl Header<'_> {
+    fn window_text(&self) -> String {
+        if self.window > 0.0 {
+            format!("last {}s", units::g(self.window))
+        } else {
+            "whole history".to_string()
+        }
+    }
+
+    /// The `#` lines (facts.md 6).
+    fn tsv(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "# mx {} export -- {} host(s), {}, {} sample(s)",
+            env!("CARGO_PKG_VERSION"),
+            self.hosts,
+            self.window_text(),
+            self.samples
+        );
+        let layers = self.rotation.map_or(String::new(), |r| {
+            format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
+        });
+        let _ = writeln!(
+            t,
+            "# run shape: {} bytes out -> {} bytes back{layers}",
+            self.tx_size, self.rx_size
+        );
+        let _ = writeln!(
+            t,
+            "# window covers {} .. {}",
+            local_time(self.from),
+            local_time(self.to)
+        );
+        if let Some(g) = self.nic_gbps {
+            let _ = writeln!(
+                t,
+                "# NIC line rate {} Gb/s: {} included",
+                units::g(g),
+                self.line_util
+            );
+        }
+        if !self.silent.is_empty() {
+            let _ = writeln!(
+                t,
+                "# {} host(s) went quiet before the window: {}",
+                self.silent.len(),
+                few(self.silent)
+            );
+        }
+        if !self.never.is_empty() {
+            let _ = writeln!(
+                t,
+                "# {} host(s) in the matrix never reported at all: {}",
+                self.never.len(),
+                few(&self.never.iter().map(String::as_str).collect::<Vec<_>>())
+            );
+        }
+        t
+    }
+
+    /// One object, keys sorted like every line of the NDJSON:
+    /// `{"!export": "mx <version>", "dwell_s", "from", "from_ts", "hosts", "layers",
+    /// "never_reported", "nic_gbps", "rx_size", "samples", "silent", "to", "to_ts",
+    /// "tx_size", "window", "window_s"}`; the optional keys only when they apply, the
+    /// host lists whole.
+    fn json(&self) -> serde_json::Value {
+        use serde_json::{Value, json};
+        let mut obj = serde_json::Map::new();
+        let mut put = |k: &str, v: Value| {
+            obj.insert(k.to_string(), v);
+        };
+        put(
+            "!export",
+            format!("mx {}", env!("CARGO_PKG_VERSION")).into(),
+        );
+        put("hosts", self.hosts.into());
+        put("samples", self.samples.into());
+        put("window", self.window_text().into());
+        put("window_s", whole(self.window.max(0.0)));
+        put("from", local_time(self.from).into());
+        put("to", local_time(self.to).into());
+        put("from_ts", self.from.into());
+        put("to_ts", self.to.into());
+        put("tx_size", self.tx_size.into());
+        put("rx_size", self.rx_size.into());
+        if let Some(r) = self.rotation {
+            put("layers", r.layers.into());
+            put("dwell_s", whole(r.dwell));
+        }
+        if let Some(g) = self.nic_gbps {
+            put("nic_gbps", whole(g));
+        }
+        if !self.silent.is_empty() {
+            put("silent", json!(self.silent));
+        }
+        if !self.never.is_empty() {
+            put("never_reported", json!(self.never));
+        }
+        Value::Object(obj)
+    }
+}
+
+/// One way of writing an export: its header, one line per overlay (unless
+/// `--no-meta`), then one line per sample.
+pub trait Format {
+    fn header(&mut self, header: &Header<'_>);
+    /// An overlay's description: its name and meta (`key`, `value`) pairs.
+    fn overlay(&mut self, name: &str, meta: &[(&'static str, String)]);
+    fn sample(&mut self, name: &str, sample: &Sample, value: &str);
+    fn finish(self: Box<Self>) -> String;
+}
+
+/// The viewer's results TSV: `#` header lines, `!test` lines, samples.
+#[derive(Default)]
+pub struct Tsv(String);
+
+impl Format for Tsv {
+    fn header(&mut self, header: &Header<'_>) {
+        self.0.push_str(&header.tsv());
+    }
+
+    fn overlay(&mut self, name: &str, meta: &[(&'static str, String)]) {
+        let meta: Vec<String> = meta.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(self.0, "!test\t{name}\t{}", meta.join(" "));
+    }
+
+    fn sample(&mut self, name: &str, s: &Sample, value: &str) {
+        let _ = write!(self.0, "{name}\t{}\t{value}", s.target);
+        for (k, v) in &s.extras {
+            let _ = write!(self.0, "\t{k}={v}");
+        }
+        self.0.push('\n');
+    }
+
+    fn finish(self: Box<Self>) -> String {
+        self.0
+    }
+}
+
+/// NDJSON: every line one JSON object, keys sorted; the header keyed
+/// `"!export"`, overlays `"!test"`.
+#[derive(Default)]
+pub struct Ndjson(String);
+
+impl Format for Ndjson {
+    fn header(&mut self, header: &Header<'_>) {
+        let _ = writeln!(self.0, "{}", header.json());
+    }
+
+    fn overlay(&mut self, name: &str, meta: &[(&'static str, String)]) {
+        let mut obj = serde_json::Map::new();
+        obj.insert("!test".into(), name.into());
+        for (k, v) in meta {
+            obj.insert((*k).into(), v.trim_matches('"').to_string().into());
+        }
+        let _ = writeln!(self.0, "{}", serde_json::Value::Object(obj));
+    }
+
+    fn sample(&mut self, name: &str, s: &Sample, value: &str) {
+        let mut obj = serde_json::Map::new();
+        if !s.extras.is_empty() {
+            let meta: serde_json::Map<String, serde_json::Value> = s
+                .extras
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone().into()))
+                .collect();
+            obj.insert("meta".into(), meta.into());
+        }
+        obj.insert("target".into(), s.target.clone().into());
+        obj.insert("test".into(), name.into());
+        let json_value = match value.parse::<f64>() {
+            Ok(n) => serde_json::Number::from_f64(n)
+                .map_or(value.to_string().into(), serde_json::Value::Number),
+            Err(_) => value.to_string().into(),
+        };
+        obj.insert("value".into(), json_value);
+        let _ = writeln!(self.0, "{}", serde_json::Value::Object(obj));
+    }
+
+    fn finish(self: Box<Self>) -> String {
+        self.0
+    }
+}
+
+/// The whole export in `format`.
+pub fn render(export: &Export, opts: &Options, mut format: Box<dyn Format>) -> String {
+    let silent: Vec<&str> = export.silent.iter().map(String::as_str).collect();
+    format.header(&export.header(opts, &silent));
+    let nic = opts.nic_gbps.map(units::g);
+    let test_name = |o: &Overlay| format!("{}{}", opts.test_prefix, o.name);
+    if !opts.no_meta {
+        // One description per overlay, in order of first sample.
+        let mut seen: Vec<Overlay> = Vec::new();
+        for s in &export.samples {
+            if !seen.contains(&s.overlay) {
+                seen.push(s.overlay);
+            }
+        }
+        for o in &seen {
+            let pin = (o.name == "request_gbps" || o.name == "egress_gbps")
+                .then(|| nic.clone())
+                .flatten();
+            format.overlay(
+                &test_name(o),
+                &o.meta(pin.as_deref(), export.fold && o.name == "pps"),
+            );
+        }
+    }
+    for s in &export.samples {
+        let value = match s.value {
+            Value::Number(v) => value_text(v),
+            Value::Text(text) => text.to_string(),
+        };
+        format.sample(&test_name(&s.overlay), s, &value);
+    }
+    format.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_as_percent_4g_or_whole_numbers() {
+        assert_eq!(value_text(1998400.0), "1998400");
+        assert_eq!(value_text(0.36), "0.36");
+        assert_eq!(value_text(12.3456), "12.35");
+        assert_eq!(value_text(100.0), "100");
+        assert_eq!(value_text(0.00001), "0");
+        assert_eq!(value_text(2.0 / 3.0), "0.6667");
+    }
+}

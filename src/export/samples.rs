@@ -1,0 +1,235 @@
+//! The samples of an export: per host (the summary's figures), per host per
+//! interval (`--raw`), per flow (`--peers`), and each host's state.
+
+use std::path::Path;
+
+use super::overlays::{self, Overlay};
+use super::{Options, Sample, Value};
+use crate::error::Result;
+use crate::report::Column;
+use crate::report::read::{Kind, for_each_row, report_files};
+use crate::summary::aggregate::ReportSet;
+use crate::summary::figures::{Context, FlowFigures, HostFigures};
+use crate::units::wire_bits;
+
+pub struct Builder<'a> {
+    pub samples: Vec<Sample>,
+    pub target_of: &'a dyn Fn(&str) -> String,
+    pub run: Option<&'a str>,
+}
+
+impl Builder<'_> {
+    pub fn push(
+        &mut self,
+        overlay: Overlay,
+        host: &str,
+        value: Option<f64>,
+        mut extras: Vec<(&'static str, String)>,
+    ) {
+        let Some(v) = value.filter(|v| v.is_finite()) else {
+            return;
+        };
+        if let Some(run) = self.run {
+            extras.push(("run", run.to_string()));
+        }
+        self.samples.push(Sample {
+            overlay,
+            target: (self.target_of)(host),
+            value: Value::Number(v),
+            extras,
+        });
+    }
+
+    pub fn state(&mut self, host: &str, state: &'static str) {
+        let mut extras = Vec::new();
+        if let Some(run) = self.run {
+            extras.push(("run", run.to_string()));
+        }
+        self.samples.push(Sample {
+            overlay: overlays::STATE,
+            target: (self.target_of)(host),
+            value: Value::Text(state),
+            extras,
+        });
+    }
+}
+
+/// A host's own overlays: the summary's per-host figures (facts.md 6).
+pub fn host_samples(
+    b: &mut Builder<'_>,
+    set: &ReportSet,
+    ctx: &Context,
+    opts: &Options,
+    hosts: &[HostFigures],
+    fold: bool,
+) {
+    // Exact where every host's reports carry histograms; else each host's
+    // worst flow's worst interval, and labelled so.
+    let exact_rtt = hosts.iter().all(|h| h.rtt_exact || h.rtt_p99.is_none());
+    let (p50, p99) = if exact_rtt {
+        (overlays::RTT_P50, overlays::RTT_P99)
+    } else {
+        (overlays::RTT_P50_WORST, overlays::RTT_P99_WORST)
+    };
+    let senders: Vec<f64> = hosts.iter().map(|h| h.sent).filter(|&s| s > 0.0).collect();
+    let median = crate::units::median(&senders);
+    let nic_bits = opts.nic_gbps.map(|g| g * 1e9);
+    for h in hosts {
+        let name = set.name(h.id);
+        let own = set.hosts.get(&h.id);
+        if !opts.raw {
+            if !fold {
+                b.push(overlays::PPS_O, name, Some(h.sent), vec![]);
+            }
+            b.push(overlays::REP_PPS, name, Some(h.back), vec![]);
+            if !fold && h.sent > 0.0 {
+                b.push(overlays::LOSS, name, Some(h.loss), vec![]);
+            }
+            if h.target > 0.0 {
+                b.push(
+                    overlays::ACHIEVED,
+                    name,
+                    Some(h.sent / h.target * 100.0),
+                    vec![],
+                );
+            }
+            b.push(
+                overlays::RTT_AVG,
+                name,
+                h.rtt_avg.filter(|&v| v > 0.0),
+                vec![],
+            );
+            b.push(p50, name, h.rtt_p50.filter(|&v| v > 0.0), vec![]);
+            if !fold {
+                b.push(p99, name, h.rtt_p99.filter(|&v| v > 0.0), vec![]);
+            }
+            b.push(
+                overlays::RTT_MAX,
+                name,
+                h.rtt_max.filter(|&v| v > 0.0),
+                vec![],
+            );
+            b.push(overlays::CPU, name, own.and_then(|o| o.cpu.get()), vec![]);
+            b.push(
+                overlays::CPU_CORE,
+                name,
+                own.and_then(|o| o.cpu_core.get()),
+                vec![],
+            );
+            b.push(
+                overlays::AGENT_CPU,
+                name,
+                own.and_then(|o| o.agent_cpu.get()),
+                vec![],
+            );
+        }
+        if h.sent > 0.0 {
+            let gbps = wire_bits(h.sent, ctx.tx_size) / 1e9;
+            b.push(overlays::REQUEST_GBPS, name, Some(gbps), vec![]);
+        }
+        if senders.len() >= 2 {
+            b.push(
+                overlays::REL_MEDIAN,
+                name,
+                median.map(|m| h.sent / m * 100.0),
+                vec![],
+            );
+        }
+        if h.has_rx {
+            b.push(overlays::SERVED_PPS, name, Some(h.serving), vec![]);
+            b.push(
+                overlays::EGRESS_GBPS,
+                name,
+                Some(h.egress_bits / 1e9),
+                vec![],
+            );
+            if let Some(nic) = nic_bits {
+                b.push(
+                    overlays::LINE_UTIL,
+                    name,
+                    Some(h.egress_bits / nic * 100.0),
+                    vec![],
+                );
+            }
+        }
+        b.push(overlays::FORWARD_LOSS, name, h.forward_loss(), vec![]);
+        b.push(overlays::RETURN_LOSS, name, h.return_loss(), vec![]);
+        if ctx.layered
+            && let Some(m) = &ctx.matrix
+        {
+            let covered = set.coverage.keys().filter(|(src, _)| *src == h.id).count();
+            let others = m.host_count().saturating_sub(1).max(1);
+            let pct = covered as f64 / others as f64 * 100.0;
+            b.push(overlays::COVERAGE, name, Some(pct), vec![]);
+        }
+        b.push(overlays::PEERS, name, Some(h.peers as f64), vec![]);
+        b.push(overlays::INTERVALS, name, Some(h.nticks as f64), vec![]);
+        b.push(overlays::WORKERS, name, h.workers.map(f64::from), vec![]);
+    }
+}
+
+/// `--raw`: every windowed host row's own figures, tagged `ts=`.
+pub fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<()> {
+    for file in report_files(dir)? {
+        for_each_row(&file, |row| {
+            if row.kind() != Kind::Host || !set.span.contains(row.ts) {
+                return;
+            }
+            let host = row.host().to_string();
+            let ts = vec![("ts", row.ts.to_string())];
+            for (overlay, column) in [
+                (overlays::PPS_O, Column::Pps),
+                (overlays::REP_PPS, Column::RepPps),
+                (overlays::LOSS, Column::LossPct),
+                (overlays::RTT_P50, Column::RttP50Us),
+                (overlays::RTT_P99, Column::RttP99Us),
+                (overlays::CPU, Column::CpuPct),
+                (overlays::CPU_CORE, Column::CpuMaxPct),
+                (overlays::AGENT_CPU, Column::AgentCpuPct),
+            ] {
+                let value = row.num(column).map(|v| {
+                    if column == Column::LossPct {
+                        v.max(0.0)
+                    } else {
+                        v
+                    }
+                });
+                b.push(overlay, &host, value, ts.clone());
+            }
+            if let (Some(pps), Some(target)) = (row.num(Column::Pps), row.num(Column::TargetPps))
+                && target != 0.0
+            {
+                b.push(
+                    overlays::ACHIEVED,
+                    &host,
+                    Some(pps / target * 100.0),
+                    ts.clone(),
+                );
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// `--peers`: one sample per flow, tagged `peer=` (and `layer=`).
+pub fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, flows: &[FlowFigures], fold: bool) {
+    let (pps, loss, p99) = if fold {
+        (overlays::PPS_O, overlays::LOSS, overlays::RTT_P99_FLOWS)
+    } else {
+        (
+            overlays::PEER_PPS,
+            overlays::PEER_LOSS,
+            overlays::PEER_RTT_P99,
+        )
+    };
+    for f in flows {
+        let host = set.name(f.host).to_string();
+        let mut extras = vec![("peer", (b.target_of)(set.name(f.peer)))];
+        if let Some(layer) = f.layer {
+            extras.push(("layer", layer.to_string()));
+        }
+        b.push(pps, &host, Some(f.sent), extras.clone());
+        b.push(loss, &host, Some(f.loss), extras.clone());
+        b.push(p99, &host, f.p99.filter(|&v| v > 0.0), extras);
+    }
+}
