@@ -552,12 +552,9 @@ fn step_wall_clock(seconds: i64) {
 }
 
 #[test]
+#[ignore = "needs root (CI runs it: --run-ignored all)"]
 fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: stepping the wall clock needs root; CI runs as root");
-        return;
-    }
+    crate::util::require_root("stepping the wall clock");
     let (text, matrix) = layered_matrix(34, "1000");
     let schedule = Schedule::new(&matrix);
     let mut fleet = Fleet::new(&text);
@@ -647,12 +644,9 @@ impl Drop for SmallDisk {
 }
 
 #[test]
+#[ignore = "needs root (CI runs it: --run-ignored all)"]
 fn agent_a_full_disk_holds_the_report_and_loses_nothing_when_space_returns() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: mounting a small disk needs root; CI runs as root");
-        return;
-    }
+    crate::util::require_root("mounting a small disk");
     let net = 35;
     let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
     std::fs::create_dir_all(fleet.dir("h1")).unwrap();

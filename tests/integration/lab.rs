@@ -1,7 +1,7 @@
 //! The fleet over real OpenSSH: hosts are network namespaces with their own
 //! sshd, /var/tmp, hostname and PID namespace, built by tests/lab/lab.sh.
-//! Needs root; without it each test says it was skipped, and why (CI runs as
-//! root and runs them).
+//! Needs root: each test is `#[ignore]`d (listed as skipped by a plain run);
+//! `cargo nextest run --run-ignored all` runs them, as CI does, as root.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,15 +19,11 @@ fn lab_script() -> PathBuf {
 }
 
 impl Lab {
-    /// Builds a lab of `hosts` hosts on 198.18.<net>.0/24, or says why not.
-    pub fn up(net: u8, hosts: usize) -> Option<Lab> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!(
-                "SKIPPED: the lab needs root (network namespaces, one sshd per host); CI runs it as root"
-            );
-            return None;
-        }
+    /// Builds a lab of `hosts` hosts on 198.18.<net>.0/24. Needs root: the
+    /// tests that build one are `#[ignore]`d, and run with `--run-ignored all`
+    /// (as CI does, as root); run so without root, they fail, saying why.
+    pub fn up(net: u8, hosts: usize) -> Lab {
+        crate::util::require_root("the lab (network namespaces, one sshd per host)");
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "the lab needs Debian's openssh-server (.ci/run installs it)"
@@ -45,7 +41,7 @@ impl Lab {
             "lab up: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        Some(lab)
+        lab
     }
 
     /// MX_SSH and MX_SCP for this lab.
@@ -157,8 +153,9 @@ impl Drop for Lab {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
-    let Some(lab) = Lab::up(71, 4) else { return };
+    let lab = Lab::up(71, 4);
     let sb = lab.controller("1000");
     let start = lab.mx(&sb, &["start", "--interval", "1"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
@@ -214,8 +211,9 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_an_unreachable_host_gets_its_own_line_and_exit_1() {
-    let Some(lab) = Lab::up(72, 3) else { return };
+    let lab = Lab::up(72, 3);
     let sb = lab.controller("500");
     lab.cut(2);
     let status = lab.mx(&sb, &["status"]);
@@ -255,8 +253,9 @@ fn agent_lab_an_unreachable_host_gets_its_own_line_and_exit_1() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_dry_run_touches_nothing() {
-    let Some(lab) = Lab::up(73, 2) else { return };
+    let lab = Lab::up(73, 2);
     let sb = lab.controller("500");
     for cmd in [&["start"][..], &["stop"], &["clean"], &["status"]] {
         let run = lab.mx(&sb, &[cmd, &["--dry-run"][..]].concat());
@@ -312,8 +311,9 @@ fn counters(net: u8, i: usize, dev: &str) -> (u64, u64) {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_bind_moves_the_traffic_to_the_data_nic() {
-    let Some(lab) = Lab::up(74, 3) else { return };
+    let lab = Lab::up(74, 3);
     let sb = lab.controller("5000");
     // A pattern only h1 has: refused before anything starts, naming the others.
     let run = lab.mx(&sb, &["start", "--bind", "198.19.74.1"]);
@@ -362,8 +362,9 @@ fn agent_lab_bind_moves_the_traffic_to_the_data_nic() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_reload_restarts_only_what_the_edit_changed() {
-    let Some(lab) = Lab::up(75, 3) else { return };
+    let lab = Lab::up(75, 3);
     let sb = lab.controller("1000");
     assert_eq!(
         lab.mx(&sb, &["start", "--interval", "1", "--streams", "2"])
@@ -444,8 +445,9 @@ fn agent_lab_reload_restarts_only_what_the_edit_changed() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_doctor_checks_ssh_architecture_and_fd_limits() {
-    let Some(lab) = Lab::up(76, 2) else { return };
+    let lab = Lab::up(76, 2);
     let sb = lab.controller("1000");
     let run = lab.mx(&sb, &["doctor"]);
     assert_eq!(run.code, 0, "{}", run.stdout);
@@ -467,8 +469,9 @@ fn agent_lab_doctor_checks_ssh_architecture_and_fd_limits() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_hostile_names_and_dirs_cross_real_ssh_quoted() {
-    let Some(lab) = Lab::up(77, 2) else { return };
+    let lab = Lab::up(77, 2);
     let sb = Sandbox::new();
     // Names and a remote dir that would run commands on the host if a login
     // shell ever saw them unquoted.

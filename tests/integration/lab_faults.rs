@@ -161,8 +161,9 @@ fn others_clean(cells: &BTreeMap<(String, String), f64>, host: &str, limit: f64)
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_5_percent_dropped_into_a_host_is_its_forward_leg() {
-    let Some(lab) = Lab::up(78, 3) else { return };
+    let lab = Lab::up(78, 3);
     let sb = lab.controller("5000");
     // Requests entering h2 (to the agents' port): 5% dropped.
     lab.exec(
@@ -222,8 +223,9 @@ impl Drop for BridgeRule {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_5_percent_dropped_leaving_a_host_is_its_return_leg() {
-    let Some(lab) = Lab::up(79, 3) else { return };
+    let lab = Lab::up(79, 3);
     let sb = lab.controller("5000");
     // Replies leaving h2 (from the agents' port) are dropped by the switch,
     // 5% of them. (Dropped by h2's own output hook instead, each drop would
@@ -257,8 +259,9 @@ fn agent_lab_5_percent_dropped_leaving_a_host_is_its_return_leg() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_a_rate_capped_host_is_named_the_bottleneck() {
-    let Some(lab) = Lab::up(80, 3) else { return };
+    let lab = Lab::up(80, 3);
     let sb = lab.controller("5000");
     // The traffic rides eth1 (--bind), ssh stays on eth0. h2 sends 2 x 5000
     // requests and 2 x 5000 replies a second, ~110 bytes each on the wire:
@@ -299,8 +302,9 @@ fn host_ticks(path: &std::path::Path) -> Vec<i64> {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
-    let Some(lab) = Lab::up(81, 4) else { return };
+    let lab = Lab::up(81, 4);
     let sb = lab.controller("1000");
     let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
@@ -368,8 +372,9 @@ fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
-    let Some(lab) = Lab::up(82, 2) else { return };
+    let lab = Lab::up(82, 2);
     let sb = lab.controller("2000");
     // Every request h1 sends to h2 goes out twice.
     lab.exec(
@@ -447,8 +452,9 @@ fn refusing_sshd(lab: &Lab, i: usize) -> Child {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_refused_auth_and_a_hung_ssh_get_their_own_lines_in_bounded_time() {
-    let Some(lab) = Lab::up(83, 4) else { return };
+    let lab = Lab::up(83, 4);
     let sb = lab.controller("500");
     let start = lab.mx(&sb, &["start", "--interval", "1"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
@@ -492,8 +498,9 @@ fn agent_lab_refused_auth_and_a_hung_ssh_get_their_own_lines_in_bounded_time() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_reordered_requests_are_counted_out_of_order() {
-    let Some(lab) = Lab::up(84, 2) else { return };
+    let lab = Lab::up(84, 2);
     let sb = lab.controller("2000");
     // On h1's way out, 10% of its requests to h2 take a slow lane (an htb
     // class below their rate, so a queue builds): they arrive behind later ones.
@@ -530,8 +537,9 @@ fn agent_lab_reordered_requests_are_counted_out_of_order() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_requests_the_kernel_refuses_are_send_errors_and_logged_once() {
-    let Some(lab) = Lab::up(85, 2) else { return };
+    let lab = Lab::up(85, 2);
     let sb = lab.controller("1000");
     // h1's own firewall refuses its requests to h2: sendmmsg says EPERM.
     lab.exec(

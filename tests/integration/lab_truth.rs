@@ -61,8 +61,9 @@ fn every_cell_at_most(cells: &BTreeMap<(String, String), f64>, limit: f64, skip:
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_a_clean_run_reads_clean() {
-    let Some(lab) = Lab::up(90, 4) else { return };
+    let lab = Lab::up(90, 4);
     let sb = lab.controller("5000");
     let out = run(&lab, &sb, "20", "2", &[]);
     assert_eq!(loss(&out), (0.0, 0.0, 0.0), "{out}");
@@ -86,8 +87,9 @@ fn agent_lab_a_clean_run_reads_clean() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_5_percent_dropped_on_the_wire_into_a_host_in_a_run() {
-    let Some(lab) = Lab::up(91, 4) else { return };
+    let lab = Lab::up(91, 4);
     let sb = lab.controller("5000");
     // Requests entering h2 (to the agents' port): 5% dropped by nftables,
     // on the wire as far as the hosts can tell.
@@ -126,8 +128,9 @@ fn agent_lab_5_percent_dropped_on_the_wire_into_a_host_in_a_run() {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_a_layered_run_reads_clean_and_covers_every_pair() {
-    let Some(lab) = Lab::up(92, 4) else { return };
+    let lab = Lab::up(92, 4);
     let sb = Sandbox::new();
     std::fs::copy(lab.dir.join("servers.txt"), sb.file("servers.txt")).unwrap();
     let generated = sb.mx(&[
@@ -181,8 +184,9 @@ fn slow_ssh(lab: &Lab, i: usize) {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_a_host_held_back_by_slow_ssh_starts_late_and_that_is_not_loss() {
-    let Some(lab) = Lab::up(93, 4) else { return };
+    let lab = Lab::up(93, 4);
     let sb = lab.controller("5000");
     slow_ssh(&lab, 3);
     let out = run(&lab, &sb, "12", "1", &[]);
@@ -239,8 +243,9 @@ impl Drop for Starved {
 }
 
 #[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_an_agent_starved_of_cpu_reads_as_its_host_not_the_network() {
-    let Some(lab) = Lab::up(94, 4) else { return };
+    let lab = Lab::up(94, 4);
     let sb = lab.controller("20000");
     let start = lab.mx(&sb, &["start", "--interval", "1"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);

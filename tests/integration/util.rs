@@ -88,3 +88,13 @@ pub fn assert_golden(name: &str, actual: &str) {
         );
     }
 }
+
+/// Fails the test, saying `what` needs root, unless it runs as root. The tests
+/// that call it are `#[ignore = "needs root: ..."]`: a plain run lists them as
+/// skipped; `--run-ignored all` (CI, as root) runs them.
+pub fn require_root(what: &str) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "{what} needs root: run the ignored tests as root"
+    );
+}
