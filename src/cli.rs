@@ -4,27 +4,12 @@
 //! the data (server list, matrix) and refuse with the original's messages.
 //!
 //! Environment defaults are the original's (`MX_MATRIX`, `MX_SERVERS`, ...); an
-//! empty variable counts as unset, which `main` arranges before parsing because
-//! clap would otherwise take the empty string as the value.
+//! empty variable counts as unset (`without_empty_env`), because clap would
+//! otherwise take the empty string as the value.
 
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-
-/// Variables that supply defaults; `main` unsets any that are set but empty.
-pub const ENV_DEFAULTS: [&str; 11] = [
-    "MX_MATRIX",
-    "MX_SERVERS",
-    "MX_REPORTS",
-    "MX_USER",
-    "MX_JOBS",
-    "MX_REMOTE_DIR",
-    "MX_SSH",
-    "MX_SCP",
-    "MX_AGENT",
-    "MX_PYTHON",
-    "IPERF_BIND",
-];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -733,11 +718,34 @@ pub fn command() -> clap::Command {
     for name in names {
         cli = cli.mut_subcommand(&name, |sub| {
             let usage = argparse_usage(&format!("mx {name}"), &sub);
-            sub.override_usage(usage).help_template(HELP_TEMPLATE)
+            without_empty_env(sub)
+                .override_usage(usage)
+                .help_template(HELP_TEMPLATE)
         });
     }
     let usage = argparse_usage("mx", &cli);
-    cli.override_usage(usage).help_template(HELP_TEMPLATE)
+    without_empty_env(cli)
+        .override_usage(usage)
+        .help_template(HELP_TEMPLATE)
+}
+
+/// The original treats an environment default set to "" (`MX_USER=`) as unset;
+/// clap would take the empty string as the value, so an argument whose
+/// variable is empty forgets its variable.
+fn without_empty_env(mut cmd: clap::Command) -> clap::Command {
+    let empty: Vec<clap::Id> = cmd
+        .get_arguments()
+        .filter(|arg| {
+            arg.get_env()
+                .and_then(std::env::var_os)
+                .is_some_and(|value| value.is_empty())
+        })
+        .map(|arg| arg.get_id().clone())
+        .collect();
+    for id in empty {
+        cmd = cmd.mut_arg(id, |arg| arg.env(None));
+    }
+    cmd
 }
 
 /// `cmd`'s usage as argparse writes it, without the `usage: ` prefix: `-h`, then

@@ -18,6 +18,10 @@
 //! - [`cli`]: the command line, declared once and rendered into every help text;
 //! - [`units`], [`error`]: shared number formats and the exit-code contract.
 
+// `unsafe` lives in one room: the socket fast path (`agent::udp`, the
+// sendmmsg/recvmmsg wrappers and their control messages).
+#![deny(unsafe_code)]
+
 pub mod agent;
 pub mod cli;
 pub mod commands;

@@ -1,18 +1,19 @@
 //! The `mx` binary: parse the command line, run the command, map the outcome to
 //! the exit-code contract of [`matrix_orchestrator::error`].
 
+#![deny(unsafe_code)]
+
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::FromArgMatches;
-use matrix_orchestrator::cli::{self, Cli, Command, ENV_DEFAULTS};
+use matrix_orchestrator::cli::{self, Cli, Command};
 use matrix_orchestrator::commands::{check, demo, generate, help, hints};
 use matrix_orchestrator::error::Result;
 use matrix_orchestrator::fleet::commands as fleet;
 use matrix_orchestrator::{agent, export, summary};
 
 fn main() -> ExitCode {
-    unset_empty_defaults();
     let cli = match parse() {
         Ok(cli) => cli,
         Err(code) => return code,
@@ -76,16 +77,5 @@ fn parse() -> std::result::Result<Cli, ExitCode> {
             Err(ExitCode::from(e.exit_code() as u8))
         }
         Err(e) => e.exit(),
-    }
-}
-
-/// The original treats an environment default set to "" as unset; clap would take
-/// the empty string as the value, so such variables are removed before parsing.
-fn unset_empty_defaults() {
-    for var in ENV_DEFAULTS {
-        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
-            // SAFETY: called first thing in main, before any thread exists.
-            unsafe { std::env::remove_var(var) };
-        }
     }
 }

@@ -73,7 +73,14 @@ pub fn duration(seconds: f64) -> String {
 /// below 1e-4 and from 1e6 up. Used where the original prints `--interval`,
 /// `--duration` and `dwell`, so the files and stamps we write read the same.
 pub fn g(value: f64) -> String {
-    const PRECISION: i32 = 6;
+    g_digits(value, 6)
+}
+
+/// C's and Python's `%.<digits>g`: `digits` significant digits (at least 1),
+/// trailing zeros stripped, exponent form below 1e-4 and from 1e<digits> up.
+pub fn g_digits(value: f64, digits: u32) -> String {
+    #[allow(clippy::cast_possible_wrap)]
+    let precision = digits.max(1) as i32;
     if value.is_nan() {
         return "nan".to_string();
     }
@@ -83,12 +90,12 @@ pub fn g(value: f64) -> String {
     if value == 0.0 {
         return if value.is_sign_negative() { "-0" } else { "0" }.to_string();
     }
-    // The exponent after rounding to PRECISION significant digits decides the form.
-    let sci = format!("{:.*e}", (PRECISION - 1) as usize, value);
+    // The exponent after rounding to `precision` significant digits decides the form.
+    let sci = format!("{:.*e}", (precision - 1) as usize, value);
     let (mantissa, exponent) = sci.split_once('e').expect("`{:e}` always has an exponent");
     let exponent: i32 = exponent.parse().expect("`{:e}` exponent is an integer");
-    if (-4..PRECISION).contains(&exponent) {
-        let fixed = format!("{:.*}", (PRECISION - 1 - exponent) as usize, value);
+    if (-4..precision).contains(&exponent) {
+        let fixed = format!("{:.*}", (precision - 1 - exponent) as usize, value);
         strip_fraction_zeros(&fixed).to_string()
     } else {
         let sign = if exponent < 0 { '-' } else { '+' };
@@ -207,6 +214,21 @@ mod tests {
         ];
         for (value, want) in cases {
             assert_eq!(g(value), want, "%g of {value}");
+        }
+    }
+
+    #[test]
+    fn percent_4g_matches_python() {
+        // CPython 3.11 `'%.4g' % x`.
+        let cases = [
+            (12.3456, "12.35"),
+            (12345.0, "1.234e+04"),
+            (0.00012344, "0.0001234"),
+            (2.0 / 3.0, "0.6667"),
+            (1000.0, "1000"),
+        ];
+        for (value, want) in cases {
+            assert_eq!(g_digits(value, 4), want, "%.4g of {value}");
         }
     }
 }

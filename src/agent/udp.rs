@@ -43,8 +43,9 @@ pub struct Datagram<'a> {
 /// before Linux 6.9; 64 is accepted everywhere).
 pub const GSO_MAX_SEGMENTS: usize = 64;
 
-/// Largest UDP payload one (super-)datagram can carry: 65535 - 20 - 8.
-const MAX_UDP_PAYLOAD: usize = 65507;
+/// Largest UDP payload one (super-)datagram can carry: 65535 - 20 - 8, the
+/// same bound the matrix puts on one packet.
+const MAX_UDP_PAYLOAD: usize = MAX_PACKET_BYTES as usize;
 
 /// Buffer of a coalesced receive slot: a whole GRO super-datagram fits.
 const COALESCED_SLOT: usize = 65536;

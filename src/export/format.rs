@@ -8,36 +8,16 @@ use super::{Export, Options, Sample, Value};
 use crate::units;
 
 /// `%.4g`, or `%.0f` where that would use an exponent (so 12345 stays 12345).
+/// Zero of either sign is `0`.
 pub fn value_text(v: f64) -> String {
-    let g = g4(v);
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let g = units::g_digits(v, 4);
     if g.contains('e') {
         format!("{v:.0}")
     } else {
         g
-    }
-}
-
-/// C's `%.4g`.
-fn g4(v: f64) -> String {
-    if v == 0.0 {
-        return "0".to_string();
-    }
-    let sci = format!("{v:.3e}");
-    let exponent: i32 = sci
-        .split_once('e')
-        .map_or(0, |(_, e)| e.parse().unwrap_or(0));
-    if (-4..4).contains(&exponent) {
-        let fixed = format!("{:.*}", (3 - exponent).max(0) as usize, v);
-        if fixed.contains('.') {
-            fixed
-                .trim_end_matches('0')
-                .trim_end_matches('.')
-                .to_string()
-        } else {
-            fixed
-        }
-    } else {
-        sci
     }
 }
 
@@ -316,5 +296,6 @@ mod tests {
         assert_eq!(value_text(100.0), "100");
         assert_eq!(value_text(0.00001), "0");
         assert_eq!(value_text(2.0 / 3.0), "0.6667");
+        assert_eq!(value_text(-0.0), "0");
     }
 }

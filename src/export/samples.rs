@@ -7,7 +7,8 @@ use super::overlays::{self, Overlay};
 use super::{Options, Sample, Value};
 use crate::error::Result;
 use crate::report::Column;
-use crate::report::read::{Kind, for_each_row, report_files};
+use crate::report::read::{for_each_row, report_files};
+use crate::report::row::Dir;
 use crate::summary::aggregate::ReportSet;
 use crate::summary::figures::{Context, FlowFigures, HostFigures};
 use crate::units::wire_bits;
@@ -172,7 +173,7 @@ pub fn host_samples(
 pub fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<()> {
     for file in report_files(dir)? {
         for_each_row(&file, |row| {
-            if row.kind() != Kind::Host || !set.span.contains(row.ts) {
+            if row.dir() != Some(Dir::Host) || !set.span.contains(row.ts) {
                 return;
             }
             let host = row.host().to_string();

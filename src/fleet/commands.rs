@@ -23,11 +23,9 @@ pub fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
     let Some(rotation) = fleet.matrix.config.rotation else {
         return Ok(());
     };
-    let ratio = rotation.dwell / interval;
-    if rotation.dwell >= interval && (ratio - ratio.round()).abs() <= 0.01 {
+    let Err(suggestion) = rotation.fits_interval(interval) else {
         return Ok(());
-    }
-    let suggestion = rotation.dwell / ratio.round_ties_even().max(1.0);
+    };
     Err(Error::refused(format!(
         "layered matrix: dwell {}s must be a whole multiple of --interval ({}s) so layer switches land on report ticks. Try --interval {}.",
         units::g(rotation.dwell),

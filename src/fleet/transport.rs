@@ -114,8 +114,7 @@ pub struct Ssh {
 
 /// The directory for shared ssh connections: private to this user.
 pub fn control_dir() -> Option<PathBuf> {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = nix::unistd::getuid();
     let dir = std::env::temp_dir().join(format!("mx-ssh-{uid}"));
     std::fs::create_dir_all(&dir).ok()?;
     use std::os::unix::fs::PermissionsExt;

@@ -124,6 +124,20 @@ pub struct Rotation {
     pub fill: bool,
 }
 
+impl Rotation {
+    /// Layers switch on report ticks, so the dwell must be a whole multiple
+    /// of the agents' report interval (both in seconds; 1% slack for the
+    /// decimals of a typed dwell). `Err` carries the nearest interval that
+    /// fits, to suggest.
+    pub fn fits_interval(&self, interval: f64) -> std::result::Result<(), f64> {
+        let ratio = self.dwell / interval;
+        if self.dwell >= interval && (ratio - ratio.round()).abs() <= 0.01 {
+            return Ok(());
+        }
+        Err(self.dwell / ratio.round_ties_even().max(1.0))
+    }
+}
+
 /// The `# key=value` header of a matrix.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {

@@ -30,7 +30,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::shape::LayerPlan;
-use super::{Cell, Config, HostToken, MAX_HOSTS, Matrix, Rate, Rotation, ShuffleKey};
+use super::{
+    Cell, Config, FORMAT_VERSION, HostToken, MAX_HOSTS, Matrix, Rate, Rotation, ShuffleKey,
+};
 use super::{Host, token::TokenError};
 use crate::error::{Error, Result};
 
@@ -39,9 +41,6 @@ use crate::error::{Error, Result};
 const CONFIG_KEYS: [&str; 9] = [
     "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk",
 ];
-
-/// The matrix format this mx reads (`# mx matrix v1 -- ...`, facts.md 1.9).
-const FORMAT_VERSION: u32 = 1;
 
 /// Warnings listed one by one; past that, one line counts the rest (a filled-in
 /// diagonal of a 10,000-host matrix is not 10,000 lines of stderr).

@@ -12,6 +12,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::Column;
+use super::row::Dir;
 use crate::error::{Error, Result};
 
 /// Where each column of the schema sits in one file (None: the file has no
@@ -33,15 +34,6 @@ pub struct RowView<'a> {
     pub ts: i64,
 }
 
-/// A row's kind, from its `dir` cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Tx,
-    Rx,
-    Host,
-    Other,
-}
-
 impl<'a> RowView<'a> {
     fn cell(&self, index: usize) -> &'a str {
         self.record
@@ -59,13 +51,9 @@ impl<'a> RowView<'a> {
         self.cell(self.columns.peer)
     }
 
-    pub fn kind(&self) -> Kind {
-        match self.cell(self.columns.dir) {
-            "tx" => Kind::Tx,
-            "rx" => Kind::Rx,
-            "host" => Kind::Host,
-            _ => Kind::Other,
-        }
+    /// The row's side of the exchange (`dir`); `None` for an unknown one.
+    pub fn dir(&self) -> Option<Dir> {
+        Dir::parse(self.cell(self.columns.dir))
     }
 
     /// A cell, as text ("" when blank or absent).

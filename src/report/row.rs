@@ -21,6 +21,13 @@ impl Dir {
             Dir::Host => "host",
         }
     }
+
+    /// The `dir` cell read back; `None` for anything else.
+    pub fn parse(cell: &str) -> Option<Dir> {
+        [Dir::Tx, Dir::Rx, Dir::Host]
+            .into_iter()
+            .find(|d| d.as_str() == cell)
+    }
 }
 
 /// A row of report.csv. Every measured figure is an `Option`: blank when not measured.

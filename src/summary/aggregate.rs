@@ -26,7 +26,8 @@ use std::path::Path;
 
 use super::span::{self, Mark, Span, Timeline};
 use crate::error::Result;
-use crate::report::read::{Kind, RowView, for_each_row, report_files};
+use crate::report::read::{RowView, for_each_row, report_files};
+use crate::report::row::Dir;
 use crate::report::rtt::MergedRtt;
 use crate::report::{Column, Phase};
 
@@ -257,10 +258,9 @@ impl ReportSet {
 
     /// Pass 1: notes what `row` says of its host's interval.
     fn mark(&mut self, row: &RowView<'_>) {
-        let kind = row.kind();
-        if kind == Kind::Other {
+        let Some(dir) = row.dir() else {
             return;
-        }
+        };
         let host = self.id(row.host()) as usize;
         if self.timeline.len() <= host {
             self.timeline.resize_with(host + 1, BTreeMap::new);
@@ -273,14 +273,14 @@ impl ReportSet {
         *seen = (*seen).max(row.ts);
         self.latest = self.latest.max(row.ts);
         let mark: &mut Mark = self.timeline[host].entry(row.ts).or_default();
-        match kind {
-            Kind::Host if row.num(Column::Pps).is_some() => {
+        match dir {
+            Dir::Host if row.num(Column::Pps).is_some() => {
                 mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
                 s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);
             }
-            Kind::Tx | Kind::Rx => mark.flows = true,
+            Dir::Tx | Dir::Rx => mark.flows = true,
             _ => {}
         }
     }
@@ -298,15 +298,14 @@ impl ReportSet {
     }
 
     fn add(&mut self, row: &RowView<'_>) {
-        let kind = row.kind();
-        if kind == Kind::Other {
+        let Some(dir) = row.dir() else {
             return;
-        }
+        };
         let host = self.id(row.host());
         let layer = row.num(Column::Layer).map(|l| l as u32);
         self.any_layer |= layer.is_some();
         let pps = row.num(Column::Pps);
-        if kind == Kind::Tx && pps.is_some_and(|p| p > 0.0) {
+        if dir == Dir::Tx && pps.is_some_and(|p| p > 0.0) {
             let peer = self.id(row.peer());
             *self.coverage.entry((host, peer)).or_default() += 1;
         }
@@ -328,8 +327,8 @@ impl ReportSet {
                 .or_else(|| rate.map(|r| r * interval))
                 .unwrap_or(0.0)
         };
-        match kind {
-            Kind::Tx => {
+        match dir {
+            Dir::Tx => {
                 let peer = self.id(row.peer());
                 let receiver_reported = self.reported(peer, row.ts);
                 let p = self.tx.entry((host, peer)).or_default();
@@ -376,7 +375,7 @@ impl ReportSet {
                     }
                 }
             }
-            Kind::Rx => {
+            Dir::Rx => {
                 let peer = self.id(row.peer());
                 let sender_reported = self.reported(peer, row.ts);
                 let arrived = packets(Column::Pkts, pps);
@@ -392,7 +391,7 @@ impl ReportSet {
                 p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
                 p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
             }
-            Kind::Host => {
+            Dir::Host => {
                 let h = self.hosts.entry(host).or_default();
                 h.host_rows += 1;
                 if pps.is_some() {
@@ -428,7 +427,6 @@ impl ReportSet {
                     h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));
                 }
             }
-            Kind::Other => {}
         }
     }
 

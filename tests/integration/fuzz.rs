@@ -199,7 +199,7 @@ proptest! {
         let mut rows = 0u64;
         match for_each_row(&path, |row| {
             // Every accessor on every row, as summarize and export use them.
-            let _ = (row.host(), row.peer(), row.kind(), row.num(Column::Pps), row.text(Column::RttHist));
+            let _ = (row.host(), row.peer(), row.dir(), row.num(Column::Pps), row.text(Column::RttHist));
             rows += 1;
         }) {
             Ok(()) => {}
