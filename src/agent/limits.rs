@@ -9,16 +9,19 @@ use crate::error::{Error, Result};
 /// Descriptors beyond the flow sockets: responders, epoll, files, stdio.
 const SPARE_FDS: u64 = 64;
 
-/// Raises the soft RLIMIT_NOFILE for `flow_sockets` sockets (twice that on a
-/// layered run, whose old layer drains while the new one runs). Returns the
+/// Descriptors an agent with `flow_sockets` flow sockets needs: each socket
+/// (twice over on a layered run, whose old layer drains while the new one
+/// runs), plus spares. `mx doctor` compares it with each host's hard limit.
+pub fn fds_needed(flow_sockets: usize, layered: bool) -> u64 {
+    let sockets = if layered { 2 * flow_sockets } else { flow_sockets };
+    sockets as u64 + SPARE_FDS
+}
+
+/// Raises the soft RLIMIT_NOFILE to `fds_needed`. Returns the
 /// log line to print, if anything changed or failed softly.
 pub fn ensure_fd_limit(flow_sockets: usize, layered: bool) -> Result<Option<String>> {
-    let flows = if layered {
-        2 * flow_sockets
-    } else {
-        flow_sockets
-    } as u64;
-    let need = flows + SPARE_FDS;
+    let need = fds_needed(flow_sockets, layered);
+    let flows = need - SPARE_FDS;
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
         .map_err(|e| Error::refused(format!("cannot read the open-file limit: {e}")))?;
     if soft >= need {

@@ -41,16 +41,15 @@ fn on_path(command: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
 }
 
-/// Descriptors the agent on host `index` needs: its flow sockets (twice over
-/// on a layered run, while a layer drains) plus spares, one stream per pair.
+/// Descriptors the agent on host `index` needs, for its busiest layer (one
+/// stream per pair).
 fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
     let schedule = Schedule::new(&fleet.matrix);
     let flows = (0..schedule.layer_count())
         .map(|l| schedule.layer_flows(index, l).count())
         .max()
-        .unwrap_or(0) as u64;
-    let layered = fleet.matrix.config.rotation.is_some();
-    (if layered { 2 * flows } else { flows }) + 64
+        .unwrap_or(0);
+    crate::agent::limits::fds_needed(flows, fleet.matrix.config.rotation.is_some())
 }
 
 pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
