@@ -13,7 +13,11 @@ const SPARE_FDS: u64 = 64;
 /// (twice over on a layered run, whose old layer drains while the new one
 /// runs), plus spares. `mx doctor` compares it with each host's hard limit.
 pub fn fds_needed(flow_sockets: usize, layered: bool) -> u64 {
-    let sockets = if layered { 2 * flow_sockets } else { flow_sockets };
+    let sockets = if layered {
+        2 * flow_sockets
+    } else {
+        flow_sockets
+    };
     sockets as u64 + SPARE_FDS
 }
 

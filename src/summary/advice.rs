@@ -201,6 +201,35 @@ fn silent_lines(set: &ReportSet, ctx: &Context) -> Vec<String> {
     lines
 }
 
+/// What the advice rests on, measured once: the fleet's figures, the hosts
+/// that were CPU bound, and the losses the hosts counted themselves.
+struct Reading<'a> {
+    set: &'a ReportSet,
+    ctx: &'a Context,
+    fleet: &'a Fleet,
+    /// Requests sent below 95% of the target rate.
+    short: bool,
+    /// Requests sent, % of the target.
+    achieved: f64,
+    /// Hosts with a core at >= HOT_CORE_PCT.
+    hot: Vec<&'a HostFigures>,
+    /// The busiest agent worker at >= BUSY_WORKER_PCT, and its load.
+    busy: Option<(&'a HostFigures, f64)>,
+    losses: Vec<HostLoss>,
+}
+
+impl Reading<'_> {
+    fn starved(&self) -> impl Iterator<Item = &HostLoss> {
+        self.losses.iter().filter(|h| h.starved())
+    }
+
+    /// Whether any host was short of CPU, by any measure.
+    fn cpu_bound(&self) -> bool {
+        !self.hot.is_empty() || self.busy.is_some() || self.starved().next().is_some()
+    }
+}
+
+/// The advice lines, in facts.md 5's order.
 pub fn advice(
     set: &ReportSet,
     ctx: &Context,
@@ -209,154 +238,186 @@ pub fn advice(
     flows: &[FlowFigures],
     coverage: Option<(usize, usize, f64)>,
 ) -> Vec<String> {
+    let r = Reading {
+        set,
+        ctx,
+        fleet,
+        short: fleet.target > 0.0 && fleet.requests < 0.95 * fleet.target,
+        achieved: percent(fleet.requests, fleet.target),
+        hot: hosts
+            .iter()
+            .filter(|h| h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT))
+            .collect(),
+        busy: worst_by(hosts, |h| h.agent_cpu.filter(|&a| a >= BUSY_WORKER_PCT)),
+        losses: evidence::host_losses(set, flows),
+    };
     let mut out = Vec::new();
-    let req = fleet.requests;
-    let short = fleet.target > 0.0 && req < 0.95 * fleet.target;
-    let achieved = percent(req, fleet.target);
-    let hot: Vec<&HostFigures> = hosts
-        .iter()
-        .filter(|h| h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT))
-        .collect();
-    let busy = worst_by(hosts, |h| h.agent_cpu.filter(|&a| a >= BUSY_WORKER_PCT));
-    let losses = evidence::host_losses(set, flows);
-    let starved: Vec<&HostLoss> = losses.iter().filter(|h| h.starved()).collect();
-
     // 1. Hosts gone quiet come first: their peers' numbers depend on it.
     out.extend(silent_lines(set, ctx));
     // 2. A layered run that has not yet measured every pair.
-    if let Some((measured, total, cycle)) = coverage
-        && measured < total
-    {
-        out.push(format!(
+    out.extend(coverage.and_then(coverage_line));
+    // 3. The tool or the CPU is the ceiling.
+    out.extend(ceiling_lines(&r));
+    // Losses the hosts counted themselves: theirs, not the wire's.
+    out.extend(evidence::lines(set, &r.losses));
+    // 4. and 5. Each leg's loss beyond what the hosts counted.
+    out.extend(leg_lines(&r));
+    // A sick row or column.
+    out.extend(sick_lines(set, flows, &r.losses));
+    // 6. The tail lifting off the median.
+    out.extend(tail_line(&r));
+    // 7. Nothing to fix.
+    if out.is_empty() {
+        out.push(all_clear_line(fleet));
+    }
+    out
+}
+
+fn coverage_line((measured, total, cycle): (usize, usize, f64)) -> Option<String> {
+    (measured < total).then(|| {
+        format!(
             "coverage is {measured} of {total} pairs ({:.1}%): one full rotation takes {}; run at least that long: `mx run --for {}`",
             percent(measured as f64, total as f64),
             units::duration(cycle),
             (cycle + (cycle / 10.0).floor()) as u64
-        ));
-    }
-    // 3. The tool or the CPU is the ceiling.
-    if let Some((h, agent)) = busy {
-        let name = set.name(h.id);
-        let prefix = if short {
+        )
+    })
+}
+
+/// The tool's workers, a host's CPU, or a starved agent as the ceiling of
+/// the rate; or a shortfall with CPU to spare.
+fn ceiling_lines(r: &Reading<'_>) -> Vec<String> {
+    let achieved = r.achieved;
+    if let Some((h, agent)) = r.busy {
+        let name = r.set.name(h.id);
+        let prefix = if r.short {
             format!("sending {achieved:.1}% of target, and ")
         } else {
             String::new()
         };
-        out.push(format!(
+        let first = format!(
             "{prefix}the busiest agent worker on {name} is at {agent:.0}% of a core: the tool is the ceiling here, not the network (one worker sends or answers ~{} of requests)",
             pps(WORKER_EXCHANGES_PER_SECOND)
-        ));
+        );
         let workers = h.workers.unwrap_or(1);
-        if workers as usize <= h.peers + 1 {
-            out.push(format!(
+        let second = if workers as usize <= h.peers + 1 {
+            format!(
                 "{name} is running {workers} worker(s) for {} peer(s): workers are capped at flows + 1, so more of them cannot help until each pair has more sockets. Add `mx start --streams 8`",
                 h.peers
-            ));
+            )
         } else {
-            out.push(format!(
+            format!(
                 "raise `mx start --workers {}` while {name} has spare cores; past that, add hosts or lower --pps",
                 workers * 2
-            ));
-        }
-    } else if short && !hot.is_empty() {
-        let names: Vec<&str> = hot.iter().take(3).map(|h| set.name(h.id)).collect();
-        out.push(format!(
+            )
+        };
+        return vec![first, second];
+    }
+    if !r.short {
+        return Vec::new();
+    }
+    let line = if !r.hot.is_empty() {
+        let names: Vec<&str> = r.hot.iter().take(3).map(|h| r.set.name(h.id)).collect();
+        format!(
             "sending {achieved:.1}% of target and {} host(s) have a core at >= {HOT_CORE_PCT:.0}% ({}): the senders are CPU bound, not the network",
-            hot.len(),
+            r.hot.len(),
             names.join(", ")
-        ));
-    } else if short && let Some(h) = starved.first() {
+        )
+    } else if let Some(h) = r.starved().next() {
         let why = evidence::starvation(h).unwrap_or_default();
-        out.push(format!(
+        format!(
             "sending only {achieved:.1}% of target: {name}'s agent {why}: it did not get the CPU to keep its schedule, so the shortfall is {name}'s CPU, not the network",
-            name = set.name(h.id)
-        ));
-    } else if short {
-        out.push(format!(
+            name = r.set.name(h.id)
+        )
+    } else {
+        format!(
             "sending only {achieved:.1}% of target with CPU to spare: a flow may have failed to open (`mx logs`), or the run was too short to ramp"
-        ));
-    }
-    // Losses the hosts counted themselves: theirs, not the wire's.
-    out.extend(evidence::lines(set, &losses));
-    let requests = fleet.packets.sent.max(1.0);
-    let explained_in: f64 = losses.iter().map(HostLoss::explained_in).sum();
-    let explained_back: f64 = losses.iter().map(HostLoss::explained_back).sum();
-    // 4. Requests lost on the way out, beyond what the hosts counted.
-    let forward = fleet.forward_loss().unwrap_or(0.0) - explained_in / requests * 100.0;
+        )
+    };
+    vec![line]
+}
+
+/// Requests lost on the way out and replies lost on the way back, beyond
+/// what the hosts counted themselves (those have their own lines).
+fn leg_lines(r: &Reading<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let requests = r.fleet.packets.sent.max(1.0);
+    let explained_in: f64 = r.losses.iter().map(HostLoss::explained_in).sum();
+    let explained_back: f64 = r.losses.iter().map(HostLoss::explained_back).sum();
+    let forward = r.fleet.forward_loss().unwrap_or(0.0) - explained_in / requests * 100.0;
     if forward > LEG_LOSS_PCT {
-        if hot.is_empty() && busy.is_none() && starved.is_empty() {
-            out.push(format!(
+        out.push(if !r.cpu_bound() {
+            format!(
                 "{forward:.2}% of requests never reached their receiver, with CPU to spare everywhere: the fabric is dropping. Lower --pps until it stops, or `mx summarize --grid g` and look for a dark row or column"
-            ));
-        } else if let Some(h) = starved.first() {
-            out.push(format!(
+            )
+        } else if let Some(h) = r.starved().next() {
+            let count = r.starved().count();
+            format!(
                 "{forward:.2}% of requests were lost on the way in while {} short of CPU ({}'s agent {}): likely lost in software, on the receiving host, before the network is to blame",
-                if starved.len() == 1 { format!("{} was", set.name(h.id)) } else { format!("{} hosts were", starved.len()) },
-                set.name(h.id),
+                if count == 1 {
+                    format!("{} was", r.set.name(h.id))
+                } else {
+                    format!("{count} hosts were")
+                },
+                r.set.name(h.id),
                 evidence::starvation(h).unwrap_or_default()
-            ));
+            )
         } else {
-            out.push(format!(
+            format!(
                 "{forward:.2}% of requests were lost on the way in while receivers are busy: likely dropped in software, on the receiving host. Try `mx start --workers 4 --rcvbuf 16777216`"
-            ));
-        }
+            )
+        });
     }
-    // 5. Replies lost on the way back, beyond what the hosts counted.
-    let back = fleet.return_loss().unwrap_or(0.0) - explained_back / requests * 100.0;
+    let back = r.fleet.return_loss().unwrap_or(0.0) - explained_back / requests * 100.0;
     if back > LEG_LOSS_PCT {
         out.push(format!(
             "{back:.2}% of replies were lost on the way back while the requests arrived: the reply path only. Replies are {} bytes ({} on the wire); a smaller --rx-size would tell whether size is the problem",
-            ctx.rx_size,
-            bits(wire_bits(fleet.replies, ctx.rx_size))
+            r.ctx.rx_size,
+            bits(wire_bits(r.fleet.replies, r.ctx.rx_size))
         ));
-    }
-    // A sick row or column.
-    out.extend(sick_lines(set, flows, &losses));
-    // 6. The tail lifting off the median.
-    let (p50, p99) = match (fleet.exact, fleet.worst_flow) {
-        (Some((p50, p99, _)), _) => (Some(p50), Some(p99)),
-        (None, Some((_, _, p50, p99))) => (p50, Some(p99)),
-        _ => (None, None),
-    };
-    let slow_answers: Vec<&str> = losses
-        .iter()
-        .filter(|h| h.explains_answers())
-        .map(|h| set.name(h.id))
-        .collect();
-    if let (Some(p50), Some(p99)) = (p50, p99)
-        && p50 > 0.0
-        && p99 > 5.0 * p50
-        && p99 > 1000.0
-    {
-        if !slow_answers.is_empty() {
-            out.push(format!(
-                "p99 ({}) is {:.0}x the p50 ({}), and {} answered late while short of CPU: that tail is those hosts' agents, not queues in the fabric. Give them the CPU, then read the latency again",
-                units::micros(Some(p99)),
-                p99 / p50,
-                units::micros(Some(p50)),
-                name_list(&slow_answers)
-            ));
-        } else {
-            out.push(format!(
-            "p99 ({}) is {:.0}x the p50 ({}): queues are building somewhere. Lower the rate until the tail collapses; that rate is the fabric's clean limit",
-            units::micros(Some(p99)),
-            p99 / p50,
-            units::micros(Some(p50))
-        ));
-        }
-    }
-    // 7. Nothing to fix.
-    if out.is_empty() {
-        if fleet.target > 0.0 && req >= 0.98 * fleet.target && percent(fleet.replies, req) >= 99.5 {
-            out.push(
-                "everything is landing at the target rate: raise --pps (or `mx gen --pps max`) to find where it stops"
-                    .to_string(),
-            );
-        } else {
-            out.push("nothing looks wrong. `mx hints` lists what else to try".to_string());
-        }
     }
     out
+}
+
+/// A p99 far above the p50: queues in the fabric, or agents that answered
+/// late while short of CPU (their own lines name them).
+fn tail_line(r: &Reading<'_>) -> Option<String> {
+    let (p50, p99) = match (r.fleet.exact, r.fleet.worst_flow) {
+        (Some((p50, p99, _)), _) => (p50, p99),
+        (None, Some((_, _, Some(p50), p99))) => (p50, p99),
+        _ => return None,
+    };
+    if !(p50 > 0.0 && p99 > 5.0 * p50 && p99 > 1000.0) {
+        return None;
+    }
+    let slow_answers: Vec<&str> = r
+        .losses
+        .iter()
+        .filter(|h| h.explains_answers())
+        .map(|h| r.set.name(h.id))
+        .collect();
+    let (p50_text, p99_text) = (units::micros(Some(p50)), units::micros(Some(p99)));
+    let ratio = p99 / p50;
+    Some(if slow_answers.is_empty() {
+        format!(
+            "p99 ({p99_text}) is {ratio:.0}x the p50 ({p50_text}): queues are building somewhere. Lower the rate until the tail collapses; that rate is the fabric's clean limit"
+        )
+    } else {
+        format!(
+            "p99 ({p99_text}) is {ratio:.0}x the p50 ({p50_text}), and {} answered late while short of CPU: that tail is those hosts' agents, not queues in the fabric. Give them the CPU, then read the latency again",
+            name_list(&slow_answers)
+        )
+    })
+}
+
+fn all_clear_line(fleet: &Fleet) -> String {
+    let req = fleet.requests;
+    if fleet.target > 0.0 && req >= 0.98 * fleet.target && percent(fleet.replies, req) >= 99.5 {
+        "everything is landing at the target rate: raise --pps (or `mx gen --pps max`) to find where it stops"
+            .to_string()
+    } else {
+        "nothing looks wrong. `mx hints` lists what else to try".to_string()
+    }
 }
 
 /// Wraps `text` to 78 columns: `    * ` before the first line, 6 spaces before the rest.

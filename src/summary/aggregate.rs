@@ -297,6 +297,7 @@ impl ReportSet {
             .is_some_and(|m| m.contains_key(&ts))
     }
 
+    /// Pass 2: adds `row` to its flow or host, if it lies in the span.
     fn add(&mut self, row: &RowView<'_>) {
         let Some(dir) = row.dir() else {
             return;
@@ -304,8 +305,7 @@ impl ReportSet {
         let host = self.id(row.host());
         let layer = row.num(Column::Layer).map(|l| l as u32);
         self.any_layer |= layer.is_some();
-        let pps = row.num(Column::Pps);
-        if dir == Dir::Tx && pps.is_some_and(|p| p > 0.0) {
+        if dir == Dir::Tx && row.num(Column::Pps).is_some_and(|p| p > 0.0) {
             let peer = self.id(row.peer());
             *self.coverage.entry((host, peer)).or_default() += 1;
         }
@@ -319,114 +319,123 @@ impl ReportSet {
         {
             self.sizes = Some((size as u32, rep as u32));
         }
-        let rep_pps = row.num(Column::RepPps);
-        // Packets: the count columns, or (the original's reports) rate x interval.
-        let interval = self.interval.unwrap_or(1) as f64;
-        let packets = |count: Column, rate: Option<f64>| {
-            row.num(count)
-                .or_else(|| rate.map(|r| r * interval))
-                .unwrap_or(0.0)
-        };
         match dir {
-            Dir::Tx => {
-                let peer = self.id(row.peer());
-                let receiver_reported = self.reported(peer, row.ts);
-                let p = self.tx.entry((host, peer)).or_default();
-                let (sent, back) = (
-                    packets(Column::Pkts, pps),
-                    packets(Column::RepPkts, rep_pps),
-                );
-                p.sent += sent;
-                p.back += back;
-                if receiver_reported {
-                    p.sent_seen += sent;
-                    p.back_seen += back;
-                }
-                p.late += row.num(Column::LatePkts).unwrap_or(0.0);
-                p.pps.add(pps);
-                p.rep_pps.add(rep_pps);
-                p.mbps.add(row.num(Column::Mbps));
-                p.rep_mbps.add(row.num(Column::RepMbps));
-                p.target.add(row.num(Column::TargetPps));
-                p.sum_pps += pps.unwrap_or(0.0);
-                p.sum_rep_pps += rep_pps.unwrap_or(0.0);
-                if let (Some(avg), Some(rep)) = (row.num(Column::RttAvgUs), rep_pps)
-                    && rep > 0.0
-                {
-                    p.rtt_weighted += avg * rep;
-                    p.rtt_weight += rep;
-                }
-                let p99 = row.num(Column::RttP99Us);
-                p.p50 = max_opt(p.p50, row.num(Column::RttP50Us));
-                p.p99 = max_opt(p.p99, p99);
-                p.p999 = max_opt(p.p999, row.num(Column::RttP999Us));
-                p.rtt_max = max_opt(p.rtt_max, row.num(Column::RttMaxUs));
-                p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
-                p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
-                p.layer = p.layer.or(layer);
-                if let Some(l) = layer {
-                    let agg = self.layers.entry(l).or_default();
-                    agg.sum_pps += pps.unwrap_or(0.0);
-                    agg.sum_rep_pps += rep_pps.unwrap_or(0.0);
-                    agg.worst_p99 = max_opt(agg.worst_p99, p99);
-                    if pps.is_some() {
-                        agg.pairs.insert((host, peer));
-                        agg.ticks.insert(row.ts);
-                    }
-                }
+            Dir::Tx => self.add_tx(row, host, layer),
+            Dir::Rx => self.add_rx(row, host),
+            Dir::Host => self.add_host(row, host, layer),
+        }
+    }
+
+    /// Packets of a row: its count column, or (the original's reports, which
+    /// have none) its rate times the interval.
+    fn packets(&self, row: &RowView<'_>, count: Column, rate: Column) -> f64 {
+        let interval = self.interval.unwrap_or(1) as f64;
+        row.num(count)
+            .or_else(|| row.num(rate).map(|r| r * interval))
+            .unwrap_or(0.0)
+    }
+
+    fn add_tx(&mut self, row: &RowView<'_>, host: u32, layer: Option<u32>) {
+        let peer = self.id(row.peer());
+        let receiver_reported = self.reported(peer, row.ts);
+        let sent = self.packets(row, Column::Pkts, Column::Pps);
+        let back = self.packets(row, Column::RepPkts, Column::RepPps);
+        let (pps, rep_pps) = (row.num(Column::Pps), row.num(Column::RepPps));
+        let p99 = row.num(Column::RttP99Us);
+        let p = self.tx.entry((host, peer)).or_default();
+        p.sent += sent;
+        p.back += back;
+        if receiver_reported {
+            p.sent_seen += sent;
+            p.back_seen += back;
+        }
+        p.late += row.num(Column::LatePkts).unwrap_or(0.0);
+        p.pps.add(pps);
+        p.rep_pps.add(rep_pps);
+        p.mbps.add(row.num(Column::Mbps));
+        p.rep_mbps.add(row.num(Column::RepMbps));
+        p.target.add(row.num(Column::TargetPps));
+        p.sum_pps += pps.unwrap_or(0.0);
+        p.sum_rep_pps += rep_pps.unwrap_or(0.0);
+        if let (Some(avg), Some(rep)) = (row.num(Column::RttAvgUs), rep_pps)
+            && rep > 0.0
+        {
+            p.rtt_weighted += avg * rep;
+            p.rtt_weight += rep;
+        }
+        p.p50 = max_opt(p.p50, row.num(Column::RttP50Us));
+        p.p99 = max_opt(p.p99, p99);
+        p.p999 = max_opt(p.p999, row.num(Column::RttP999Us));
+        p.rtt_max = max_opt(p.rtt_max, row.num(Column::RttMaxUs));
+        p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
+        p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
+        p.layer = p.layer.or(layer);
+        if let Some(l) = layer {
+            let agg = self.layers.entry(l).or_default();
+            agg.sum_pps += pps.unwrap_or(0.0);
+            agg.sum_rep_pps += rep_pps.unwrap_or(0.0);
+            agg.worst_p99 = max_opt(agg.worst_p99, p99);
+            if pps.is_some() {
+                agg.pairs.insert((host, peer));
+                agg.ticks.insert(row.ts);
             }
-            Dir::Rx => {
-                let peer = self.id(row.peer());
-                let sender_reported = self.reported(peer, row.ts);
-                let arrived = packets(Column::Pkts, pps);
-                let p = self.rx.entry((host, peer)).or_default();
-                if sender_reported {
-                    p.arrived_seen += arrived;
-                }
-                p.late += row.num(Column::LatePkts).unwrap_or(0.0);
-                p.pps.add(pps);
-                p.rep_pps.add(rep_pps);
-                p.sum_pps += pps.unwrap_or(0.0);
-                p.sum_rep_pps += rep_pps.unwrap_or(0.0);
-                p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
-                p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
+        }
+    }
+
+    fn add_rx(&mut self, row: &RowView<'_>, host: u32) {
+        let peer = self.id(row.peer());
+        let sender_reported = self.reported(peer, row.ts);
+        let arrived = self.packets(row, Column::Pkts, Column::Pps);
+        let (pps, rep_pps) = (row.num(Column::Pps), row.num(Column::RepPps));
+        let p = self.rx.entry((host, peer)).or_default();
+        if sender_reported {
+            p.arrived_seen += arrived;
+        }
+        p.late += row.num(Column::LatePkts).unwrap_or(0.0);
+        p.pps.add(pps);
+        p.rep_pps.add(rep_pps);
+        p.sum_pps += pps.unwrap_or(0.0);
+        p.sum_rep_pps += rep_pps.unwrap_or(0.0);
+        p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
+        p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
+    }
+
+    fn add_host(&mut self, row: &RowView<'_>, host: u32, layer: Option<u32>) {
+        let pps = row.num(Column::Pps);
+        let h = self.hosts.entry(host).or_default();
+        h.host_rows += 1;
+        if pps.is_some() {
+            h.nticks += 1;
+        }
+        h.pps.add(pps);
+        h.rep_pps.add(row.num(Column::RepPps));
+        h.mbps.add(row.num(Column::Mbps));
+        h.rep_mbps.add(row.num(Column::RepMbps));
+        h.target.add(row.num(Column::TargetPps));
+        h.cpu.add(row.num(Column::CpuPct));
+        h.cpu_core.add(row.num(Column::CpuMaxPct));
+        h.agent_cpu.add(row.num(Column::AgentCpuPct));
+        h.workers = row.num(Column::Workers).map(|w| w as u32).or(h.workers);
+        h.stray += row.num(Column::StrayPkts).unwrap_or(0.0);
+        h.layer = layer.or(h.layer);
+        let hist = row.text(Column::RttHist);
+        if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
+            h.rtt_rows += 1;
+        }
+        // Host-counted drops: summed, blank (not measured) until a row has one.
+        let add = |total: &mut Option<f64>, column: Column| {
+            if let Some(v) = row.num(column) {
+                *total = Some(total.unwrap_or(0.0) + v);
             }
-            Dir::Host => {
-                let h = self.hosts.entry(host).or_default();
-                h.host_rows += 1;
-                if pps.is_some() {
-                    h.nticks += 1;
-                }
-                h.pps.add(pps);
-                h.rep_pps.add(rep_pps);
-                h.mbps.add(row.num(Column::Mbps));
-                h.rep_mbps.add(row.num(Column::RepMbps));
-                h.target.add(row.num(Column::TargetPps));
-                h.cpu.add(row.num(Column::CpuPct));
-                h.cpu_core.add(row.num(Column::CpuMaxPct));
-                h.agent_cpu.add(row.num(Column::AgentCpuPct));
-                h.workers = row.num(Column::Workers).map(|w| w as u32).or(h.workers);
-                h.stray += row.num(Column::StrayPkts).unwrap_or(0.0);
-                h.layer = layer.or(h.layer);
-                let hist = row.text(Column::RttHist);
-                if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
-                    h.rtt_rows += 1;
-                }
-                let add = |total: &mut Option<f64>, column: Column| {
-                    if let Some(v) = row.num(column) {
-                        *total = Some(total.unwrap_or(0.0) + v);
-                    }
-                };
-                add(&mut h.req_drops, Column::ReqDrops);
-                add(&mut h.rep_drops, Column::RepDrops);
-                add(&mut h.rcvbuf_errors, Column::UdpRcvbufErrors);
-                add(&mut h.in_errors, Column::UdpInErrors);
-                add(&mut h.nic_rx_drops, Column::NicRxDrops);
-                add(&mut h.throttled_ms, Column::ThrottledMs);
-                if let Some(v) = row.num(Column::BehindMs) {
-                    h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));
-                }
-            }
+        };
+        add(&mut h.req_drops, Column::ReqDrops);
+        add(&mut h.rep_drops, Column::RepDrops);
+        add(&mut h.rcvbuf_errors, Column::UdpRcvbufErrors);
+        add(&mut h.in_errors, Column::UdpInErrors);
+        add(&mut h.nic_rx_drops, Column::NicRxDrops);
+        add(&mut h.throttled_ms, Column::ThrottledMs);
+        if let Some(v) = row.num(Column::BehindMs) {
+            h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));
         }
     }
 
