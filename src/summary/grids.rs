@@ -28,7 +28,10 @@ pub fn order(set: &ReportSet, ctx: &Context) -> Vec<u32> {
     ids
 }
 
-/// Names of the matrix's hosts that have no id (never reported), for headers.
+/// One grid as CSV (CRLF, as the original writes it): a header of the hosts
+/// in `order`, then a row per sender whose cells are `cell(src, dst)`, blank
+/// on the diagonal and where nothing was measured. `what` names the figure
+/// in the corner cell (`src\dst loss %`).
 fn grid_text(
     set: &ReportSet,
     order: &[u32],
