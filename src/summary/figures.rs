@@ -400,6 +400,24 @@ pub fn flows(set: &ReportSet, _ctx: &Context) -> Vec<FlowFigures> {
     out
 }
 
+/// Every figure of one summary, computed once: the fleet's, each host's and
+/// each flow's. The text, the advice and the export read these.
+pub struct Figures {
+    pub fleet: Fleet,
+    pub hosts: Vec<HostFigures>,
+    pub flows: Vec<FlowFigures>,
+}
+
+impl Figures {
+    pub fn compute(set: &ReportSet, ctx: &Context) -> Figures {
+        Figures {
+            fleet: fleet(set, ctx),
+            hosts: hosts(set, ctx),
+            flows: flows(set, ctx),
+        }
+    }
+}
+
 /// Wire rates of the fleet lines, in bits per second.
 pub fn wire(fleet: &Fleet, ctx: &Context) -> (f64, f64) {
     (

@@ -28,7 +28,7 @@ use crate::matrix::Matrix;
 use crate::units::{self, bits, micros, pps};
 
 use aggregate::ReportSet;
-use figures::{Context, percent};
+use figures::{Context, Figures, percent};
 
 /// Loads the matrix for names, order and layers when it is there; a summary
 /// of reports alone still works without it.
@@ -60,7 +60,8 @@ pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
         )));
     }
     let ctx = Context::new(&set, matrix);
-    let mut text = render(&set, &ctx, args)?;
+    let figs = Figures::compute(&set, &ctx);
+    let mut text = render(&set, &ctx, &figs, args);
     if let Some(dir) = &args.grid {
         let written = grids::write_grids(dir, &set, &ctx)?;
         if ctx.layered {
@@ -77,7 +78,7 @@ pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
             written.join(",")
         );
     }
-    text.push_str(&what_to_do_next(&set, &ctx));
+    text.push_str(&what_to_do_next(&set, &ctx, &figs));
     out.write_all(text.as_bytes())?;
     Ok(0)
 }
@@ -103,12 +104,17 @@ fn coverage(set: &ReportSet, ctx: &Context) -> Option<(usize, usize, f64)> {
     ))
 }
 
-fn what_to_do_next(set: &ReportSet, ctx: &Context) -> String {
-    let fleet = figures::fleet(set, ctx);
-    let hosts = figures::hosts(set, ctx);
-    let flows = figures::flows(set, ctx);
+fn what_to_do_next(set: &ReportSet, ctx: &Context, figs: &Figures) -> String {
     let mut text = String::from("  WHAT TO DO NEXT\n");
-    for hint in advice::advice(set, ctx, &fleet, &hosts, &flows, coverage(set, ctx)) {
+    let lines = advice::advice(
+        set,
+        ctx,
+        &figs.fleet,
+        &figs.hosts,
+        &figs.flows,
+        coverage(set, ctx),
+    );
+    for hint in lines {
         text.push_str(&advice::wrap(&hint));
     }
     text
@@ -163,16 +169,37 @@ fn span_lines(set: &ReportSet, args: &SummarizeArgs) -> (String, String) {
     (format!("{seconds}s steady"), line)
 }
 
-fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String> {
+/// The summary's text above WHAT TO DO NEXT: the header, the fleet lines,
+/// the host table, the worst flows, the layered sections.
+fn render(set: &ReportSet, ctx: &Context, figs: &Figures, args: &SummarizeArgs) -> String {
     let mut t = String::new();
-    let fleet = figures::fleet(set, ctx);
-    let hosts = figures::hosts(set, ctx);
-    let flows = figures::flows(set, ctx);
+    header_lines(&mut t, set, ctx, figs, args);
+    t.push('\n');
+    fleet_lines(&mut t, ctx, &figs.fleet);
+    let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
+    t.push('\n');
+    host_table(&mut t, set, &figs.hosts, args.top_hosts);
+    worst_flows(&mut t, set, &figs.flows, args.top);
+    if ctx.layered {
+        layered_sections(&mut t, set, ctx);
+    }
+    t
+}
+
+/// The first line (what was covered, hosts, flows, sizes), the span line,
+/// and the layered line.
+fn header_lines(
+    t: &mut String,
+    set: &ReportSet,
+    ctx: &Context,
+    figs: &Figures,
+    args: &SummarizeArgs,
+) {
     let (covered, span_line) = span_lines(set, args);
     let _ = writeln!(
         t,
         "mx summarize -- {covered}, {} hosts, {} flows, {} bytes out -> {} bytes back",
-        hosts.len(),
+        figs.hosts.len(),
         set.tx.len(),
         ctx.tx_size,
         ctx.rx_size
@@ -200,9 +227,11 @@ fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String
             }
         }
     }
-    t.push('\n');
+}
 
-    let (req_wire, rep_wire) = figures::wire(&fleet, ctx);
+/// REQUESTS, DELIVERED, REPLIES, TARGET, TOTAL and LOSS.
+fn fleet_lines(t: &mut String, ctx: &Context, fleet: &figures::Fleet) {
+    let (req_wire, rep_wire) = figures::wire(fleet, ctx);
     let _ = writeln!(
         t,
         "  {:<10}{:>14}{:>16} wire{:>16} payload",
@@ -267,11 +296,16 @@ fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String
         "LOSS",
         format!("{:.2}%", fleet.round_trip_loss())
     );
+}
+
+/// The RTT line: exact fleet-wide percentiles when every host sent its
+/// histogram, else the worst flow's worst interval, said to be.
+fn rtt_text(set: &ReportSet, fleet: &figures::Fleet) -> String {
     let avg = fleet.rtt_avg.map_or("avg -".to_string(), |a| {
         format!("avg {} over all replies", micros(Some(a)))
     });
     let max = micros(fleet.rtt_max);
-    let rtt = match (fleet.exact, fleet.worst_flow) {
+    match (fleet.exact, fleet.worst_flow) {
         (Some((p50, p99, p999)), _) => format!(
             "{avg}; p50 {}  p99 {}  p99.9 {} fleet-wide (exact, from every host's histogram); max {max}",
             micros(Some(p50)),
@@ -286,16 +320,7 @@ fn render(set: &ReportSet, ctx: &Context, args: &SummarizeArgs) -> Result<String
             set.name(dst)
         ),
         (None, None) => "not measured: no reply came back in the window".to_string(),
-    };
-    let _ = writeln!(t, "  {:<10}{rtt}", "RTT");
-    t.push('\n');
-
-    host_table(&mut t, set, &hosts, args.top_hosts);
-    worst_flows(&mut t, set, &flows, args.top);
-    if ctx.layered {
-        layered_sections(&mut t, set, ctx);
     }
-    Ok(t)
 }
 
 fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], top: usize) {
