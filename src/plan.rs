@@ -84,18 +84,7 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
     let mut fleet_pps: f64 = 0.0;
     let mut layer = vec![HostLoad::default(); n];
     for l in 0..schedule.layer_count() {
-        layer.fill(HostLoad::default());
-        let mut fleet = 0.0;
-        for src in 0..n as u32 {
-            for cell in schedule.layer_flows(src, l) {
-                if let Some(pps) = cell.rate.pps() {
-                    layer[src as usize].out_pps += pps;
-                    layer[cell.dst as usize].in_pps += pps;
-                    fleet += pps;
-                }
-            }
-        }
-        fleet_pps = fleet_pps.max(fleet);
+        fleet_pps = fleet_pps.max(fill_layer(&schedule, l, &mut layer));
         for (peak, load) in peaks.iter_mut().zip(&layer) {
             peak.packets = peak.packets.max(load.packets());
             peak.out_wire = peak.out_wire.max(load.out_wire(tx, rx));
@@ -107,6 +96,31 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
         hosts: peaks,
         fleet_pps,
     }
+}
+
+/// Loads of every host of `matrix` in one `layer` (0 for a fixed matrix): what
+/// `mx gen` prints for the NICs, from the same loop [`matrix_load`] runs per layer.
+pub fn layer_loads(matrix: &Matrix, layer: usize) -> Vec<HostLoad> {
+    let mut loads = vec![HostLoad::default(); matrix.host_count()];
+    fill_layer(&Schedule::new(matrix), layer, &mut loads);
+    loads
+}
+
+/// Sums the paced flows of `layer` into `loads` (one per host, reset first) and
+/// returns the fleet's paced requests per second in that layer.
+fn fill_layer(schedule: &Schedule, layer: usize, loads: &mut [HostLoad]) -> f64 {
+    loads.fill(HostLoad::default());
+    let mut fleet = 0.0;
+    for src in 0..loads.len() as u32 {
+        for cell in schedule.layer_flows(src, layer) {
+            if let Some(pps) = cell.rate.pps() {
+                loads[src as usize].out_pps += pps;
+                loads[cell.dst as usize].in_pps += pps;
+                fleet += pps;
+            }
+        }
+    }
+    fleet
 }
 
 /// Per-host requests per second for a per-pair `rate` to `peers` peers.

@@ -11,7 +11,7 @@ use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{Host, Matrix, Rate, shared_endpoint, shared_endpoint_message};
-use crate::plan::{per_host, pps_for_gbps};
+use crate::plan::{self, per_host, pps_for_gbps};
 use crate::units::{self, bits, payload_bits, pps, wire_bits};
 
 /// Per-pair rate when neither --pps nor --gbps is given.
@@ -207,6 +207,26 @@ fn print_summary(
                 "             {} back on the wire ({} payload)",
                 bits(wire_bits(host_pps, rx)),
                 bits(payload_bits(host_pps, rx))
+            )?;
+            // What crosses each NIC: the host's own requests and the replies it
+            // serves go out, the replies to it and its peers' requests come in.
+            // The very arithmetic `mx check` weighs against the caps, on the
+            // heaviest layer (the first: a layered gen's last layer may be short).
+            let nic = plan::layer_loads(matrix, 0)
+                .into_iter()
+                .max_by(|a, b| a.packets().total_cmp(&b.packets()))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  per NIC  : {} each way -- each host also answers its peers' {} of requests",
+                pps(nic.packets()),
+                pps(nic.in_pps)
+            )?;
+            writeln!(
+                out,
+                "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
+                bits(nic.out_wire(tx, rx)),
+                bits(nic.in_wire(tx, rx))
             )?;
             writeln!(
                 out,

@@ -270,3 +270,94 @@ fn hints_sizing_needs_the_server_list() {
         "mx: sizing a run needs the server list: --servers servers.txt not found\n"
     );
 }
+
+/// gen's `per NIC` figures, as printed: (packets each way, out wire, in wire).
+fn gen_nic_figures(stdout: &str) -> (String, String, String) {
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("  per NIC  : "));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no per NIC line:\n{stdout}"));
+    let packets = first["  per NIC  : ".len()..]
+        .split(" each way")
+        .next()
+        .unwrap()
+        .to_string();
+    let second = lines.next().unwrap().trim_start();
+    let (out, rest) = second.split_once(" out, ").unwrap();
+    let (inw, _) = rest.split_once(" in on the wire").unwrap();
+    (packets, out.to_string(), inw.to_string())
+}
+
+/// check's figures for its busiest host: (packets/s, out (wire), in (wire)).
+fn check_top_figures(stdout: &str) -> (String, String, String) {
+    let row = stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("host "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table:\n{stdout}"));
+    // Columns are right-aligned after the name: packets (13), out (15), in (15).
+    let tail = &row[row.len() - 43..];
+    (
+        tail[..13].trim().to_string(),
+        tail[13..28].trim().to_string(),
+        tail[28..].trim().to_string(),
+    )
+}
+
+#[test]
+fn gen_says_what_each_nic_carries_as_check_counts_it() {
+    let cases: [(&str, &[&str]); 6] = [
+        (THREE_IPS, &["--pps", "20000", "--rx-size", "512"]),
+        (
+            THREE_IPS,
+            &["--gbps", "1", "--tx-size", "1400", "--rx-size", "200"],
+        ),
+        (
+            &hosts(11),
+            &["--peers", "3", "--seed", "5", "--pps", "1000"],
+        ),
+        (
+            &hosts(11),
+            &[
+                "--peers",
+                "3",
+                "--seed",
+                "5",
+                "--dwell",
+                "30",
+                "--tx-size",
+                "900",
+            ],
+        ),
+        (
+            &hosts(11),
+            &[
+                "--peers",
+                "3",
+                "--seed",
+                "5",
+                "--dwell",
+                "30",
+                "--equal-layers",
+            ],
+        ),
+        (&hosts(3), &["--pps", "0.5"]),
+    ];
+    for (servers, args) in cases {
+        let sb = Sandbox::new();
+        sb.write("servers.txt", servers);
+        let generated = sb.mx(&[&["gen"][..], args].concat());
+        assert_eq!(generated.code, 0, "{}", generated.stderr);
+        let checked = sb.mx(&["check"]);
+        assert_eq!(checked.code, 0, "{}", checked.stderr);
+        assert_eq!(
+            gen_nic_figures(&generated.stdout),
+            check_top_figures(&checked.stdout),
+            "{args:?}:\n{}\n{}",
+            generated.stdout,
+            checked.stdout
+        );
+    }
+}
