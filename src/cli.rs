@@ -210,13 +210,13 @@ pub struct HintsArgs {
     #[command(flatten)]
     pub servers: ServersArg,
 
-    /// Size the run for this many requests/s per pair
-    #[arg(long, value_name = "N")]
-    pub pps_per_pair: Option<f64>,
+    /// Size the run for this many requests/s per pair ('max': unpaced, what is known of it)
+    #[arg(long, value_name = "N|max", value_parser = parse_pps)]
+    pub pps_per_pair: Option<PpsArg>,
 
-    /// Size the run for this many requests/s out of every host
-    #[arg(long, value_name = "N")]
-    pub pps_per_host: Option<f64>,
+    /// Size the run for this many requests/s out of every host ('max': unpaced)
+    #[arg(long, value_name = "N|max", value_parser = parse_pps)]
+    pub pps_per_host: Option<PpsArg>,
 
     /// Size the run for this many Gb/s of requests out of every host (wire rate)
     #[arg(long, value_name = "G")]

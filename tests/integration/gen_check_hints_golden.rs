@@ -204,6 +204,88 @@ fn check_a_hand_edited_matrix_with_an_unpaced_flow() {
     );
 }
 
+const UNPACED: &str = include_str!("../golden/gen_max.csv");
+
+#[test]
+fn check_an_unpaced_matrix_says_what_is_known_and_weighs_nothing() {
+    check_golden(
+        "check_unpaced",
+        UNPACED,
+        &["--nic-gbps", "25", "--nic-mpps", "15"],
+        0,
+    );
+    let sb = Sandbox::new();
+    sb.write("matrix.csv", UNPACED);
+    for caps in [&[][..], &["--nic-gbps", "0.001"]] {
+        let run = sb.mx(&[&["check"][..], caps].concat());
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        // No table of zeros, no verdict on caps it could not check, no worker
+        // count computed from a rate of zero.
+        for unsaid in [
+            "packets/s",
+            "0 pps",
+            "admissible",
+            "needs about",
+            "no caps given",
+        ] {
+            assert!(
+                !run.stdout.contains(unsaid),
+                "{unsaid:?} in\n{}",
+                run.stdout
+            );
+        }
+        assert!(
+            run.stdout
+                .contains("to find the ceiling, run it: mx run --for 60")
+        );
+    }
+    // A layered matrix, every layer unpaced: nothing is "checked" in any layer.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(11));
+    let args = [
+        "gen", "--peers", "3", "--seed", "5", "--dwell", "30", "--pps", "max",
+    ];
+    assert_eq!(sb.mx(&args).code, 0);
+    let run = sb.mx(&["check", "--nic-mpps", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("check_unpaced_layered.stdout", &run.stdout);
+}
+
+#[test]
+fn check_a_mixed_matrix_checks_the_paced_flows_and_names_the_rest() {
+    // Two unpaced flows from b, one from c: the loads are the paced flows', each
+    // host an unpaced flow touches is marked, and the verdict says what it covers.
+    let matrix = "# tx_size=64 rx_size=1400 port=5300\n\
+                  src\\dst,a,b,c,d\n\
+                  a,,1000,1000,1000\n\
+                  b,max,,1000,max\n\
+                  c,90000,max,,1000\n\
+                  d,1000,1000,1000,\n";
+    check_golden("check_mixed", matrix, &["--nic-gbps", "10"], 0);
+
+    // A big unpaced part is named in a few lines, the rest counted.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(12));
+    assert_eq!(sb.mx(&["gen", "--pps", "max"]).code, 0);
+    let text = sb.read("matrix.csv").replacen("max", "1000", 1);
+    sb.write("matrix.csv", &text);
+    let run = sb.mx(&["check"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "  131 flows are unpaced ('max'), left out below: their load is whatever the senders manage\n\
+             \x20   h1 -> h3, h4, h5, h6, h7, h8, h9, h10 and 2 more\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\n    ... and 7 more hosts sending unpaced\n\n")
+    );
+    assert!(run.stdout.contains("fleet offered: 1.0 kpps requests"));
+}
+
 #[test]
 fn check_a_layered_matrix_checks_every_layer() {
     check_golden("check_layered", LAYERED, &["--nic-mpps", "0.006"], 0);
@@ -237,6 +319,28 @@ fn hints_sizes_a_run() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_golden("hints_sizing_sparse.stdout", &run.stdout);
+}
+
+#[test]
+fn hints_for_an_unpaced_run_says_what_is_known() {
+    let sb = Sandbox::new();
+    sb.write("s12.txt", &hosts(12));
+    let run = sb.mx(&["hints", "--servers", "s12.txt", "--pps-per-pair", "max"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("hints_unpaced.stdout", &run.stdout);
+    // Per host, or 'inf', the same; a number per pair still wins.
+    let per_host = sb.mx(&["hints", "--servers", "s12.txt", "--pps-per-host", "inf"]);
+    assert_eq!(per_host.stdout, run.stdout);
+    let paced = sb.mx(&[
+        "hints",
+        "--servers",
+        "s12.txt",
+        "--pps-per-pair",
+        "1000",
+        "--pps-per-host",
+        "max",
+    ]);
+    assert!(paced.stdout.starts_with("to get that across 12 hosts"));
 }
 
 #[test]
