@@ -60,7 +60,14 @@ pub enum Command {
     /// A whole run on local agents (127.77.0.x), no ssh and no root: try mx here
     Demo(DemoArgs),
     /// Every command, every switch, on one page
-    Help,
+    Help(HelpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// Show only this command's page, as `mx COMMAND --help` does
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// `--servers`, shared by the commands that read the server list.

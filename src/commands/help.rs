@@ -5,12 +5,16 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::error::{EXIT_REFUSED, Result};
+use crate::error::{EXIT_REFUSED, Error, Result};
 
 const SEPARATOR_WIDTH: usize = 74;
 
 /// `mx help`: the top-level help, each sub-command's full help, the environment.
-pub fn run(out: &mut dyn Write) -> Result<u8> {
+/// `mx help COMMAND`: that command's page alone, as `mx COMMAND --help` prints it.
+pub fn run(command: Option<&str>, out: &mut dyn Write) -> Result<u8> {
+    if let Some(name) = command {
+        return one_command(name, out);
+    }
     let mut cli = crate::cli::command();
     cli.build();
     let separator = "=".repeat(SEPARATOR_WIDTH);
@@ -48,6 +52,26 @@ pub fn run(out: &mut dyn Write) -> Result<u8> {
         writeln!(out, "  {var:<12} default for {}", uses.join(", "))?;
     }
     Ok(0)
+}
+
+/// One command's page: the very text `mx <name> --help` prints, rendered by the
+/// same parser from the same arguments, so the two cannot differ.
+fn one_command(name: &str, out: &mut dyn Write) -> Result<u8> {
+    let cli = crate::cli::command();
+    if cli.find_subcommand(name).is_none() {
+        let names: Vec<&str> = cli.get_subcommands().map(|sub| sub.get_name()).collect();
+        return Err(Error::refused(format!(
+            "no command '{name}' -- the commands are {} (`mx help` shows them all)",
+            names.join(", ")
+        )));
+    }
+    match cli.try_get_matches_from(["mx", name, "--help"]) {
+        Err(page) if page.kind() == clap::error::ErrorKind::DisplayHelp => {
+            write!(out, "{}", page.render())?;
+            Ok(0)
+        }
+        _ => unreachable!("`mx {name} --help` shows the help page"),
+    }
 }
 
 /// `mx` with no command: what it is, how to start, where to look. Exit 2.

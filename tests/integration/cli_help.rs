@@ -68,6 +68,37 @@ fn help_lists_every_switch_of_every_command() {
 }
 
 #[test]
+fn help_with_a_command_prints_that_commands_page() {
+    let sb = Sandbox::new();
+    let mut commands = 0;
+    for sub in Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        let page = sb.mx(&["help", name]);
+        let flag = sb.mx(&[name, "--help"]);
+        assert_eq!(page.code, 0, "mx help {name}: {}", page.stderr);
+        assert_eq!(page.stderr, "");
+        assert_eq!(
+            page.stdout, flag.stdout,
+            "mx help {name} vs mx {name} --help"
+        );
+        commands += 1;
+    }
+    assert!(commands >= 16, "only {commands} commands");
+    let run = sb.mx(&["help", "nosuch"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr
+            .starts_with("mx: no command 'nosuch' -- the commands are gen, check, "),
+        "{}",
+        run.stderr
+    );
+    for sub in Cli::command().get_subcommands() {
+        assert!(run.stderr.contains(sub.get_name()), "{}", run.stderr);
+    }
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let sb = Sandbox::new();
     let run = sb.mx(&["gen", "--no-such-switch"]);
