@@ -410,7 +410,9 @@ pub struct FleetArgs {
     #[arg(long, value_name = "DIR")]
     pub local: Option<PathBuf>,
 
-    /// The ssh command, whole (e.g. "ssh -F lab/ssh_config")
+    // Hidden, as in the original: no usage line or page shows it, and `mx help`
+    // lists MX_SSH with this text instead of pointing at the switch.
+    /// The ssh command every fleet command runs, split at whitespace (e.g. "ssh -F my_config")
     #[arg(
         long,
         hide = true,
@@ -420,7 +422,9 @@ pub struct FleetArgs {
     )]
     pub ssh: String,
 
-    /// The scp command, whole
+    // Hidden, as in the original: no usage line or page shows it, and `mx help`
+    // lists MX_SCP with this text instead of pointing at the switch.
+    /// The scp command every fleet command runs, split at whitespace (e.g. "scp -F my_config")
     #[arg(
         long,
         hide = true,

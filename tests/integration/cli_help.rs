@@ -46,7 +46,8 @@ fn help_lists_every_switch_of_every_command() {
             run.stdout.contains(&format!("usage: mx {name}")),
             "mx help lacks the usage of {name}"
         );
-        for arg in sub.get_arguments() {
+        // Hidden switches (--ssh, --scp) are the exception, as in the original.
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
             if let Some(long) = arg.get_long() {
                 assert!(
                     run.stdout.contains(&format!("--{long}")),
@@ -59,12 +60,56 @@ fn help_lists_every_switch_of_every_command() {
     assert!(checked >= 20, "only {checked} switches seen");
     assert!(
         run.stdout
-            .contains("MX_MATRIX    default for mx check --matrix")
+            .contains("MX_MATRIX     default for mx check --matrix")
     );
     assert!(
         run.stdout
-            .contains("MX_SERVERS   default for mx gen --servers, mx hints --servers")
+            .contains("MX_SERVERS    default for mx gen --servers, mx hints --servers")
     );
+}
+
+#[test]
+fn the_environment_list_names_only_switches_a_help_page_shows() {
+    let sb = Sandbox::new();
+    let page = sb.mx(&["help"]).stdout;
+    let list = page
+        .split("Environment (a variable set to the empty string counts as unset):\n")
+        .nth(1)
+        .expect("mx help ends with the environment");
+    let mut named = 0;
+    for line in list.lines() {
+        let Some((_, uses)) = line.split_once(" default for ") else {
+            continue;
+        };
+        for switch in uses.split(", ") {
+            let (command, long) = switch
+                .strip_prefix("mx ")
+                .and_then(|s| s.split_once(' '))
+                .unwrap_or_else(|| panic!("{line}"));
+            let help = sb.mx(&[command, "--help"]).stdout;
+            assert!(
+                help.contains(&format!("  {long} ")) || help.contains(&format!(", {long} ")),
+                "mx help names {switch}, which mx {command} --help does not show"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 40, "only {named} switches named");
+    // The hidden --ssh/--scp are not named; their variables say what they do.
+    assert!(!list.contains("--ssh") && !list.contains("--scp"), "{list}");
+    assert!(list.contains(
+        "  MX_SSH        the ssh command every fleet command runs, split at whitespace \
+         (e.g. \"ssh -F my_config\"); default: ssh\n"
+    ));
+    assert!(list.contains("  MX_SCP        the scp command every fleet command runs,"));
+    // And they still work: MX_SSH is the ssh the fleet commands run.
+    sb.write(
+        "matrix.csv",
+        "src\\dst,a=127.0.0.1,b=127.0.0.2\na,,1\nb,1,\n",
+    );
+    let run = sb.mx_env(&["status", "--dry-run"], &[("MX_SSH", "ssh -F my_config")]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("ssh -F my_config "), "{}", run.stdout);
 }
 
 #[test]
@@ -246,6 +291,6 @@ fn python_is_accepted_and_ignored_with_one_line() {
     let page = sb.mx(&["help"]).stdout;
     assert!(page.contains("--python"));
     assert!(page.contains(
-        "MX_PYTHON    default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
+        "MX_PYTHON     default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
     ));
 }
