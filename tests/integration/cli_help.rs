@@ -32,6 +32,50 @@ fn version() {
     assert_eq!(run.stdout, format!("mx {}\n", env!("CARGO_PKG_VERSION")));
 }
 
+/// Every `mx X.Y.Z` in `text`.
+fn versions_named(text: &str) -> Vec<&str> {
+    text.match_indices("mx ")
+        .map(|(i, _)| {
+            let rest = &text[i + 3..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches('.')
+        })
+        .filter(|v| v.split('.').count() == 3 && v.split('.').all(|p| !p.is_empty()))
+        .collect()
+}
+
+#[test]
+fn one_version_everywhere_and_the_readme_says_what_it_means() {
+    let version = env!("CARGO_PKG_VERSION");
+    // 1.x is the Python original's line; this mx is 2.x (README, Versions).
+    assert!(version.starts_with("2."), "{version}");
+    let readme = include_str!("../../README.md");
+    let section = readme
+        .split("\n## Versions\n")
+        .nth(1)
+        .expect("the README has a Versions section");
+    assert!(
+        section.starts_with(&format!("\nThis is mx {version}. ")),
+        "{}",
+        &section[..80]
+    );
+    let named = versions_named(readme);
+    assert!(named.len() >= 3, "{named:?}");
+    assert!(named.iter().all(|v| *v == version), "{named:?}");
+    // What prints it: --version, mx help's first line (the agent banner and
+    // export's header are checked where those run).
+    let sb = Sandbox::new();
+    assert_eq!(sb.mx(&["--version"]).stdout, format!("mx {version}\n"));
+    let help = sb.mx(&["help"]).stdout;
+    assert!(
+        help.starts_with(&format!("mx {version} -- every command, every switch.")),
+        "{}",
+        help.lines().next().unwrap_or_default()
+    );
+}
+
 #[test]
 fn help_lists_every_switch_of_every_command() {
     let run = Sandbox::new().mx(&["help"]);
