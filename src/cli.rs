@@ -60,7 +60,14 @@ pub enum Command {
     /// A whole run on local agents (127.77.0.x), no ssh and no root: try mx here
     Demo(DemoArgs),
     /// Every command, every switch, on one page
-    Help,
+    Help(HelpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// Show only this command's page, as `mx COMMAND --help` does
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// `--servers`, shared by the commands that read the server list.
@@ -210,13 +217,13 @@ pub struct HintsArgs {
     #[command(flatten)]
     pub servers: ServersArg,
 
-    /// Size the run for this many requests/s per pair
-    #[arg(long, value_name = "N")]
-    pub pps_per_pair: Option<f64>,
+    /// Size the run for this many requests/s per pair ('max': unpaced, what is known of it)
+    #[arg(long, value_name = "N|max", value_parser = parse_pps)]
+    pub pps_per_pair: Option<PpsArg>,
 
-    /// Size the run for this many requests/s out of every host
-    #[arg(long, value_name = "N")]
-    pub pps_per_host: Option<f64>,
+    /// Size the run for this many requests/s out of every host ('max': unpaced)
+    #[arg(long, value_name = "N|max", value_parser = parse_pps)]
+    pub pps_per_host: Option<PpsArg>,
 
     /// Size the run for this many Gb/s of requests out of every host (wire rate)
     #[arg(long, value_name = "G")]
@@ -403,7 +410,9 @@ pub struct FleetArgs {
     #[arg(long, value_name = "DIR")]
     pub local: Option<PathBuf>,
 
-    /// The ssh command, whole (e.g. "ssh -F lab/ssh_config")
+    // Hidden, as in the original: no usage line or page shows it, and `mx help`
+    // lists MX_SSH with this text instead of pointing at the switch.
+    /// The ssh command every fleet command runs, split at whitespace (e.g. "ssh -F my_config")
     #[arg(
         long,
         hide = true,
@@ -413,7 +422,9 @@ pub struct FleetArgs {
     )]
     pub ssh: String,
 
-    /// The scp command, whole
+    // Hidden, as in the original: no usage line or page shows it, and `mx help`
+    // lists MX_SCP with this text instead of pointing at the switch.
+    /// The scp command every fleet command runs, split at whitespace (e.g. "scp -F my_config")
     #[arg(
         long,
         hide = true,

@@ -54,7 +54,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Collect(args)) => fleet::collect(&args, out),
         Some(Command::Run(args)) => fleet::run(&args, out),
         Some(Command::Demo(args)) => demo::run(&args, out),
-        Some(Command::Help) => help::run(out),
+        Some(Command::Help(args)) => help::run(args.command.as_deref(), out),
     }
 }
 

@@ -9,6 +9,8 @@
 //! - in on the wire  = wire(in, tx_size) + wire(out, rx_size).
 //!
 //! A layered matrix is checked in every layer; a host's figure is its heaviest.
+//! Unpaced (`max`) flows have no rate to add: they are left out of the sums, and
+//! each host that sends or answers one is marked, since its real load is more.
 
 use crate::matrix::schedule::Schedule;
 use crate::matrix::{Matrix, Rate};
@@ -37,6 +39,9 @@ pub struct HostLoad {
     pub out_pps: f64,
     /// Requests this host receives (and answers) per second.
     pub in_pps: f64,
+    /// It sends or answers an unpaced flow besides: its load is more than these
+    /// figures, by whatever that flow's sender manages.
+    pub unpaced: bool,
 }
 
 impl HostLoad {
@@ -64,6 +69,8 @@ pub struct PeakLoad {
     pub out_wire: f64,
     pub in_wire: f64,
     pub out_pps: f64,
+    /// Sends or answers an unpaced flow in some layer (see [`HostLoad::unpaced`]).
+    pub unpaced: bool,
 }
 
 /// What the whole matrix offers, for the summary lines.
@@ -84,29 +91,50 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
     let mut fleet_pps: f64 = 0.0;
     let mut layer = vec![HostLoad::default(); n];
     for l in 0..schedule.layer_count() {
-        layer.fill(HostLoad::default());
-        let mut fleet = 0.0;
-        for src in 0..n as u32 {
-            for cell in schedule.layer_flows(src, l) {
-                if let Some(pps) = cell.rate.pps() {
-                    layer[src as usize].out_pps += pps;
-                    layer[cell.dst as usize].in_pps += pps;
-                    fleet += pps;
-                }
-            }
-        }
-        fleet_pps = fleet_pps.max(fleet);
+        fleet_pps = fleet_pps.max(fill_layer(&schedule, l, &mut layer));
         for (peak, load) in peaks.iter_mut().zip(&layer) {
             peak.packets = peak.packets.max(load.packets());
             peak.out_wire = peak.out_wire.max(load.out_wire(tx, rx));
             peak.in_wire = peak.in_wire.max(load.in_wire(tx, rx));
             peak.out_pps = peak.out_pps.max(load.out_pps);
+            peak.unpaced |= load.unpaced;
         }
     }
     MatrixLoad {
         hosts: peaks,
         fleet_pps,
     }
+}
+
+/// Loads of every host of `matrix` in one `layer` (0 for a fixed matrix): what
+/// `mx gen` prints for the NICs, from the same loop [`matrix_load`] runs per layer.
+pub fn layer_loads(matrix: &Matrix, layer: usize) -> Vec<HostLoad> {
+    let mut loads = vec![HostLoad::default(); matrix.host_count()];
+    fill_layer(&Schedule::new(matrix), layer, &mut loads);
+    loads
+}
+
+/// Sums the paced flows of `layer` into `loads` (one per host, reset first) and
+/// returns the fleet's paced requests per second in that layer.
+fn fill_layer(schedule: &Schedule, layer: usize, loads: &mut [HostLoad]) -> f64 {
+    loads.fill(HostLoad::default());
+    let mut fleet = 0.0;
+    for src in 0..loads.len() as u32 {
+        for cell in schedule.layer_flows(src, layer) {
+            match cell.rate.pps() {
+                Some(pps) => {
+                    loads[src as usize].out_pps += pps;
+                    loads[cell.dst as usize].in_pps += pps;
+                    fleet += pps;
+                }
+                None => {
+                    loads[src as usize].unpaced = true;
+                    loads[cell.dst as usize].unpaced = true;
+                }
+            }
+        }
+    }
+    fleet
 }
 
 /// Per-host requests per second for a per-pair `rate` to `peers` peers.
@@ -139,10 +167,30 @@ mod tests {
     }
 
     #[test]
+    fn unpaced_flows_are_left_out_and_their_hosts_marked() {
+        let m = Matrix::parse(
+            b"src\\dst,a,b,c,d\na,,100,,\nb,,,max,\nc,,,,\nd,,,,\n",
+            "m.csv",
+        )
+        .unwrap();
+        let load = matrix_load(&m);
+        assert_eq!(load.fleet_pps, 100.0);
+        let marked: Vec<bool> = load.hosts.iter().map(|h| h.unpaced).collect();
+        assert_eq!(marked, [false, true, true, false]);
+        assert_eq!(
+            load.hosts[1].packets, 100.0,
+            "b answers a; its max flow adds nothing"
+        );
+        assert_eq!(load.hosts[2].packets, 0.0);
+        assert!(layer_loads(&m, 0)[2].unpaced);
+    }
+
+    #[test]
     fn host_load_directions() {
         let load = HostLoad {
             out_pps: 1000.0,
             in_pps: 2000.0,
+            unpaced: false,
         };
         assert_eq!(load.packets(), 3000.0);
         assert_eq!(

@@ -1,46 +1,137 @@
 //! `mx check`: will the NICs carry this matrix? Per-host packet and wire rates
 //! against the caps the user gives; exit 1 when a host is over (facts.md 4.10).
+//!
+//! Unpaced (`max`) flows have no rate, so nothing about them can be weighed:
+//! they are named and left out of the loads, and a matrix with nothing paced
+//! gets no table, no verdict and no worker count, only what is known and how to
+//! find out the rest.
 
 use std::io::Write;
 
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
 use crate::matrix::Matrix;
-use crate::plan::{WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed};
+use crate::plan::{MatrixLoad, WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed};
 use crate::units::{self, bits, pps};
+
+use super::unpaced_ceiling;
+
+/// Senders whose unpaced flows are listed; the rest are counted.
+const UNPACED_SENDERS_LISTED: usize = 5;
+/// Receivers named on one sender's line; the rest are counted.
+const UNPACED_RECEIVERS_LISTED: usize = 8;
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
     let matrix = Matrix::load(&args.matrix)?;
     matrix.print_warnings();
-    let n = matrix.host_count();
     let load = matrix_load(&matrix);
 
     writeln!(
         out,
-        "matrix {}: {n} hosts, {} flows, {}, port {}",
+        "matrix {}: {} hosts, {} flows, {}, port {}",
         args.matrix.display(),
+        matrix.host_count(),
         matrix.flow_count(),
         matrix.sizes_phrase(),
         matrix.config.port
     )?;
+    // Counted as the loads count them: in a layered matrix a row's first cell
+    // sets its rate in every layer.
+    let (unpaced, unpaced_lines) = unpaced_flows(&matrix);
+    let nothing_paced = load.fleet_pps == 0.0;
     if let (Some(key), Some(rotation)) = (matrix.config.shuffle, matrix.config.rotation) {
         writeln!(
             out,
-            "  layered: {} layers of {} peers, {}s each -- every layer is checked; each host shows its heaviest",
+            "  layered: {} layers of {} peers, {}s each{}",
             rotation.layers,
             key.peers,
-            units::g(rotation.dwell)
+            units::g(rotation.dwell),
+            if nothing_paced {
+                ""
+            } else {
+                " -- every layer is checked; each host shows its heaviest"
+            }
         )?;
     }
-    let unpaced = matrix.unpaced_count();
+    if nothing_paced {
+        return all_unpaced(args, &matrix, out);
+    }
     if unpaced > 0 {
+        let (flows, load) = if unpaced == 1 {
+            (
+                "1 flow is unpaced ('max')".to_string(),
+                "its load is whatever its sender manages",
+            )
+        } else {
+            (
+                format!("{unpaced} flows are unpaced ('max')"),
+                "their load is whatever the senders manage",
+            )
+        };
+        writeln!(out, "  {flows}, left out below: {load}")?;
+        for line in &unpaced_lines {
+            writeln!(out, "    {line}")?;
+        }
+    }
+    let over_hosts = table_and_caps(args, &matrix, &load, out)?;
+    verdict(args, &load, unpaced, over_hosts, out)?;
+    if unpaced > 0 {
+        writeln!(out)?;
+        let goal = if unpaced == 1 {
+            "what the unpaced flow reaches"
+        } else {
+            "what the unpaced flows reach"
+        };
+        for line in unpaced_ceiling(goal, &run_command(args)) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    Ok(if over_hosts > 0 { EXIT_PROBLEMS } else { 0 })
+}
+
+/// Nothing paced: no load to weigh and no rate to size workers from. Exit 0: an
+/// unpaced matrix is a fine thing to run, only not one to check.
+fn all_unpaced(args: &CheckArgs, matrix: &Matrix, out: &mut dyn Write) -> Result<u8> {
+    let every = if matrix.flow_count() == 1 {
+        "the only flow is"
+    } else {
+        "every flow is"
+    };
+    writeln!(
+        out,
+        "  {every} unpaced ('max'): the offered load is whatever the senders manage, so there"
+    )?;
+    writeln!(
+        out,
+        "  is no load to weigh against a NIC's caps and no rate to size workers from"
+    )?;
+    writeln!(out)?;
+    let caps: Vec<String> = [("--nic-gbps", args.nic_gbps), ("--nic-mpps", args.nic_mpps)]
+        .into_iter()
+        .filter_map(|(flag, cap)| cap.map(|c| format!("{flag} {}", units::g(c))))
+        .collect();
+    if !caps.is_empty() {
         writeln!(
             out,
-            "  {unpaced} flow{} unpaced ('max'): offered load is whatever the senders manage, so the caps below cannot be checked",
-            if unpaced == 1 { " is" } else { "s are" }
+            "  caps not checked: {} (nothing here is paced)",
+            caps.join(" ")
         )?;
     }
+    for line in unpaced_ceiling("the ceiling", &run_command(args)) {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(0)
+}
 
+/// The paced loads, busiest first, and the hosts over the caps; returns how many
+/// cap violations there are (a host over both caps counts twice, as the original).
+fn table_and_caps(
+    args: &CheckArgs,
+    matrix: &Matrix,
+    load: &MatrixLoad,
+    out: &mut dyn Write,
+) -> Result<usize> {
+    let n = matrix.host_count();
     // Busiest first: by the heavier wire direction, then matrix order.
     let mut order: Vec<usize> = (0..n).collect();
     let heavier = |i: usize| load.hosts[i].out_wire.max(load.hosts[i].in_wire);
@@ -62,11 +153,12 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         let h = &load.hosts[i];
         writeln!(
             out,
-            "  {:<width$}{:>13}{:>15}{:>15}",
+            "  {:<width$}{:>13}{:>15}{:>15}{}",
             matrix.hosts()[i].name,
             pps(h.packets),
             bits(h.out_wire),
-            bits(h.in_wire)
+            bits(h.in_wire),
+            if h.unpaced { "  + unpaced" } else { "" }
         )?;
     }
     if n > args.top {
@@ -107,14 +199,30 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
             writeln!(out, "{line}")?;
         }
     }
+    Ok(over_hosts)
+}
 
+/// The fleet's offer, the verdict on the caps and the CPU side, for the paced
+/// flows (the original's lines when every flow is paced).
+fn verdict(
+    args: &CheckArgs,
+    load: &MatrixLoad,
+    unpaced: usize,
+    over_hosts: usize,
+    out: &mut dyn Write,
+) -> Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "  fleet offered: {} requests + the same rate in replies",
-        pps(load.fleet_pps)
+        "  fleet offered: {} requests + the same rate in replies{}",
+        pps(load.fleet_pps),
+        match unpaced {
+            0 => "",
+            1 => ", and the unpaced flow on top",
+            _ => ", and the unpaced flows on top",
+        }
     )?;
-    let code = if over_hosts > 0 {
+    if over_hosts > 0 {
         writeln!(
             out,
             "  NOT admissible: {over_hosts} host(s) over the caps you gave"
@@ -123,18 +231,24 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
             out,
             "  fix it: lower --pps in `mx gen`, or shrink --tx-size/--rx-size"
         )?;
-        EXIT_PROBLEMS
+    } else if args.nic_gbps.is_none() && args.nic_mpps.is_none() {
+        writeln!(
+            out,
+            "  no caps given -- pass --nic-gbps and/or --nic-mpps to check them"
+        )?;
+    } else if unpaced > 0 {
+        writeln!(
+            out,
+            "  the paced flows are admissible against the caps you gave; the unpaced {} on top, unchecked",
+            if unpaced == 1 {
+                "one comes"
+            } else {
+                "ones come"
+            }
+        )?;
     } else {
-        if args.nic_gbps.is_some() || args.nic_mpps.is_some() {
-            writeln!(out, "  admissible against the caps you gave")?;
-        } else {
-            writeln!(
-                out,
-                "  no caps given -- pass --nic-gbps and/or --nic-mpps to check them"
-            )?;
-        }
-        0
-    };
+        writeln!(out, "  admissible against the caps you gave")?;
+    }
     let busiest = load.hosts.iter().map(|h| h.out_pps).fold(0.0, f64::max);
     let workers = workers_needed(busiest);
     writeln!(
@@ -142,14 +256,93 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         "  the CPU side: one mx worker sends or answers ~{} of requests, so the busiest",
         pps(WORKER_EXCHANGES_PER_SECOND)
     )?;
-    writeln!(
-        out,
-        "  host here needs about {workers} worker{} (`mx start --workers {workers}`, one core each);",
-        if workers == 1 { "" } else { "s" }
-    )?;
-    writeln!(
-        out,
-        "  `mx hints --pps-per-host N` does that arithmetic for any rate"
-    )?;
-    Ok(code)
+    if unpaced > 0 {
+        // No count for the unpaced flows: they take whatever workers they get.
+        writeln!(
+            out,
+            "  host here needs about {workers} worker{} for its paced flows (`mx start --workers {workers}`, one core each),",
+            if workers == 1 { "" } else { "s" }
+        )?;
+        writeln!(
+            out,
+            "  the unpaced {} aside; `mx hints --pps-per-host N` does that arithmetic for any rate",
+            if unpaced == 1 { "flow" } else { "flows" }
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  host here needs about {workers} worker{} (`mx start --workers {workers}`, one core each);",
+            if workers == 1 { "" } else { "s" }
+        )?;
+        writeln!(
+            out,
+            "  `mx hints --pps-per-host N` does that arithmetic for any rate"
+        )?;
+    }
+    Ok(())
+}
+
+/// How many flows are unpaced, and one line per sender naming them: `b -> d, e`;
+/// in a layered matrix a sender's rate holds in every layer, so its line says so.
+fn unpaced_flows(matrix: &Matrix) -> (usize, Vec<String>) {
+    let layered = matrix.config.shuffle.is_some() && matrix.config.rotation.is_some();
+    let name = |i: u32| matrix.hosts()[i as usize].name.as_str();
+    let mut lines = Vec::new();
+    let (mut senders, mut flows) = (0, 0);
+    for (src, row) in matrix.rows() {
+        let line = if layered {
+            if !matrix.row_rate(src).is_some_and(|r| r.is_unpaced()) {
+                continue;
+            }
+            flows += row.len();
+            format!("{} -> its peers, in every layer", name(src))
+        } else {
+            let receivers: Vec<&str> = row
+                .iter()
+                .filter(|c| c.rate.is_unpaced())
+                .map(|c| name(c.dst))
+                .collect();
+            if receivers.is_empty() {
+                continue;
+            }
+            flows += receivers.len();
+            let mut line = format!(
+                "{} -> {}",
+                name(src),
+                receivers
+                    .iter()
+                    .take(UNPACED_RECEIVERS_LISTED)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if receivers.len() > UNPACED_RECEIVERS_LISTED {
+                line.push_str(&format!(
+                    " and {} more",
+                    receivers.len() - UNPACED_RECEIVERS_LISTED
+                ));
+            }
+            line
+        };
+        senders += 1;
+        if senders <= UNPACED_SENDERS_LISTED {
+            lines.push(line);
+        }
+    }
+    if senders > UNPACED_SENDERS_LISTED {
+        lines.push(format!(
+            "... and {} more hosts sending unpaced",
+            senders - UNPACED_SENDERS_LISTED
+        ));
+    }
+    (flows, lines)
+}
+
+/// `mx run --for 60`, with this check's --matrix when it is not the default.
+fn run_command(args: &CheckArgs) -> String {
+    if args.matrix == std::path::Path::new("matrix.csv") {
+        "mx run --for 60".to_string()
+    } else {
+        format!("mx run --matrix {} --for 60", args.matrix.display())
+    }
 }

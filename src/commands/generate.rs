@@ -11,8 +11,10 @@ use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{Host, Matrix, Rate, shared_endpoint, shared_endpoint_message};
-use crate::plan::{per_host, pps_for_gbps};
+use crate::plan::{self, per_host, pps_for_gbps};
 use crate::units::{self, bits, payload_bits, pps, wire_bits};
+
+use super::unpaced_ceiling;
 
 /// Per-pair rate when neither --pps nor --gbps is given.
 const DEFAULT_PPS: f64 = 10_000.0;
@@ -185,8 +187,30 @@ fn print_summary(
         print_layers(out, matrix, peers, dwell, fill)?;
     }
     let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
+    let matrix_flag = if args.output == Path::new("matrix.csv") {
+        String::new()
+    } else {
+        format!(" --matrix {}", args.output.display())
+    };
+    let run = format!("mx run{matrix_flag} --for 60");
     match per_host(rate, peers) {
-        None => writeln!(out, "  rate: unpaced (send as fast as each host can)")?,
+        None => {
+            // No rate, so no figure to size a NIC or workers by: say so, and how
+            // to find out instead of pointing at `mx check`, which cannot tell.
+            const INDENT: &str = "             ";
+            writeln!(out, "  rate: unpaced (send as fast as each host can)")?;
+            writeln!(
+                out,
+                "  load     : whatever the senders manage, so there is no figure to size a NIC by,"
+            )?;
+            writeln!(
+                out,
+                "{INDENT}and nothing for `mx check` to weigh against its caps"
+            )?;
+            for line in unpaced_ceiling("the ceiling", &run) {
+                writeln!(out, "{INDENT}{line}")?;
+            }
+        }
         Some(host_pps) => {
             let pair_pps = rate.pps().unwrap_or_default();
             writeln!(out, "  per pair : {}", pps(pair_pps))?;
@@ -208,6 +232,26 @@ fn print_summary(
                 bits(wire_bits(host_pps, rx)),
                 bits(payload_bits(host_pps, rx))
             )?;
+            // What crosses each NIC: the host's own requests and the replies it
+            // serves go out, the replies to it and its peers' requests come in.
+            // The very arithmetic `mx check` weighs against the caps, on the
+            // heaviest layer (the first: a layered gen's last layer may be short).
+            let nic = plan::layer_loads(matrix, 0)
+                .into_iter()
+                .max_by(|a, b| a.packets().total_cmp(&b.packets()))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  per NIC  : {} each way -- each host also answers its peers' {} of requests",
+                pps(nic.packets()),
+                pps(nic.in_pps)
+            )?;
+            writeln!(
+                out,
+                "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
+                bits(nic.out_wire(tx, rx)),
+                bits(nic.in_wire(tx, rx))
+            )?;
             writeln!(
                 out,
                 "  fleet    : {} offered",
@@ -215,16 +259,18 @@ fn print_summary(
             )?;
         }
     }
-    let matrix_flag = if args.output == Path::new("matrix.csv") {
-        String::new()
+    let (first, why) = if rate.is_unpaced() {
+        (run, "# how far do the senders get?")
     } else {
-        format!(" --matrix {}", args.output.display())
+        (
+            format!("mx check{matrix_flag} --nic-gbps 25"),
+            "# will the NICs take it?",
+        )
     };
-    let check = format!("mx check{matrix_flag} --nic-gbps 25");
     let start = format!("mx start{matrix_flag}");
-    let width = check.len().max(start.len()) + 5;
+    let width = first.len().max(start.len()) + 5;
     writeln!(out)?;
-    writeln!(out, "next: {check:<width$}# will the NICs take it?")?;
+    writeln!(out, "next: {first:<width$}{why}")?;
     writeln!(out, "      {start:<width$}# deploy and run it")?;
     Ok(())
 }

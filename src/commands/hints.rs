@@ -4,11 +4,13 @@
 
 use std::io::Write;
 
-use crate::cli::HintsArgs;
+use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
 use crate::matrix::servers::read_servers;
 use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
 use crate::units::{bits, pps, wire_bits};
+
+use super::unpaced_ceiling;
 
 /// Above this many workers per host, a socket-based agent is the wrong tool.
 const SOCKET_AGENT_WORKER_LIMIT: u64 = 32;
@@ -42,8 +44,11 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
     };
     // Precedence as the original: per pair, then per host, then Gb/s per host.
     let per_pair = match (args.pps_per_pair, args.pps_per_host, args.gbps_per_host) {
-        (Some(x), _, _) => positive("--pps-per-pair", x)?,
-        (None, Some(x), _) => positive("--pps-per-host", x)? / peers as f64,
+        (Some(PpsArg::Max), _, _) | (None, Some(PpsArg::Max), _) => {
+            return unpaced(args, n, peers, (tx, rx), out);
+        }
+        (Some(PpsArg::Rate(x)), _, _) => positive("--pps-per-pair", x)?,
+        (None, Some(PpsArg::Rate(x)), _) => positive("--pps-per-host", x)? / peers as f64,
         (None, None, Some(g)) => pps_for_gbps(positive("--gbps-per-host", g)?, tx) / peers as f64,
         (None, None, None) => unreachable!("checked above"),
     };
@@ -156,6 +161,44 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
+/// `--pps-per-pair max`: nothing to size, so say what is known, the commands,
+/// and how to find the rate that a paced run can then be sized for.
+fn unpaced(
+    args: &HintsArgs,
+    n: usize,
+    peers: usize,
+    (tx, rx): (u32, u32),
+    out: &mut dyn Write,
+) -> Result<u8> {
+    writeln!(
+        out,
+        "unpaced across {n} hosts ({} flows): every sender goes as fast as it can, so the",
+        n * peers
+    )?;
+    writeln!(
+        out,
+        "offered load is whatever the senders manage: there is no rate to size NICs or workers by."
+    )?;
+    writeln!(out)?;
+    let peers_flag = args
+        .peers
+        .map_or(String::new(), |k| format!(" --peers {k}"));
+    writeln!(
+        out,
+        "  mx gen --servers {}{peers_flag} --pps max --tx-size {tx} --rx-size {rx}",
+        args.servers.path.display()
+    )?;
+    writeln!(out)?;
+    for line in unpaced_ceiling("the ceiling", "mx run --for 60") {
+        writeln!(out, "  {line}")?;
+    }
+    writeln!(
+        out,
+        "  `mx hints --pps-per-host N` then sizes a paced run at the rate the senders reached."
+    )?;
+    Ok(0)
+}
+
 fn positive(flag: &str, value: f64) -> Result<f64> {
     if value > 0.0 && value.is_finite() {
         Ok(value)
@@ -175,6 +218,8 @@ RUN SOMETHING RIGHT NOW
 SMALL PACKETS, HIGH PACKET RATE
   mx gen --servers servers.txt --pps max --tx-size 64 --rx-size 64
   mx start --workers auto                # one worker thread per core
+  mx summarize                           # unpaced, so `sent` is how far each host got
+                                         # (`agent` near 100%: mx is the limit)
 
 ASYMMETRIC REQUEST/RESPONSE (small ask, large answer)
   mx gen --servers servers.txt --pps 5000 --tx-size 128 --rx-size 8192

@@ -511,7 +511,8 @@ fn agent_counts_duplicated_and_reordered_requests_and_answers_each_once() {
     // --log: every line of the agent went to the file, none to stdout.
     let log = std::fs::read_to_string(fleet.dir("h1").join("agent.out")).unwrap();
     assert!(
-        log.contains("mx agent 0.1.0: host=h1") && log.contains("mx agent: stopped"),
+        log.contains(concat!("mx agent ", env!("CARGO_PKG_VERSION"), ": host=h1"))
+            && log.contains("mx agent: stopped"),
         "{log}"
     );
     assert_eq!(

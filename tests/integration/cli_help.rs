@@ -32,6 +32,50 @@ fn version() {
     assert_eq!(run.stdout, format!("mx {}\n", env!("CARGO_PKG_VERSION")));
 }
 
+/// Every `mx X.Y.Z` in `text`.
+fn versions_named(text: &str) -> Vec<&str> {
+    text.match_indices("mx ")
+        .map(|(i, _)| {
+            let rest = &text[i + 3..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches('.')
+        })
+        .filter(|v| v.split('.').count() == 3 && v.split('.').all(|p| !p.is_empty()))
+        .collect()
+}
+
+#[test]
+fn one_version_everywhere_and_the_readme_says_what_it_means() {
+    let version = env!("CARGO_PKG_VERSION");
+    // 1.x is the Python original's line; this mx is 2.x (README, Versions).
+    assert!(version.starts_with("2."), "{version}");
+    let readme = include_str!("../../README.md");
+    let section = readme
+        .split("\n## Versions\n")
+        .nth(1)
+        .expect("the README has a Versions section");
+    assert!(
+        section.starts_with(&format!("\nThis is mx {version}. ")),
+        "{}",
+        &section[..80]
+    );
+    let named = versions_named(readme);
+    assert!(named.len() >= 3, "{named:?}");
+    assert!(named.iter().all(|v| *v == version), "{named:?}");
+    // What prints it: --version, mx help's first line (the agent banner and
+    // export's header are checked where those run).
+    let sb = Sandbox::new();
+    assert_eq!(sb.mx(&["--version"]).stdout, format!("mx {version}\n"));
+    let help = sb.mx(&["help"]).stdout;
+    assert!(
+        help.starts_with(&format!("mx {version} -- every command, every switch.")),
+        "{}",
+        help.lines().next().unwrap_or_default()
+    );
+}
+
 #[test]
 fn help_lists_every_switch_of_every_command() {
     let run = Sandbox::new().mx(&["help"]);
@@ -46,7 +90,8 @@ fn help_lists_every_switch_of_every_command() {
             run.stdout.contains(&format!("usage: mx {name}")),
             "mx help lacks the usage of {name}"
         );
-        for arg in sub.get_arguments() {
+        // Hidden switches (--ssh, --scp) are the exception, as in the original.
+        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
             if let Some(long) = arg.get_long() {
                 assert!(
                     run.stdout.contains(&format!("--{long}")),
@@ -59,12 +104,87 @@ fn help_lists_every_switch_of_every_command() {
     assert!(checked >= 20, "only {checked} switches seen");
     assert!(
         run.stdout
-            .contains("MX_MATRIX    default for mx check --matrix")
+            .contains("MX_MATRIX     default for mx check --matrix")
     );
     assert!(
         run.stdout
-            .contains("MX_SERVERS   default for mx gen --servers, mx hints --servers")
+            .contains("MX_SERVERS    default for mx gen --servers, mx hints --servers")
     );
+}
+
+#[test]
+fn the_environment_list_names_only_switches_a_help_page_shows() {
+    let sb = Sandbox::new();
+    let page = sb.mx(&["help"]).stdout;
+    let list = page
+        .split("Environment (a variable set to the empty string counts as unset):\n")
+        .nth(1)
+        .expect("mx help ends with the environment");
+    let mut named = 0;
+    for line in list.lines() {
+        let Some((_, uses)) = line.split_once(" default for ") else {
+            continue;
+        };
+        for switch in uses.split(", ") {
+            let (command, long) = switch
+                .strip_prefix("mx ")
+                .and_then(|s| s.split_once(' '))
+                .unwrap_or_else(|| panic!("{line}"));
+            let help = sb.mx(&[command, "--help"]).stdout;
+            assert!(
+                help.contains(&format!("  {long} ")) || help.contains(&format!(", {long} ")),
+                "mx help names {switch}, which mx {command} --help does not show"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 40, "only {named} switches named");
+    // The hidden --ssh/--scp are not named; their variables say what they do.
+    assert!(!list.contains("--ssh") && !list.contains("--scp"), "{list}");
+    assert!(list.contains(
+        "  MX_SSH        the ssh command every fleet command runs, split at whitespace \
+         (e.g. \"ssh -F my_config\"); default: ssh\n"
+    ));
+    assert!(list.contains("  MX_SCP        the scp command every fleet command runs,"));
+    // And they still work: MX_SSH is the ssh the fleet commands run.
+    sb.write(
+        "matrix.csv",
+        "src\\dst,a=127.0.0.1,b=127.0.0.2\na,,1\nb,1,\n",
+    );
+    let run = sb.mx_env(&["status", "--dry-run"], &[("MX_SSH", "ssh -F my_config")]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("ssh -F my_config "), "{}", run.stdout);
+}
+
+#[test]
+fn help_with_a_command_prints_that_commands_page() {
+    let sb = Sandbox::new();
+    let mut commands = 0;
+    for sub in Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        let page = sb.mx(&["help", name]);
+        let flag = sb.mx(&[name, "--help"]);
+        assert_eq!(page.code, 0, "mx help {name}: {}", page.stderr);
+        assert_eq!(page.stderr, "");
+        assert_eq!(
+            page.stdout, flag.stdout,
+            "mx help {name} vs mx {name} --help"
+        );
+        commands += 1;
+    }
+    assert!(commands >= 16, "only {commands} commands");
+    let run = sb.mx(&["help", "nosuch"]);
+    assert_eq!(run.code, 2);
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr
+            .starts_with("mx: no command 'nosuch' -- the commands are gen, check, "),
+        "{}",
+        run.stderr
+    );
+    for sub in Cli::command().get_subcommands() {
+        assert!(run.stderr.contains(sub.get_name()), "{}", run.stderr);
+    }
 }
 
 #[test]
@@ -215,6 +335,6 @@ fn python_is_accepted_and_ignored_with_one_line() {
     let page = sb.mx(&["help"]).stdout;
     assert!(page.contains("--python"));
     assert!(page.contains(
-        "MX_PYTHON    default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
+        "MX_PYTHON     default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
     ));
 }

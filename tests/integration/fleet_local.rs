@@ -126,7 +126,11 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         "{}",
         logs.stdout
     );
-    assert!(sb.read("logs/h1.log").contains("mx agent 0.1.0: host=h1"));
+    assert!(sb.read("logs/h1.log").contains(concat!(
+        "mx agent ",
+        env!("CARGO_PKG_VERSION"),
+        ": host=h1"
+    )));
 
     let stop = sb.mx(&with(&["stop"], &local));
     assert_eq!(stop.code, 0);

@@ -204,6 +204,88 @@ fn check_a_hand_edited_matrix_with_an_unpaced_flow() {
     );
 }
 
+const UNPACED: &str = include_str!("../golden/gen_max.csv");
+
+#[test]
+fn check_an_unpaced_matrix_says_what_is_known_and_weighs_nothing() {
+    check_golden(
+        "check_unpaced",
+        UNPACED,
+        &["--nic-gbps", "25", "--nic-mpps", "15"],
+        0,
+    );
+    let sb = Sandbox::new();
+    sb.write("matrix.csv", UNPACED);
+    for caps in [&[][..], &["--nic-gbps", "0.001"]] {
+        let run = sb.mx(&[&["check"][..], caps].concat());
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        // No table of zeros, no verdict on caps it could not check, no worker
+        // count computed from a rate of zero.
+        for unsaid in [
+            "packets/s",
+            "0 pps",
+            "admissible",
+            "needs about",
+            "no caps given",
+        ] {
+            assert!(
+                !run.stdout.contains(unsaid),
+                "{unsaid:?} in\n{}",
+                run.stdout
+            );
+        }
+        assert!(
+            run.stdout
+                .contains("to find the ceiling, run it: mx run --for 60")
+        );
+    }
+    // A layered matrix, every layer unpaced: nothing is "checked" in any layer.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(11));
+    let args = [
+        "gen", "--peers", "3", "--seed", "5", "--dwell", "30", "--pps", "max",
+    ];
+    assert_eq!(sb.mx(&args).code, 0);
+    let run = sb.mx(&["check", "--nic-mpps", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("check_unpaced_layered.stdout", &run.stdout);
+}
+
+#[test]
+fn check_a_mixed_matrix_checks_the_paced_flows_and_names_the_rest() {
+    // Two unpaced flows from b, one from c: the loads are the paced flows', each
+    // host an unpaced flow touches is marked, and the verdict says what it covers.
+    let matrix = "# tx_size=64 rx_size=1400 port=5300\n\
+                  src\\dst,a,b,c,d\n\
+                  a,,1000,1000,1000\n\
+                  b,max,,1000,max\n\
+                  c,90000,max,,1000\n\
+                  d,1000,1000,1000,\n";
+    check_golden("check_mixed", matrix, &["--nic-gbps", "10"], 0);
+
+    // A big unpaced part is named in a few lines, the rest counted.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(12));
+    assert_eq!(sb.mx(&["gen", "--pps", "max"]).code, 0);
+    let text = sb.read("matrix.csv").replacen("max", "1000", 1);
+    sb.write("matrix.csv", &text);
+    let run = sb.mx(&["check"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "  131 flows are unpaced ('max'), left out below: their load is whatever the senders manage\n\
+             \x20   h1 -> h3, h4, h5, h6, h7, h8, h9, h10 and 2 more\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\n    ... and 7 more hosts sending unpaced\n\n")
+    );
+    assert!(run.stdout.contains("fleet offered: 1.0 kpps requests"));
+}
+
 #[test]
 fn check_a_layered_matrix_checks_every_layer() {
     check_golden("check_layered", LAYERED, &["--nic-mpps", "0.006"], 0);
@@ -240,6 +322,28 @@ fn hints_sizes_a_run() {
 }
 
 #[test]
+fn hints_for_an_unpaced_run_says_what_is_known() {
+    let sb = Sandbox::new();
+    sb.write("s12.txt", &hosts(12));
+    let run = sb.mx(&["hints", "--servers", "s12.txt", "--pps-per-pair", "max"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("hints_unpaced.stdout", &run.stdout);
+    // Per host, or 'inf', the same; a number per pair still wins.
+    let per_host = sb.mx(&["hints", "--servers", "s12.txt", "--pps-per-host", "inf"]);
+    assert_eq!(per_host.stdout, run.stdout);
+    let paced = sb.mx(&[
+        "hints",
+        "--servers",
+        "s12.txt",
+        "--pps-per-pair",
+        "1000",
+        "--pps-per-host",
+        "max",
+    ]);
+    assert!(paced.stdout.starts_with("to get that across 12 hosts"));
+}
+
+#[test]
 fn hints_refuses_peers_out_of_range_with_the_numbers_filled_in() {
     let sb = Sandbox::new();
     sb.write("s3.txt", &hosts(3));
@@ -269,4 +373,95 @@ fn hints_sizing_needs_the_server_list() {
         run.stderr,
         "mx: sizing a run needs the server list: --servers servers.txt not found\n"
     );
+}
+
+/// gen's `per NIC` figures, as printed: (packets each way, out wire, in wire).
+fn gen_nic_figures(stdout: &str) -> (String, String, String) {
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("  per NIC  : "));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("no per NIC line:\n{stdout}"));
+    let packets = first["  per NIC  : ".len()..]
+        .split(" each way")
+        .next()
+        .unwrap()
+        .to_string();
+    let second = lines.next().unwrap().trim_start();
+    let (out, rest) = second.split_once(" out, ").unwrap();
+    let (inw, _) = rest.split_once(" in on the wire").unwrap();
+    (packets, out.to_string(), inw.to_string())
+}
+
+/// check's figures for its busiest host: (packets/s, out (wire), in (wire)).
+fn check_top_figures(stdout: &str) -> (String, String, String) {
+    let row = stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("host "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table:\n{stdout}"));
+    // Columns are right-aligned after the name: packets (13), out (15), in (15).
+    let tail = &row[row.len() - 43..];
+    (
+        tail[..13].trim().to_string(),
+        tail[13..28].trim().to_string(),
+        tail[28..].trim().to_string(),
+    )
+}
+
+#[test]
+fn gen_says_what_each_nic_carries_as_check_counts_it() {
+    let cases: [(&str, &[&str]); 6] = [
+        (THREE_IPS, &["--pps", "20000", "--rx-size", "512"]),
+        (
+            THREE_IPS,
+            &["--gbps", "1", "--tx-size", "1400", "--rx-size", "200"],
+        ),
+        (
+            &hosts(11),
+            &["--peers", "3", "--seed", "5", "--pps", "1000"],
+        ),
+        (
+            &hosts(11),
+            &[
+                "--peers",
+                "3",
+                "--seed",
+                "5",
+                "--dwell",
+                "30",
+                "--tx-size",
+                "900",
+            ],
+        ),
+        (
+            &hosts(11),
+            &[
+                "--peers",
+                "3",
+                "--seed",
+                "5",
+                "--dwell",
+                "30",
+                "--equal-layers",
+            ],
+        ),
+        (&hosts(3), &["--pps", "0.5"]),
+    ];
+    for (servers, args) in cases {
+        let sb = Sandbox::new();
+        sb.write("servers.txt", servers);
+        let generated = sb.mx(&[&["gen"][..], args].concat());
+        assert_eq!(generated.code, 0, "{}", generated.stderr);
+        let checked = sb.mx(&["check"]);
+        assert_eq!(checked.code, 0, "{}", checked.stderr);
+        assert_eq!(
+            gen_nic_figures(&generated.stdout),
+            check_top_figures(&checked.stdout),
+            "{args:?}:\n{}\n{}",
+            generated.stdout,
+            checked.stdout
+        );
+    }
 }
