@@ -129,6 +129,7 @@ pub fn deploy(
 }
 
 pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
+    crate::agent::check_flags(&args.run.agent_flags)?;
     let fleet = Fleet::open(&args.fleet)?;
     Ok(start_fleet(&fleet, &args.run, None, out)?.code)
 }
@@ -151,6 +152,9 @@ pub fn start_fleet(
     end_after: Option<f64>,
     out: &mut dyn Write,
 ) -> Result<Started> {
+    // The agents' own refusals, before anything is copied (`start` and `run`
+    // check before the fleet is even opened: this is for every other caller).
+    crate::agent::check_flags(&run.agent_flags)?;
     let interval = run.agent_flags.interval;
     fleet.matrix.print_warnings();
     check_dwell_interval(fleet, interval)?;
@@ -514,6 +518,7 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
 /// instant and (unless `--keep`) end at one, S seconds later: the agents end
 /// themselves, and the summary covers the steady part between.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
+    crate::agent::check_flags(&args.run.agent_flags)?;
     let fleet = Fleet::open(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
         args.run.agent_flags.duration

@@ -14,8 +14,10 @@ use std::io::Write;
 
 use super::commands::{check_dwell_interval, deploy, stage};
 use super::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, scripts};
-use crate::cli::ReloadArgs;
-use crate::error::{EXIT_PROBLEMS, Result};
+use clap::Parser as _;
+
+use crate::cli::{AgentFlags, ReloadArgs};
+use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::stamp::fingerprint;
 
 /// What the probe found on one host.
@@ -161,7 +163,9 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         .filter(|i| restart.contains(i) || start.contains(i))
         .collect();
     for &i in &act {
-        check_dwell_interval(&fleet, interval_of(&flags_of(i)))?;
+        let flags = flags_of(i);
+        check_stamped_flags(name(i), &flags)?;
+        check_dwell_interval(&fleet, interval_of(&flags))?;
     }
     let (_staging, files) = stage(&fleet, &args.agent, Some(target))?;
     let done = fleet.step(
@@ -212,6 +216,34 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     )?;
     writeln!(out, "[mx] next: mx status      # one line per host")?;
     Ok(0)
+}
+
+/// Refuses flags stamped on host `host` that its agent would refuse, before
+/// anything is copied, with the agent's own words.
+fn check_stamped_flags(host: &str, flags: &[String]) -> Result<()> {
+    #[derive(clap::Parser)]
+    #[command(no_binary_name = true)]
+    struct Stamped {
+        #[command(flatten)]
+        flags: AgentFlags,
+    }
+    let shown = crate::stamp::shell_join(flags);
+    let parsed = Stamped::try_parse_from(flags).map_err(|e| {
+        let first = e.to_string();
+        let first = first
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        Error::refused(format!(
+            "{host}'s agent.stamp (flags={shown}) cannot start an agent: {first}"
+        ))
+    })?;
+    crate::agent::check_flags(&parsed.flags).map_err(|e| {
+        Error::refused(format!(
+            "{host}'s agent.stamp (flags={shown}) cannot start an agent: {e}"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -585,3 +585,69 @@ fn agent_fleet_start_widens_its_margins_for_a_clock_off_and_refuses_one_far_off(
     }
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
+
+#[test]
+fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
+    let sb = fleet_dir(62, &["h1", "h2"]);
+    for (flags, refusal) in [
+        (
+            &["--interval", "0"][..],
+            "--interval must be a positive number of seconds (got 0)",
+        ),
+        (
+            &["--interval", "-1"],
+            "--interval must be a positive number of seconds (got -1)",
+        ),
+        (
+            &["--interval", "nan"],
+            "--interval must be a positive number of seconds (got nan)",
+        ),
+        (
+            &["--duration", "-5"],
+            "--duration must be 0 (run until stopped) or a number of seconds (got -5)",
+        ),
+        (
+            &["--workers", "0"],
+            "--workers must be at least 1, or 'auto' (got 0)",
+        ),
+        (
+            &["--workers", "-2"],
+            "--workers must be at least 1, or 'auto' (got -2)",
+        ),
+        (&["--streams", "0"], "--streams must be at least 1"),
+        (&["--streams", "-1"], "--streams must be at least 1"),
+        (
+            &["--streams", "257"],
+            "--streams above 256 is almost certainly a mistake (got 257)",
+        ),
+        (
+            &["--sndbuf", "-1"],
+            "--sndbuf must be 0 (the kernel's default) or a number of bytes (got -1)",
+        ),
+        (
+            &["--rcvbuf", "-4096"],
+            "--rcvbuf must be 0 (sized for the packets) or a number of bytes (got -4096)",
+        ),
+    ] {
+        let want = format!("mx: {refusal}\n");
+        for cmd in ["start", "run"] {
+            let run = sb.mx(&[&[cmd, "--local", "hosts"][..], flags].concat());
+            assert_eq!(run.code, 2, "{cmd} {flags:?}: {}{}", run.stdout, run.stderr);
+            assert_eq!(run.stderr, want, "{cmd} {flags:?}");
+            assert_eq!(run.stdout, "", "{cmd} {flags:?}");
+            assert!(
+                !sb.file("hosts").exists(),
+                "{cmd} {flags:?}: nothing copied"
+            );
+        }
+        let agent = sb.mx(&[&["agent", "--host", "h1"][..], flags].concat());
+        assert_eq!(agent.code, 2, "agent {flags:?}");
+        assert_eq!(agent.stderr, want, "agent {flags:?}");
+    }
+    let agent = sb.mx(&["agent", "--host", "h1", "--grace", "-1"]);
+    assert_eq!(agent.code, 2);
+    assert_eq!(
+        agent.stderr,
+        "mx: --grace must be 0 or a number of seconds (got -1)\n"
+    );
+}
