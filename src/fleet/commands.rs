@@ -433,7 +433,9 @@ fn fetch(
     quiet: bool,
     missing: &str,
 ) -> Result<bool> {
-    std::fs::create_dir_all(into).map_err(|e| Error::io(into, "cannot create", &e))?;
+    if !fleet.dry_run {
+        std::fs::create_dir_all(into).map_err(|e| Error::io(into, "cannot create", &e))?;
+    }
     let label = format!(
         "collecting {}s into {}/",
         if file == "agent.log" { "log" } else { "report" },

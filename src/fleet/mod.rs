@@ -79,30 +79,35 @@ impl Fleet {
             .clone()
             .or_else(|| std::env::var("SSH_USER").ok().filter(|u| !u.is_empty()));
         let ssh_words = split(&args.ssh);
-        // Share connections unless the user's own ssh command already manages them.
-        let sharing = !args.dry_run
-            && !ssh_words
-                .iter()
-                .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
+        // Share connections unless the user's own ssh command already manages
+        // them. A dry run shows the same options, and creates nothing.
+        let sharing = !ssh_words
+            .iter()
+            .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
         let ssh = Ssh {
             ssh: ssh_words,
             scp: split(&args.scp),
             user,
-            control_dir: if sharing {
-                transport::control_dir()
-            } else {
-                None
+            control_dir: match (sharing, args.dry_run) {
+                (false, _) => None,
+                (true, true) => Some(transport::control_dir_path()),
+                (true, false) => transport::control_dir(),
             },
         };
         if ssh.ssh.is_empty() || ssh.scp.is_empty() {
             return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
         }
-        let transport: Box<dyn Transport> = match (&args.local, args.dry_run) {
+        let local = match &args.local {
             // Absolute: the scripts run from each host's own directory.
-            (Some(root), _) => Box::new(Local {
+            Some(root) => Some(Local {
                 root: std::path::absolute(root).map_err(|e| Error::io(root, "cannot use", &e))?,
             }),
-            (None, true) => Box::new(Rehearsal { ssh }),
+            None => None,
+        };
+        let transport: Box<dyn Transport> = match (local, args.dry_run) {
+            (Some(local), true) => Box::new(Rehearsal::Local(local)),
+            (Some(local), false) => Box::new(local),
+            (None, true) => Box::new(Rehearsal::Ssh(ssh)),
             (None, false) => Box::new(ssh),
         };
         if args.jobs == 0 {

@@ -250,16 +250,28 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
         ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // Exactly the options the real run uses, connection sharing included.
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let shared = format!(
+        "-o 'ControlMaster=auto' -o 'ControlPath={}/mx-ssh-{uid}/%C' -o 'ControlPersist=60s'",
+        std::env::temp_dir().display()
+    );
+    let options = format!(
+        "-o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' {shared}"
+    );
     assert!(
-        run.stdout.contains(
-            "DRY-RUN ssh -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' ops@127.55.0.1 "
-        ),
+        run.stdout.contains(&format!(
+            "DRY-RUN ssh -F lab_config {options} ops@127.55.0.1 "
+        )),
         "{}",
         run.stdout
     );
     assert!(
         run.stdout
-            .contains("DRY-RUN scp -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' -q ")
+            .contains(&format!("DRY-RUN scp -F lab_config {options} -q ")),
+        "{}",
+        run.stdout
     );
     assert!(run.stdout.contains("ops@127.55.0.2:/var/tmp/mx/"));
     assert_eq!(walk(sb.path()), before, "dry run wrote files");
@@ -267,7 +279,66 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
     assert_eq!(run.code, 0);
     assert!(
         run.stdout
-            .contains("DRY-RUN ssh -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' 127.55.0.1 ")
+            .contains(&format!("DRY-RUN ssh {options} 127.55.0.1 ")),
+        "{}",
+        run.stdout
+    );
+    // A user's ssh that manages its own connections is left to do so.
+    let run = sb.mx_env(
+        &["stop", "--dry-run"],
+        &[("MX_SSH", "ssh -o ControlMaster=no")],
+    );
+    assert!(
+        run.stdout.contains(
+            "DRY-RUN ssh -o 'ControlMaster=no' -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' 127.55.0.1 "
+        ),
+        "{}",
+        run.stdout
+    );
+
+    // The local transport rehearses too: the scripts it would run, and
+    // where, and nothing started, made or copied.
+    for cmd in [
+        &["start", "--interval", "1"][..],
+        &["status"],
+        &["stop"],
+        &["collect"],
+        &["clean"],
+    ] {
+        let run = sb.mx(&[cmd, &["--local", "hosts", "--dry-run"][..]].concat());
+        assert_eq!(run.code, 0, "{cmd:?}: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains(&format!(
+                "  h2  DRY-RUN mkdir -p {root}/h2 && cd {root}/h2 && sh -c '",
+                root = sb.file("hosts").display()
+            )) || cmd == ["collect"],
+            "{cmd:?}: {}",
+            run.stdout
+        );
+        assert_eq!(walk(sb.path()), before, "{cmd:?} --dry-run wrote files");
+        assert!(agents_under(sb.path()).is_empty(), "{cmd:?} started agents");
+    }
+    let run = sb.mx(&["start", "--local", "hosts", "--dry-run"]);
+    let copy = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("  h1  DRY-RUN cp "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        copy.ends_with(&format!(
+            "/matrix.csv {}/h1/var/tmp/mx/",
+            sb.file("hosts").display()
+        )),
+        "{copy}"
+    );
+    let run = sb.mx(&["collect", "--local", "hosts", "--dry-run"]);
+    assert!(
+        run.stdout.contains(&format!(
+            "  h1  DRY-RUN cp {}/h1/var/tmp/mx/report.csv reports/.h1.csv.part",
+            sb.file("hosts").display()
+        )),
+        "{}",
+        run.stdout
     );
 }
 
