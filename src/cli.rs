@@ -407,7 +407,7 @@ pub struct FleetArgs {
         value_name = "FILE",
         env = "MX_MATRIX",
         hide_env_values = true,
-        default_value = "matrix.csv"
+        default_value = crate::fleet::DEFAULT_MATRIX
     )]
     pub matrix: PathBuf,
 
@@ -431,7 +431,7 @@ pub struct FleetArgs {
         value_name = "DIR",
         env = "MX_REMOTE_DIR",
         hide_env_values = true,
-        default_value = "/var/tmp/mx"
+        default_value = crate::fleet::DEFAULT_REMOTE_DIR
     )]
     pub remote_dir: String,
 

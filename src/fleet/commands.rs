@@ -1,6 +1,6 @@
 //! start, status, stop, clean, logs, collect and run (facts.md 4.1-4.8).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,7 +106,7 @@ pub fn deploy(
 ) -> Outcome {
     let dir = fleet.dir(host);
     let script = if check_running {
-        scripts::prepare(&dir)
+        scripts::prepare(&dir, &fleet.hint("stop"))
     } else {
         scripts::make_dir(&dir)
     };
@@ -132,6 +132,39 @@ pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     crate::agent::check_flags(&args.run.agent_flags)?;
     let fleet = Fleet::open(&args.fleet)?;
     Ok(start_fleet(&fleet, &args.run, None, out)?.code)
+}
+
+/// `1 host`, `3 hosts`.
+fn hosts_text(n: usize) -> String {
+    if n == 1 {
+        "1 host".to_string()
+    } else {
+        format!("{n} hosts")
+    }
+}
+
+/// How many of the failed `outcomes` are hosts whose agent already runs.
+fn already_running(outcomes: &[Outcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| {
+            !o.ok()
+                && o.text
+                    .lines()
+                    .last()
+                    .is_some_and(|l| l.starts_with(scripts::ALREADY_RUNNING))
+        })
+        .count()
+}
+
+/// Why no agent was started when `running` hosts already run one: what to do.
+fn already_running_note(fleet: &Fleet, running: usize) -> String {
+    format!(
+        "the agents already run on {} -- `{}` first, or `{}` to push an edited matrix",
+        hosts_text(running),
+        fleet.hint("stop"),
+        fleet.hint("reload")
+    )
 }
 
 /// What a start achieved: its exit code, and the instants it gave the flows.
@@ -171,19 +204,34 @@ pub fn start_fleet(
             None => resolved(&fleet.matrix)?,
         };
         let (_staging, files) = stage(fleet, &run.agent, retargeted.as_ref())?;
-        hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {
-            deploy(fleet, host, &files, true)
-        })?;
-        if hosts.len() < fleet.matrix.host_count() {
-            writeln!(
-                out,
-                "[mx] no agent was started: every host needs the agent and the matrix first"
-            )?;
+        writeln!(
+            out,
+            "[mx] deploying agent + matrix on {} hosts",
+            hosts.len()
+        )?;
+        let outcomes = fleet.each(&hosts, |host| deploy(fleet, host, &files, true));
+        hosts = fleet.print(out, &hosts, &outcomes, true)?;
+        let unready = fleet.matrix.host_count() - hosts.len();
+        if unready > 0 {
+            let running = already_running(&outcomes);
+            let why = if running == 0 {
+                "every host needs the agent and the matrix first".to_string()
+            } else if running == unready {
+                already_running_note(fleet, running)
+            } else {
+                format!(
+                    "{}; and every host needs the agent and the matrix first",
+                    already_running_note(fleet, running)
+                )
+            };
+            writeln!(out, "[mx] no agent was started: {why}")?;
             return Ok(failed(EXIT_PROBLEMS));
         }
     }
     // 1. Every agent up, listening and answering, sending nothing yet.
     let flags = run.agent_flags.to_args();
+    let stop_hint = fleet.hint("stop");
+    let logs_hint = fleet.hint("logs");
     let offsets = std::sync::Mutex::new(Vec::new());
     let launched_at = Instant::now();
     writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
@@ -196,6 +244,7 @@ pub fn start_fleet(
                 &flags,
                 true,
                 scripts::Begin::Armed,
+                &stop_hint,
             ),
             STEP_TIMEOUT,
         );
@@ -232,10 +281,19 @@ pub fn start_fleet(
         writeln!(out, "[mx] {note}")?;
     }
     if started.is_empty() {
-        writeln!(
-            out,
-            "[mx] some hosts did not start; `mx logs` will tell you why"
-        )?;
+        let running = already_running(&outcomes);
+        if running == hosts.len() {
+            writeln!(
+                out,
+                "[mx] no agent was started: {}",
+                already_running_note(fleet, running)
+            )?;
+        } else {
+            writeln!(
+                out,
+                "[mx] some hosts did not start; `{logs_hint}` will tell you why"
+            )?;
+        }
         return Ok(failed(EXIT_PROBLEMS));
     }
     let begin = instants::start_instant(wall_now(), interval, margins.start);
@@ -245,7 +303,7 @@ pub fn start_fleet(
     let went = fleet.step(out, "", &started, true, |host| {
         let mut outcome = fleet.transport.run(
             host,
-            &scripts::go(&fleet.dir(host), begin, margins.grace, end),
+            &scripts::go(&fleet.dir(host), begin, margins.grace, end, &logs_hint),
             STEP_TIMEOUT,
         );
         let returned = wall_now();
@@ -266,14 +324,14 @@ pub fn start_fleet(
     if went.is_empty() {
         writeln!(
             out,
-            "[mx] no agent was given the start instant; `mx logs` will tell you why"
+            "[mx] no agent was given the start instant; `{logs_hint}` will tell you why"
         )?;
         return Ok(failed(EXIT_PROBLEMS));
     }
     let code = if went.len() < fleet.matrix.host_count() {
         writeln!(
             out,
-            "[mx] some hosts did not start; `mx logs` will tell you why"
+            "[mx] some hosts did not start; `{logs_hint}` will tell you why"
         )?;
         EXIT_PROBLEMS
     } else {
@@ -315,9 +373,16 @@ pub fn start_fleet(
         )?;
     }
     if code == 0 && end_after.is_none() {
-        writeln!(out, "[mx] next: mx status      # one line per host")?;
-        writeln!(out, "[mx]       mx summarize   # pps / Gbps / loss / rtt")?;
-        writeln!(out, "[mx]       mx stop        # when you are done")?;
+        fleet.hint_lines(
+            out,
+            "[mx] next: ",
+            "[mx]       ",
+            &[
+                ("status", "one line per host"),
+                ("summarize", "pps / Gbps / loss / rtt"),
+                ("stop", "when you are done"),
+            ],
+        )?;
     }
     Ok(Started {
         code,
@@ -355,26 +420,62 @@ pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
 /// Ends every agent's flows at one instant, a margin from now: each stops
 /// sending then, answers a grace period more and exits by itself (those still
 /// running 10 s later are stopped). Prints each host's outcome.
-fn end_fleet(fleet: &Fleet, out: &mut dyn Write, label: &str) -> Result<bool> {
+/// Returns every host's outcome (the stop script's last line: `ended`,
+/// `stopped`, `killed`, `not-running` or `not-deployed`).
+fn end_fleet(fleet: &Fleet, out: &mut dyn Write, label: &str) -> Result<Vec<Outcome>> {
     let at = wall_now() + instants::START_MARGIN;
     let grace = instants::START_MARGIN;
-    let done = fleet.step(out, label, &fleet.all(), false, |host| {
+    let all = fleet.all();
+    writeln!(out, "[mx] {label} on {} hosts", all.len())?;
+    let outcomes = fleet.each(&all, |host| {
         fleet.transport.run(
             host,
             &scripts::end(&fleet.dir(host), at, grace),
             STEP_TIMEOUT,
         )
-    })?;
-    Ok(done.len() == fleet.matrix.host_count())
+    });
+    fleet.print(out, &all, &outcomes, false)?;
+    Ok(outcomes)
 }
 
 fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
-    let all_ended = end_fleet(fleet, out, "stopping agents (flows end together)")?;
-    writeln!(out, "[mx] reports and logs are still on the hosts:")?;
-    writeln!(out, "[mx]   mx summarize   # collect + analyze")?;
-    writeln!(out, "[mx]   mx logs        # collect agent logs")?;
-    writeln!(out, "[mx]   mx clean       # delete every trace")?;
-    Ok(all_ended)
+    let outcomes = end_fleet(fleet, out, "stopping agents (flows end together)")?;
+    // Hosts that answered that nothing of mx is there.
+    let bare: Vec<&str> = fleet
+        .hosts()
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.ok() && o.text.lines().last() == Some("not-deployed"))
+        .map(|(h, _)| h.name.as_str())
+        .collect();
+    if bare.len() == outcomes.len() {
+        writeln!(
+            out,
+            "[mx] nothing was deployed on these hosts ({} is not there): no agent ran, no report or log was left to collect",
+            fleet.transport.shown_dir(&fleet.remote_dir)
+        )?;
+    } else {
+        if !bare.is_empty() {
+            writeln!(
+                out,
+                "[mx] nothing was deployed on {} ({} is not there): no report or log there",
+                bare.join(", "),
+                fleet.transport.shown_dir(&fleet.remote_dir)
+            )?;
+        }
+        writeln!(out, "[mx] reports and logs are still on the hosts:")?;
+        fleet.hint_lines(
+            out,
+            "[mx]   ",
+            "[mx]   ",
+            &[
+                ("summarize", "collect + analyze"),
+                ("logs", "collect agent logs"),
+                ("clean", "delete every trace"),
+            ],
+        )?;
+    }
+    Ok(outcomes.iter().all(Outcome::ok))
 }
 
 pub fn stop(args: &StopArgs, out: &mut dyn Write) -> Result<u8> {
@@ -392,19 +493,34 @@ pub fn clean(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
         writeln!(
             out,
             "[mx] this stops every agent and deletes {} on {} hosts.",
-            fleet.remote_dir,
+            fleet.transport.shown_dir(&fleet.remote_dir),
             fleet.matrix.host_count()
         )?;
         writeln!(
             out,
-            "[mx] collect anything you want first (mx summarize, mx logs)."
+            "[mx] collect anything you want first ({}, {}).",
+            fleet.hint("summarize"),
+            fleet.hint("logs")
         )?;
-        write!(out, "[mx] type 'yes' to continue: ")?;
+        // Without a terminal no one is there to type: a `yes` piped in is
+        // taken (as the original took it), anything else says what works.
+        let terminal = std::io::stdin().is_terminal();
+        if terminal {
+            write!(out, "[mx] type 'yes' to continue: ")?;
+        }
         out.flush()?;
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
         if !answer.trim().eq_ignore_ascii_case("yes") {
-            writeln!(out, "[mx] nothing done")?;
+            if terminal {
+                writeln!(out, "[mx] nothing done")?;
+            } else {
+                writeln!(
+                    out,
+                    "[mx] nothing done: standard input is not a terminal, so no one can answer -- `{} --yes` cleans without asking",
+                    fleet.hint("clean")
+                )?;
+            }
             return Ok(EXIT_PROBLEMS);
         }
     }
@@ -603,7 +719,8 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     if !args.keep {
         writeln!(
             out,
-            "[mx] reports and logs stay on the hosts (mx clean removes them)"
+            "[mx] reports and logs stay on the hosts ({} removes them)",
+            fleet.hint("clean")
         )?;
     }
     summary

@@ -37,7 +37,39 @@ pub struct Fleet {
     pub jobs: usize,
     pub remote_dir: String,
     pub dry_run: bool,
+    /// The flags that locate this fleet, for the commands mx suggests: see
+    /// [`locator`].
+    pub locator: String,
 }
+
+/// The flags a suggested command needs to reach the same fleet as this one
+/// (` --local DIR`, ` --matrix FILE` and ` --remote-dir DIR` when not the
+/// defaults, ` --user USER` when one was given), shell-quoted, each with a
+/// leading space: `mx status` + this is a command that works as typed.
+pub fn locator(args: &FleetArgs) -> String {
+    let mut words: Vec<String> = Vec::new();
+    if let Some(local) = &args.local {
+        words.extend(["--local".to_string(), local.display().to_string()]);
+    }
+    if args.matrix != std::path::Path::new(DEFAULT_MATRIX) {
+        words.extend(["--matrix".to_string(), args.matrix.display().to_string()]);
+    }
+    if args.remote_dir != DEFAULT_REMOTE_DIR {
+        words.extend(["--remote-dir".to_string(), args.remote_dir.clone()]);
+    }
+    if let Some(user) = &args.user {
+        words.extend(["--user".to_string(), user.clone()]);
+    }
+    if words.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", crate::stamp::shell_join(&words))
+    }
+}
+
+/// `--matrix` and `--remote-dir` when not given.
+pub const DEFAULT_MATRIX: &str = "matrix.csv";
+pub const DEFAULT_REMOTE_DIR: &str = "/var/tmp/mx";
 
 /// Refuses remote directories that `mx clean` must never delete: `/`, empty, a
 /// top-level directory (`/var`, `/tmp`, ...) or a home directory.
@@ -120,7 +152,33 @@ impl Fleet {
             jobs: args.jobs,
             remote_dir: args.remote_dir.clone(),
             dry_run: args.dry_run,
+            locator: locator(args),
         })
+    }
+
+    /// `mx <command>` with the flags that locate this fleet: a suggestion
+    /// that works when typed as shown.
+    pub fn hint(&self, command: &str) -> String {
+        format!("mx {command}{}", self.locator)
+    }
+
+    /// Suggested commands, one per line, their comments aligned: the first
+    /// line opens with `first`, the rest with `rest` (as wide).
+    pub fn hint_lines(
+        &self,
+        out: &mut dyn std::io::Write,
+        first: &str,
+        rest: &str,
+        lines: &[(&str, &str)],
+    ) -> std::io::Result<()> {
+        let commands: Vec<String> = lines.iter().map(|(c, _)| self.hint(c)).collect();
+        // At least as wide as the original's `mx summarize   #`.
+        let width = (commands.iter().map(String::len).max().unwrap_or(0) + 3).max(15);
+        for (i, (command, (_, comment))) in commands.iter().zip(lines).enumerate() {
+            let lead = if i == 0 { first } else { rest };
+            writeln!(out, "{lead}{command:<width$}# {comment}")?;
+        }
+        Ok(())
     }
 
     pub fn hosts(&self) -> &[Host] {
@@ -239,6 +297,39 @@ impl Fleet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_locator_carries_what_finds_this_fleet_again_quoted() {
+        let plain = FleetArgs {
+            matrix: DEFAULT_MATRIX.into(),
+            user: None,
+            jobs: 64,
+            remote_dir: DEFAULT_REMOTE_DIR.into(),
+            dry_run: false,
+            local: None,
+            ssh: "ssh".into(),
+            scp: "scp".into(),
+        };
+        assert_eq!(locator(&plain), "");
+        let local = FleetArgs {
+            local: Some("hosts".into()),
+            dry_run: true,
+            jobs: 3,
+            ..plain.clone()
+        };
+        assert_eq!(locator(&local), " --local hosts");
+        let everything = FleetArgs {
+            matrix: "m2.csv".into(),
+            user: Some("ops".into()),
+            remote_dir: "/srv/mx run".into(),
+            local: Some("/tmp/a b".into()),
+            ..plain.clone()
+        };
+        assert_eq!(
+            locator(&everything),
+            " --local '/tmp/a b' --matrix m2.csv --remote-dir '/srv/mx run' --user ops"
+        );
+    }
 
     #[test]
     fn remote_dirs_mx_may_not_own() {

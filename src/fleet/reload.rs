@@ -115,8 +115,10 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         if let Action::Unstamped = a {
             writeln!(
                 out,
-                "[mx] {}: running, and carries no stamp -- `mx stop && mx start` brings it under reload",
-                name(i)
+                "[mx] {}: running, and carries no stamp -- `{} && {}` brings it under reload",
+                name(i),
+                fleet.hint("stop"),
+                fleet.hint("start")
             )?;
         }
     }
@@ -181,23 +183,32 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
             let stopped = fleet
                 .transport
                 .run(host, &scripts::stop(&dir), STEP_TIMEOUT);
-            let was = stopped
-                .text
-                .lines()
-                .last()
-                .unwrap_or("not-running")
-                .to_string();
+            // What the stop script found: `stopped` and `killed` are agents
+            // that were running.
+            let was = match stopped.text.lines().last() {
+                Some("stopped") => "restarted (was running)",
+                Some("killed") => "restarted (was running, and had to be killed)",
+                Some("not-deployed") => "started (was not deployed)",
+                _ => "started (was not running)",
+            };
             let copied = deploy(&fleet, host, &files, false);
             if !copied.ok() {
                 return copied;
             }
             let mut started = fleet.transport.run(
                 host,
-                &scripts::launch(&dir, &host.name, &flags_of(i), false, scripts::Begin::Now),
+                &scripts::launch(
+                    &dir,
+                    &host.name,
+                    &flags_of(i),
+                    false,
+                    scripts::Begin::Now,
+                    &fleet.hint("stop"),
+                ),
                 STEP_TIMEOUT,
             );
             if started.ok() {
-                started.text = format!("restarted (was {was})");
+                started.text = was.to_string();
             }
             started
         },
@@ -205,7 +216,8 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     if done.len() < act.len() {
         writeln!(
             out,
-            "[mx] some hosts did not come back; `mx logs` will tell you why"
+            "[mx] some hosts did not come back; `{}` will tell you why",
+            fleet.hint("logs")
         )?;
         return Ok(EXIT_PROBLEMS);
     }
@@ -214,7 +226,7 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         "[mx] reloaded: {} restarted, {kept} left running",
         act.len()
     )?;
-    writeln!(out, "[mx] next: mx status      # one line per host")?;
+    fleet.hint_lines(out, "[mx] next: ", "", &[("status", "one line per host")])?;
     Ok(0)
 }
 

@@ -59,14 +59,32 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         3,
         "one agent per host"
     );
+    // The next steps, as they must be typed to reach this fleet.
+    assert!(
+        run.stdout.ends_with(
+            "[mx] next: mx status --local hosts      # one line per host\n\
+             [mx]       mx summarize --local hosts   # pps / Gbps / loss / rtt\n\
+             [mx]       mx stop --local hosts        # when you are done\n"
+        ),
+        "{}",
+        run.stdout
+    );
 
-    // A second start is refused on every host, and copies nothing over the running agent.
+    // A second start is refused on every host, copies nothing over the
+    // running agents, and says why: they already run.
     let again = sb.mx(&with(&["start", "--interval", "1"], &local));
     assert_eq!(again.code, 1);
     assert!(
         again
             .stdout
-            .contains("h1  already running -- mx stop first"),
+            .contains("h1  already running -- mx stop --local hosts first"),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again.stdout.ends_with(
+            "[mx] no agent was started: the agents already run on 3 hosts -- `mx stop --local hosts` first, or `mx reload --local hosts` to push an edited matrix\n"
+        ),
         "{}",
         again.stdout
     );
@@ -132,6 +150,16 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
     assert_eq!(stop.code, 0);
     // Each agent ended its flows at the one end instant, and exited itself.
     assert!(stop.stdout.contains("h3  ended"), "{}", stop.stdout);
+    assert!(
+        stop.stdout.ends_with(
+            "[mx] reports and logs are still on the hosts:\n\
+             [mx]   mx summarize --local hosts   # collect + analyze\n\
+             [mx]   mx logs --local hosts        # collect agent logs\n\
+             [mx]   mx clean --local hosts       # delete every trace\n"
+        ),
+        "{}",
+        stop.stdout
+    );
     assert!(agents_under(&sb.file("hosts")).is_empty());
     let status = sb.mx(&with(&["status"], &local));
     assert!(
@@ -194,6 +222,31 @@ fn agent_fleet_hostile_names_and_dirs_are_quoted_never_run() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let status = sb.mx(&[&["status"][..], &local].concat());
     assert!(!status.stdout.contains("NOT-"), "{}", status.stdout);
+    // The next step start prints works typed as shown, hostile dir and all.
+    let next = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("[mx] next: "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    let typed = next.split("   #").next().unwrap().trim_end();
+    let status = typed_in(&sb, typed);
+    assert_eq!(
+        status.code, 0,
+        "{typed}\n{}{}",
+        status.stdout, status.stderr
+    );
+    // Both hosts answered from the hostile directory: it reached this fleet.
+    assert!(
+        !status.stdout.contains("NOT-"),
+        "{typed}\n{}",
+        status.stdout
+    );
+    assert_eq!(
+        status.stdout.lines().count(),
+        2,
+        "{typed}\n{}",
+        status.stdout
+    );
     let clean = sb.mx(&[&["clean", "--yes"][..], &local].concat());
     assert_eq!(clean.code, 0, "{}", clean.stdout);
     let mut leftovers = Vec::new();
@@ -208,6 +261,30 @@ fn agent_fleet_hostile_names_and_dirs_are_quoted_never_run() {
         "a quoted word ran as a command: {leftovers:?}"
     );
     assert!(agents_under(&sb.file("hosts")).is_empty());
+}
+
+/// Runs `line` (an mx command as mx printed it) through sh in the sandbox,
+/// as a person would type it, with this mx first on the PATH.
+fn typed_in(sb: &Sandbox, line: &str) -> crate::util::Run {
+    let exe = Path::new(env!("CARGO_BIN_EXE_mx"));
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .current_dir(sb.path())
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    crate::util::Run {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -721,4 +798,120 @@ fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
         agent.stderr,
         "mx: --grace must be 0 or a number of seconds (got -1)\n"
     );
+}
+
+/// `text` with the sandbox's path written `<sandbox>`, for golden files.
+fn portable(sb: &Sandbox, text: &str) -> String {
+    let real = std::fs::canonicalize(sb.path()).unwrap();
+    text.replace(&sb.path().display().to_string(), "<sandbox>")
+        .replace(&real.display().to_string(), "<sandbox>")
+}
+
+/// Edits host `host`'s row of the sandbox's matrix.csv: its cells `from` -> `to`.
+fn edit_row(sb: &Sandbox, host: &str, from: &str, to: &str) {
+    let matrix = sb.read("matrix.csv");
+    let edited: String = matrix
+        .split_inclusive('\n')
+        .map(|l| {
+            if l.starts_with(&format!("{host}=")) {
+                l.replace(from, to)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_ne!(edited, matrix);
+    sb.write("matrix.csv", &edited);
+}
+
+#[test]
+fn agent_fleet_reload_says_what_each_host_was_and_refuses_a_stamp_no_agent_could_run() {
+    let sb = fleet_dir(63, &["h1", "h2"]);
+    let local = ["--local", "hosts"];
+    let start = sb.mx(&[&["start", "--interval", "1"][..], &local].concat());
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    edit_row(&sb, "h2", ",1000", ",1500");
+    let reload = sb.mx(&[&["reload"][..], &local].concat());
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    crate::util::assert_golden("fleet_reload.stdout", &reload.stdout);
+
+    // A stamp no agent could start with (edited by hand, or from another
+    // tool): refused before anything is copied, in the agent's own words.
+    let stamp = sb.file("hosts/h1/var/tmp/mx/agent.stamp");
+    let text = std::fs::read_to_string(&stamp).unwrap();
+    std::fs::write(
+        &stamp,
+        text.replace("flags=--interval 1", "flags=--interval 1 --streams 0"),
+    )
+    .unwrap();
+    let deployed = sb.read("hosts/h1/var/tmp/mx/matrix.csv");
+    edit_row(&sb, "h1", ",1000", ",1200");
+    let reload = sb.mx(&[&["reload"][..], &local].concat());
+    assert_eq!(reload.code, 2, "{}{}", reload.stdout, reload.stderr);
+    assert_eq!(
+        reload.stderr,
+        "mx: h1's agent.stamp (flags=--interval 1 --streams 0) cannot start an agent: --streams must be at least 1\n"
+    );
+    assert_eq!(sb.read("hosts/h1/var/tmp/mx/matrix.csv"), deployed);
+    assert_eq!(agents_under(&sb.file("hosts")).len(), 2, "both run on");
+    assert_eq!(sb.mx(&[&["clean", "-y"][..], &local].concat()).code, 0);
+}
+
+#[test]
+fn stop_and_clean_say_what_is_true_and_name_the_way_back_to_this_fleet() {
+    let sb = fleet_dir(64, &["h1", "h2"]);
+    assert_eq!(sb.mx(&["gen", "--pps", "1000", "-o", "m2.csv"]).code, 0);
+    let fleet = [
+        "--local",
+        "hosts",
+        "--matrix",
+        "m2.csv",
+        "--remote-dir",
+        "/srv/mx run",
+    ];
+    let with = |cmd: &[&'static str]| [cmd, &fleet[..]].concat();
+    // Never deployed: nothing there to collect.
+    let stop = sb.mx(&with(&["stop"]));
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    crate::util::assert_golden("stop_never_deployed.stdout", &portable(&sb, &stop.stdout));
+    // Deployed on h1 only (a directory mx made, no agent in it).
+    let dir = sb.file("hosts/h1/srv/mx run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".mx-remote-dir"), "").unwrap();
+    let stop = sb.mx(&with(&["stop"]));
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    crate::util::assert_golden("stop_partly_deployed.stdout", &portable(&sb, &stop.stdout));
+    // No terminal to confirm on: nothing done, and what works instead.
+    let clean = sb.mx(&with(&["clean"]));
+    assert_eq!(clean.code, 1, "{}", clean.stdout);
+    crate::util::assert_golden(
+        "clean_without_a_terminal.stdout",
+        &portable(&sb, &clean.stdout),
+    );
+    assert!(dir.exists());
+    let clean = sb.mx_input(&with(&["clean"]), "no\n");
+    assert_eq!(clean.code, 1, "{}", clean.stdout);
+    assert!(dir.exists());
+    // A `yes` piped in is an answer, as it always was.
+    let clean = sb.mx_input(&with(&["clean"]), "yes\n");
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    assert!(
+        clean.stdout.contains("  h1  clean (was: not-running)"),
+        "{}",
+        clean.stdout
+    );
+    assert!(!dir.exists());
+    // The way out that clean named works as typed.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".mx-remote-dir"), "").unwrap();
+    let typed = sb
+        .mx(&with(&["clean"]))
+        .stdout
+        .lines()
+        .last()
+        .and_then(|l| l.split('`').nth(1).map(str::to_string))
+        .unwrap();
+    let clean = typed_in(&sb, &typed);
+    assert_eq!(clean.code, 0, "{typed}\n{}{}", clean.stdout, clean.stderr);
+    assert!(!dir.exists(), "{typed}");
 }

@@ -412,7 +412,11 @@ fn agent_lab_reload_restarts_only_what_the_edit_changed() {
         run.stdout
     );
     assert!(run.stdout.contains("[mx] matrix changed for 1 host(s): h2"));
-    assert!(run.stdout.contains("h2  restarted (was stopped)"));
+    assert!(
+        run.stdout.contains("h2  restarted (was running)"),
+        "{}",
+        run.stdout
+    );
     let second = pids(&lab);
     assert_eq!(second[0], first[0]);
     assert_ne!(second[1], first[1]);
