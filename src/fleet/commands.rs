@@ -394,9 +394,19 @@ pub fn start_fleet(
 
 pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
+    let all = fleet.all();
+    // Clear the screen between looks only where there is a screen.
+    let terminal = std::io::stdout().is_terminal();
+    // Each host's row at the last look (its ts), to say which rows are new.
+    let mut last_rows: Vec<Option<i64>> = vec![None; all.len()];
+    let mut first = true;
     loop {
         if args.watch > 0.0 {
-            write!(out, "\x1b[2J\x1b[H")?;
+            if terminal {
+                write!(out, "\x1b[2J\x1b[H")?;
+            } else if !first {
+                writeln!(out)?;
+            }
             writeln!(
                 out,
                 "mx status -- {} (every {}s, ctrl-c to stop)",
@@ -404,17 +414,84 @@ pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
                 units::g(args.watch)
             )?;
         }
-        fleet.step(out, "", &fleet.all(), false, |host| {
+        let mut outcomes = fleet.each(&all, |host| {
             fleet
                 .transport
                 .run(host, &scripts::status(&fleet.dir(host)), LOOK_TIMEOUT)
-        })?;
+        });
+        let now = wall_now();
+        for (outcome, last) in outcomes.iter_mut().zip(last_rows.iter_mut()) {
+            if !outcome.ok() || fleet.dry_run {
+                continue;
+            }
+            let ts = row_ts(&outcome.text);
+            let unchanged = !first && ts.is_some() && ts == *last;
+            outcome.text = status_row(&outcome.text, now, unchanged);
+            *last = ts;
+        }
+        let answered = fleet.print(out, &all, &outcomes, false)?;
         out.flush()?;
         if args.watch <= 0.0 {
-            return Ok(0);
+            // Hosts that answer, running or not, are a status; one that cannot
+            // be reached is a problem.
+            return Ok(if answered.len() == all.len() {
+                0
+            } else {
+                EXIT_PROBLEMS
+            });
         }
+        first = false;
         std::thread::sleep(Duration::from_secs_f64(args.watch));
     }
+}
+
+/// The ts of an agent's status line (`ts=<unix s> ...`), if it is one.
+fn row_ts(line: &str) -> Option<i64> {
+    let rest = line.strip_prefix("ts=")?;
+    let (ts, _) = rest.split_once(' ')?;
+    ts.parse().ok()
+}
+
+/// An agent's status line as `mx status` shows it: the row's age (seen from
+/// this machine's clock) for its raw ts, `(unchanged since the last look)`
+/// when `--watch` finds the row it showed before, and the target labelled
+/// (`tx=4.0 kpps (target 4.0 kpps)`); the rest as the agent wrote it. Other
+/// lines (NOT-RUNNING, an armed agent's note) are left alone.
+pub fn status_row(line: &str, now: f64, unchanged: bool) -> String {
+    let Some(ts) = row_ts(line) else {
+        return line.to_string();
+    };
+    let rest = &line[line.find(' ').expect("row_ts found one") + 1..];
+    let age = (now - ts as f64).max(0.0);
+    let age = if age < 120.0 {
+        format!("{}s ago", age.floor())
+    } else {
+        format!("{} ago", units::duration(age))
+    };
+    let mark = if unchanged {
+        " (unchanged since the last look)"
+    } else {
+        ""
+    };
+    format!("{age}{mark}: {}", labelled_target(rest))
+}
+
+/// `tx=<sent>/<target>` as `tx=<sent> (target <target>)`, or `(unpaced)`.
+fn labelled_target(fields: &str) -> String {
+    let Some(at) = fields.find("tx=") else {
+        return fields.to_string();
+    };
+    let tx_end = fields[at..].find(" rx=").map_or(fields.len(), |e| at + e);
+    let tx = &fields[at + 3..tx_end];
+    let Some((sent, target)) = tx.rsplit_once('/') else {
+        return fields.to_string();
+    };
+    let target = if target == "max" {
+        "(unpaced)".to_string()
+    } else {
+        format!("(target {target})")
+    };
+    format!("{}tx={sent} {target}{}", &fields[..at], &fields[tx_end..])
 }
 
 /// Ends every agent's flows at one instant, a margin from now: each stops
@@ -539,7 +616,15 @@ pub fn clean(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
+/// A host whose file could not be fetched: its name, and the earlier copy
+/// kept in its place (with when that was fetched), if there is one.
+pub struct Missed {
+    pub host: String,
+    pub earlier: Option<(PathBuf, std::time::SystemTime)>,
+}
+
 /// Fetches `file` from every host's remote dir into `into/<host><suffix>`.
+/// Returns the hosts it could not fetch from.
 fn fetch(
     fleet: &Fleet,
     out: &mut dyn Write,
@@ -548,7 +633,7 @@ fn fetch(
     suffix: &str,
     quiet: bool,
     missing: &str,
-) -> Result<bool> {
+) -> Result<Vec<Missed>> {
     if !fleet.dry_run {
         std::fs::create_dir_all(into).map_err(|e| Error::io(into, "cannot create", &e))?;
     }
@@ -596,12 +681,28 @@ fn fetch(
             },
         }
     })?;
-    Ok(done.len() == fleet.matrix.host_count())
+    Ok(fleet
+        .hosts()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !done.contains(i))
+        .map(|(_, host)| {
+            let copy = into.join(format!("{}{suffix}", host.name));
+            let earlier = std::fs::metadata(&copy)
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|when| (copy, when));
+            Missed {
+                host: host.name.clone(),
+                earlier,
+            }
+        })
+        .collect())
 }
 
 pub fn logs(args: &LogsArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
-    let ok = fetch(
+    let missed = fetch(
         &fleet,
         out,
         "agent.log",
@@ -610,11 +711,18 @@ pub fn logs(args: &LogsArgs, out: &mut dyn Write) -> Result<u8> {
         false,
         "no log",
     )?;
-    Ok(if ok { 0 } else { EXIT_PROBLEMS })
+    Ok(if missed.is_empty() { 0 } else { EXIT_PROBLEMS })
 }
 
-/// Collects every host's report.csv into `reports/<host>.csv`.
+/// Collects every host's report.csv into `reports/<host>.csv`; true when
+/// every host's came.
 pub fn collect_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Result<bool> {
+    Ok(missed_reports(fleet, reports, out)?.is_empty())
+}
+
+/// Collects every host's report.csv into `reports/<host>.csv`; returns the
+/// hosts whose report did not come.
+pub fn missed_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Result<Vec<Missed>> {
     fetch(
         fleet,
         out,
@@ -624,6 +732,34 @@ pub fn collect_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Re
         true,
         "no report yet",
     )
+}
+
+/// Says, after a summary, which hosts' reports it could not collect: the
+/// summary is stale for them (an earlier copy) or lacks them (none).
+pub fn stale_note(out: &mut dyn Write, missed: &[Missed], hosts: usize) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "[mx] {} of {hosts} hosts' reports could not be collected just now, so the summary above is stale for them:",
+        missed.len()
+    )?;
+    let width = missed.iter().map(|m| m.host.len()).max().unwrap_or(0);
+    for m in missed {
+        let what = match &m.earlier {
+            Some((path, when)) => {
+                let at = when
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                format!(
+                    "its earlier copy was summarized ({}, collected at {})",
+                    path.display(),
+                    local_clock(at)
+                )
+            }
+            None => "no report of it was ever collected: it is not in the summary".to_string(),
+        };
+        writeln!(out, "[mx]   {:<width$}  {what}", m.host)?;
+    }
+    Ok(())
 }
 
 pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
@@ -724,4 +860,49 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
         )?;
     }
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROW: &str = "ts=1796003022 tx=4.0 kpps/4.0 kpps rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core";
+
+    #[test]
+    fn a_status_row_shows_its_age_and_a_labelled_target() {
+        assert_eq!(
+            status_row(ROW, 1796003024.7, false),
+            "2s ago: tx=4.0 kpps (target 4.0 kpps) rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core"
+        );
+        assert!(status_row(ROW, 1796003029.0, true).starts_with(
+            "7s ago (unchanged since the last look): tx=4.0 kpps (target 4.0 kpps) rx="
+        ));
+        // A clock a little behind the host's: never a negative age.
+        assert!(status_row(ROW, 1796003021.0, false).starts_with("0s ago: "));
+        assert!(status_row(ROW, 1796003022.0 + 600.0, false).starts_with("10m00s ago: "));
+        let unpaced = "ts=1796003022 tx=120.0 kpps/max rx=119.0 kpps serving=1 pps loss=0.83%";
+        assert_eq!(
+            status_row(unpaced, 1796003023.0, false),
+            "1s ago: tx=120.0 kpps (unpaced) rx=119.0 kpps serving=1 pps loss=0.83%"
+        );
+        assert_eq!(
+            status_row(
+                "ts=1796003022 partial interval: 1 of 2 workers reported -- per-peer rows written, host totals skipped",
+                1796003023.0,
+                false
+            ),
+            "1s ago: partial interval: 1 of 2 workers reported -- per-peer rows written, host totals skipped"
+        );
+        for other in [
+            "NOT-RUNNING",
+            "NOT-DEPLOYED",
+            "running (no report yet)",
+            "armed: listening and answering; the flows begin at the fleet's start instant (agent.start)",
+            "",
+        ] {
+            assert_eq!(status_row(other, 1796003023.0, false), other);
+        }
+        assert_eq!(row_ts(ROW), Some(1796003022));
+        assert_eq!(row_ts("NOT-RUNNING"), None);
+    }
 }

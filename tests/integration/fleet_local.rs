@@ -92,12 +92,17 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
     std::thread::sleep(Duration::from_millis(3500));
     let status = sb.mx(&with(&["status"], &local));
     assert_eq!(status.code, 0);
+    // The row's age, not its raw epoch; the target labelled.
     for h in ["h1", "h2", "h3"] {
-        assert!(
-            status.stdout.contains(&format!("  {h}  ts=")),
-            "{}",
-            status.stdout
-        );
+        let line = status
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("  {h}  ")))
+            .unwrap_or_else(|| panic!("{}", status.stdout));
+        let (age, rest) = line[6..].split_once("s ago: tx=").expect(line);
+        assert!(age.parse::<u32>().is_ok(), "{line}");
+        assert!(rest.contains(" (target 2.0 kpps) rx="), "{line}");
+        assert!(!line.contains("ts="), "{line}");
     }
     let summary = sb.mx(&with(&["summarize", "--window", "2"], &local));
     assert_eq!(summary.code, 0, "{}", summary.stderr);
@@ -145,6 +150,25 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         logs.stdout
     );
     assert!(sb.read("logs/h1.log").contains("mx agent 0.1.0: host=h1"));
+
+    // A report that cannot be collected: the summary of what is there, the
+    // hosts it is stale for, and exit 1.
+    std::fs::remove_file(sb.file("hosts/h2/var/tmp/mx/report.csv")).unwrap();
+    let stale = sb.mx(&with(&["summarize", "--window", "2"], &local));
+    assert_eq!(stale.code, 1, "{}{}", stale.stdout, stale.stderr);
+    assert!(
+        stale.stdout.contains("s steady, 3 hosts, 6 flows"),
+        "{}",
+        stale.stdout
+    );
+    assert!(
+        stale.stdout.contains(
+            "[mx] 1 of 3 hosts' reports could not be collected just now, so the summary above is stale for them:\n\
+             [mx]   h2  its earlier copy was summarized (reports/h2.csv, collected at "
+        ),
+        "{}",
+        stale.stdout
+    );
 
     let stop = sb.mx(&with(&["stop"], &local));
     assert_eq!(stop.code, 0);
@@ -540,19 +564,65 @@ fn doctor_flags_a_hard_fd_limit_below_the_run() {
 #[test]
 fn status_watch_refreshes() {
     let sb = fleet_dir(59, &["h1", "h2"]);
+    let watch = |seconds: u64| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+            .current_dir(sb.path())
+            .args(["status", "--local", "hosts", "--watch", "1"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(seconds * 1000 + 500));
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = watch(2);
+    assert!(text.matches("mx status -- ").count() >= 2, "{text}");
+    assert!(text.contains("(every 1s, ctrl-c to stop)"));
+    assert!(text.matches("h1  NOT-DEPLOYED").count() >= 2);
+    // Not a terminal: no screen to clear, the looks one after another.
+    assert!(!text.contains('\x1b'), "{text:?}");
+    assert!(text.contains("\n\nmx status -- "), "{text}");
+
+    // Rows every 5 s, looks every second: a row seen before is said to be.
+    let start = sb.mx(&["start", "--local", "hosts", "--interval", "5"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let began = std::time::Instant::now();
+    while !sb.read("hosts/h1/var/tmp/mx/agent.log").contains(" tx=") {
+        assert!(began.elapsed() < Duration::from_secs(20), "no row yet");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
         .current_dir(sb.path())
         .args(["status", "--local", "hosts", "--watch", "1"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    // Read until a look says so (bounded: a loaded machine looks slowly).
+    let mut h1 = Vec::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if line.starts_with("  h1  ") {
+            let done = line.contains("(unchanged since the last look)");
+            h1.push(line);
+            if done {
+                break;
+            }
+        }
+    }
     child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.matches("mx status -- ").count() >= 2, "{text}");
-    assert!(text.contains("(every 1s, ctrl-c to stop)"));
-    assert!(text.matches("h1  NOT-DEPLOYED").count() >= 2);
+    let _ = child.wait();
+    assert!(h1.len() >= 2, "{h1:#?}");
+    assert!(!h1[0].contains("unchanged"), "the first look: {h1:#?}");
+    assert!(
+        h1.last()
+            .unwrap()
+            .contains("s ago (unchanged since the last look): tx="),
+        "{h1:#?}"
+    );
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
 #[test]
@@ -734,6 +804,54 @@ fn agent_fleet_start_widens_its_margins_for_a_clock_off_and_refuses_one_far_off(
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
+/// `text` with the sandbox's path written `<sandbox>`, for golden files.
+fn portable(sb: &Sandbox, text: &str) -> String {
+    let real = std::fs::canonicalize(sb.path()).unwrap();
+    text.replace(&sb.path().display().to_string(), "<sandbox>")
+        .replace(&real.display().to_string(), "<sandbox>")
+}
+
+#[test]
+fn status_and_summarize_exit_1_when_a_host_cannot_be_reached() {
+    let sb = fleet_dir(61, &["h1", "h2"]);
+    // Hosts that answer, deployed or not, are a status: exit 0.
+    let status = sb.mx(&["status", "--local", "hosts"]);
+    assert_eq!(status.code, 0, "{}", status.stdout);
+    assert!(
+        status.stdout.contains("  h2  NOT-DEPLOYED"),
+        "{}",
+        status.stdout
+    );
+    // h2's sandbox cannot be entered: h2 cannot be reached.
+    std::fs::remove_dir_all(sb.file("hosts/h2")).unwrap();
+    std::fs::write(sb.file("hosts/h2"), "").unwrap();
+    let status = sb.mx(&["status", "--local", "hosts"]);
+    assert_eq!(status.code, 1, "{}", status.stdout);
+    assert!(
+        status.stdout.contains("  h1  NOT-DEPLOYED"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.ends_with("[mx] FAILED on 1/2 hosts: h2\n"),
+        "{}",
+        status.stdout
+    );
+    // Nothing collected from any host, nothing to summarize: a problem
+    // found (exit 1), not bad input.
+    let summary = sb.mx(&["summarize", "--local", "hosts"]);
+    assert_eq!(summary.code, 1, "{}{}", summary.stdout, summary.stderr);
+    assert!(
+        summary.stdout.contains("[mx] FAILED on 2/2 hosts: h1 h2"),
+        "{}",
+        summary.stdout
+    );
+    assert_eq!(
+        summary.stderr,
+        "mx: no reports in reports/ -- is the run started? (mx status)\n"
+    );
+}
+
 #[test]
 fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
     let sb = fleet_dir(62, &["h1", "h2"]);
@@ -798,13 +916,6 @@ fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
         agent.stderr,
         "mx: --grace must be 0 or a number of seconds (got -1)\n"
     );
-}
-
-/// `text` with the sandbox's path written `<sandbox>`, for golden files.
-fn portable(sb: &Sandbox, text: &str) -> String {
-    let real = std::fs::canonicalize(sb.path()).unwrap();
-    text.replace(&sb.path().display().to_string(), "<sandbox>")
-        .replace(&real.display().to_string(), "<sandbox>")
 }
 
 /// Edits host `host`'s row of the sandbox's matrix.csv: its cells `from` -> `to`.
