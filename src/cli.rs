@@ -242,21 +242,36 @@ pub struct HintsArgs {
 #[derive(Debug, Clone, Args)]
 pub struct AgentFlags {
     /// Seconds per report interval; rows land on wall-clock multiples of it
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 5.0,
+        allow_negative_numbers = true
+    )]
     pub interval: f64,
 
     /// Stop by itself after this many seconds (0 = run until signalled)
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     pub duration: f64,
 
     /// Worker threads: 'auto' = one per core, capped at flows x streams + 1
     #[arg(long, value_name = "auto|N", default_value = "auto",
-          value_parser = crate::agent::parse_workers)]
+          value_parser = crate::agent::parse_workers, allow_negative_numbers = true)]
     pub workers: crate::agent::WorkersArg,
 
     /// Sockets per peer; the pair's rate is split across them (1..256)
-    #[arg(long, value_name = "S", default_value_t = 1)]
-    pub streams: u32,
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
+    pub streams: i64,
 
     /// Bind the traffic to this interface or address (fleet commands resolve it on
     /// every host and retarget the matrix; an agent refuses an address the matrix
@@ -270,13 +285,23 @@ pub struct AgentFlags {
     pub bind: Option<String>,
 
     /// SO_SNDBUF of every socket, bytes (0 = kernel default)
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub sndbuf: usize,
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub sndbuf: i64,
 
     /// SO_RCVBUF of every socket, bytes (0 = sized for the packets: 8 MiB or 512
     /// requests on the responders, 4 MiB or 256 replies per flow)
-    #[arg(long, value_name = "BYTES", default_value_t = 0)]
-    pub rcvbuf: usize,
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub rcvbuf: i64,
 
     /// Spin over the sockets instead of sleeping: lowest latency, one busy core per worker
     #[arg(long)]
@@ -357,7 +382,8 @@ pub struct AgentArgs {
 
     /// Seconds the responder keeps answering after the flows end (--duration,
     /// or the end instant `mx stop` writes into agent.end)
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::agent::clock::DEFAULT_GRACE)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::agent::clock::DEFAULT_GRACE,
+          allow_negative_numbers = true)]
     pub grace: f64,
 
     #[command(flatten)]
@@ -373,7 +399,7 @@ pub struct FleetArgs {
         value_name = "FILE",
         env = "MX_MATRIX",
         hide_env_values = true,
-        default_value = "matrix.csv"
+        default_value = crate::fleet::DEFAULT_MATRIX
     )]
     pub matrix: PathBuf,
 
@@ -397,7 +423,7 @@ pub struct FleetArgs {
         value_name = "DIR",
         env = "MX_REMOTE_DIR",
         hide_env_values = true,
-        default_value = "/var/tmp/mx"
+        default_value = crate::fleet::DEFAULT_REMOTE_DIR
     )]
     pub remote_dir: String,
 

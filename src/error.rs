@@ -33,6 +33,14 @@ impl Error {
         }
     }
 
+    /// The command ran but the outcome is a failure (exit 1).
+    pub fn problems(message: impl Into<String>) -> Self {
+        Error {
+            message: message.into(),
+            code: EXIT_PROBLEMS,
+        }
+    }
+
     /// An I/O failure on a named file: refused, naming the file and the cause.
     pub fn io(path: &std::path::Path, what: &str, err: &std::io::Error) -> Self {
         Error::refused(format!("{}: {what}: {err}", path.display()))

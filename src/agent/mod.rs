@@ -88,23 +88,83 @@ const FLOW_DATAGRAMS: usize = 256;
 pub const PID_FILE: &str = "agent.pid";
 pub const STAMP_FILE: &str = "agent.stamp";
 
-/// `--workers`: `auto` or a count.
+/// `--workers`: `auto` or a count (at least 1: [`check_flags`] refuses less).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkersArg {
     Auto,
-    Count(usize),
+    Count(i64),
 }
 
+/// Parses `--workers`: `auto`, or a whole number (its range is checked by
+/// [`check_flags`], so that a negative count gets the same refusal as 0).
 pub fn parse_workers(text: &str) -> std::result::Result<WorkersArg, String> {
     let t = text.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("auto") {
         return Ok(WorkersArg::Auto);
     }
-    match t.parse::<usize>() {
-        Ok(0) => Err("--workers must be at least 1".to_string()),
+    match t.parse::<i64>() {
         Ok(n) => Ok(WorkersArg::Count(n)),
         Err(_) => Err(format!("--workers wants a number or 'auto' (got '{text}')")),
     }
+}
+
+/// Refuses the agent flags no agent could run with. The one place these
+/// rules live: `mx agent` checks its own flags here, and the controller
+/// (`mx start`, `mx run`, and `mx reload` for the flags stamped on each host)
+/// checks the flags it will pass, before anything is copied, so both refuse
+/// with the same words.
+pub fn check_flags(flags: &crate::cli::AgentFlags) -> Result<()> {
+    if !(flags.interval > 0.0 && flags.interval.is_finite()) {
+        return Err(Error::refused(format!(
+            "--interval must be a positive number of seconds (got {})",
+            units::g(flags.interval)
+        )));
+    }
+    if !(flags.duration >= 0.0 && flags.duration.is_finite()) {
+        return Err(Error::refused(format!(
+            "--duration must be 0 (run until stopped) or a number of seconds (got {})",
+            units::g(flags.duration)
+        )));
+    }
+    if let WorkersArg::Count(n) = flags.workers
+        && n < 1
+    {
+        return Err(Error::refused(format!(
+            "--workers must be at least 1, or 'auto' (got {n})"
+        )));
+    }
+    if flags.streams < 1 {
+        return Err(Error::refused("--streams must be at least 1"));
+    }
+    if flags.streams > i64::from(MAX_STREAMS) {
+        return Err(Error::refused(format!(
+            "--streams above {MAX_STREAMS} is almost certainly a mistake (got {})",
+            flags.streams
+        )));
+    }
+    for (flag, bytes, zero) in [
+        ("--sndbuf", flags.sndbuf, "the kernel's default"),
+        ("--rcvbuf", flags.rcvbuf, "sized for the packets"),
+    ] {
+        if bytes < 0 {
+            return Err(Error::refused(format!(
+                "{flag} must be 0 ({zero}) or a number of bytes (got {bytes})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a `--grace` the agent could not keep (the agent's own flag: the
+/// controller writes the grace into the control files itself).
+pub fn check_grace(grace: f64) -> Result<()> {
+    if !(grace >= 0.0 && grace.is_finite()) {
+        return Err(Error::refused(format!(
+            "--grace must be 0 or a number of seconds (got {})",
+            units::g(grace)
+        )));
+    }
+    Ok(())
 }
 
 /// Worker threads for `flow_sockets` sockets: `auto` is one per core; either way
@@ -112,7 +172,7 @@ pub fn parse_workers(text: &str) -> std::result::Result<WorkersArg, String> {
 pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize {
     let wanted = match arg {
         WorkersArg::Auto => cores.max(1),
-        WorkersArg::Count(n) => n,
+        WorkersArg::Count(n) => usize::try_from(n).unwrap_or(1),
     };
     if flow_sockets > 0 {
         wanted.min(flow_sockets + 1)
@@ -155,24 +215,8 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     if let Some(log) = &args.log {
         redirect_output(log)?;
     }
-    if !(args.flags.interval > 0.0 && args.flags.interval.is_finite()) {
-        return Err(Error::refused(format!(
-            "--interval must be a positive number of seconds (got {})",
-            units::g(args.flags.interval)
-        )));
-    }
-    if !(args.flags.duration >= 0.0 && args.flags.duration.is_finite()) {
-        return Err(Error::refused(format!(
-            "--duration must be 0 (run until stopped) or a number of seconds (got {})",
-            units::g(args.flags.duration)
-        )));
-    }
-    if !(args.grace >= 0.0 && args.grace.is_finite()) {
-        return Err(Error::refused(format!(
-            "--grace must be 0 or a number of seconds (got {})",
-            units::g(args.grace)
-        )));
-    }
+    check_flags(&args.flags)?;
+    check_grace(args.grace)?;
     // 1. The matrix, held to the agent's stricter standard.
     let matrix = Matrix::load(&args.matrix)?;
     matrix.check_layer_zero(&args.matrix.display().to_string())?;
@@ -193,17 +237,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
             Some(ip)
         }
     };
-    // 4. Streams.
-    if args.flags.streams < 1 {
-        return Err(Error::refused("--streams must be at least 1"));
-    }
-    if args.flags.streams > MAX_STREAMS {
-        return Err(Error::refused(format!(
-            "--streams above {MAX_STREAMS} is almost certainly a mistake (got {})",
-            args.flags.streams
-        )));
-    }
-    // 5. Peers, resolved once.
+    // 4. Streams: checked above with the other flags. 5. Peers, resolved once.
     let peer_addrs: Vec<Option<SocketAddrV4>> =
         matrix.hosts().iter().map(identity::resolve).collect();
     // Every peer this host will ever send to must have an address: a flow
@@ -232,13 +266,9 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     // the peer sent to: a connected flow socket accepts nothing else.
     let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
 
-    let rcvbuf_or = |default| {
-        if args.flags.rcvbuf == 0 {
-            default
-        } else {
-            args.flags.rcvbuf
-        }
-    };
+    // Checked above: not negative.
+    let (sndbuf, rcvbuf) = (args.flags.sndbuf as usize, args.flags.rcvbuf as usize);
+    let rcvbuf_or = |default| if rcvbuf == 0 { default } else { rcvbuf };
     // Large datagrams need room for as many of them: a 64 KB request takes a
     // 64 KB slot of the buffer, and 8 MiB would hold barely a hundred.
     let (tx_size, rx_size) = (
@@ -257,11 +287,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         local_ip,
         listen,
         responder_buffers: Buffers {
-            send: args.flags.sndbuf,
+            send: sndbuf,
             recv: rcvbuf_or(responder_default),
         },
         client_buffers: Buffers {
-            send: args.flags.sndbuf,
+            send: sndbuf,
             recv: rcvbuf_or(flow_default),
         },
         interval: args.flags.interval,
@@ -398,6 +428,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         grace: args.grace,
         start_file: args.armed.then_some(start_file),
         end_file,
+        home: if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir.clone()
+        },
     };
     if !args.armed {
         when.start(&clock, args.start_at);
@@ -452,6 +487,8 @@ struct Timing {
     /// `--armed`: the control file the start instant comes in.
     start_file: Option<PathBuf>,
     end_file: PathBuf,
+    /// The directory of the report, pid and control files.
+    home: PathBuf,
 }
 
 impl Timing {
@@ -476,8 +513,17 @@ impl Timing {
         }
     }
 
-    /// Looks for the control files: the start (armed), then the end.
+    /// Looks for the control files: the start (armed), then the end. An
+    /// agent whose directory was deleted stops: nothing can stop or collect
+    /// it any more, and it must not run on as a trace nobody can find.
     fn poll(&self, clock: &RunClock) {
+        if !clock.stopping() && directory_deleted(&self.home) {
+            say!(
+                "{} was deleted: no one can stop this agent or collect its report, so it stops now",
+                self.home.display()
+            );
+            clock.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         if let Some(path) = &self.start_file
             && !clock.has_started()
             && let Some((at, _)) = clock::read_control(path)
@@ -495,6 +541,16 @@ impl Timing {
                 units::g(grace)
             );
         }
+    }
+}
+
+/// Whether `dir` is gone: removed by path, or (a working directory, `.`)
+/// unlinked while open, which leaves it with no links.
+fn directory_deleted(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(dir) {
+        Ok(meta) => meta.nlink() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 
@@ -577,7 +633,7 @@ mod tests {
         assert_eq!(worker_count(WorkersArg::Count(2), 0, 8), 2);
         assert_eq!(parse_workers("auto"), Ok(WorkersArg::Auto));
         assert_eq!(parse_workers("4"), Ok(WorkersArg::Count(4)));
-        assert!(parse_workers("0").is_err());
+        assert_eq!(parse_workers("-1"), Ok(WorkersArg::Count(-1)));
         assert!(parse_workers("x").is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! start, status, stop, clean, logs, collect and run (facts.md 4.1-4.8).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,7 +104,7 @@ pub fn deploy(
 ) -> Outcome {
     let dir = fleet.dir(host);
     let script = if check_running {
-        scripts::prepare(&dir)
+        scripts::prepare(&dir, &fleet.hint("stop"))
     } else {
         scripts::make_dir(&dir)
     };
@@ -127,8 +127,42 @@ pub fn deploy(
 }
 
 pub fn start(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
+    crate::agent::check_flags(&args.run.agent_flags)?;
     let fleet = Fleet::open(&args.fleet)?;
     Ok(start_fleet(&fleet, &args.run, None, out)?.code)
+}
+
+/// `1 host`, `3 hosts`.
+fn hosts_text(n: usize) -> String {
+    if n == 1 {
+        "1 host".to_string()
+    } else {
+        format!("{n} hosts")
+    }
+}
+
+/// How many of the failed `outcomes` are hosts whose agent already runs.
+fn already_running(outcomes: &[Outcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| {
+            !o.ok()
+                && o.text
+                    .lines()
+                    .last()
+                    .is_some_and(|l| l.starts_with(scripts::ALREADY_RUNNING))
+        })
+        .count()
+}
+
+/// Why no agent was started when `running` hosts already run one: what to do.
+fn already_running_note(fleet: &Fleet, running: usize) -> String {
+    format!(
+        "the agents already run on {} -- `{}` first, or `{}` to push an edited matrix",
+        hosts_text(running),
+        fleet.hint("stop"),
+        fleet.hint("reload")
+    )
 }
 
 /// What a start achieved: its exit code, and the instants it gave the flows.
@@ -149,6 +183,9 @@ pub fn start_fleet(
     end_after: Option<f64>,
     out: &mut dyn Write,
 ) -> Result<Started> {
+    // The agents' own refusals, before anything is copied (`start` and `run`
+    // check before the fleet is even opened: this is for every other caller).
+    crate::agent::check_flags(&run.agent_flags)?;
     let interval = run.agent_flags.interval;
     fleet.matrix.print_warnings();
     check_dwell_interval(fleet, interval)?;
@@ -165,19 +202,34 @@ pub fn start_fleet(
             None => resolved(&fleet.matrix)?,
         };
         let (_staging, files) = stage(fleet, &run.agent, retargeted.as_ref())?;
-        hosts = fleet.step(out, "deploying agent + matrix", &hosts, true, |host| {
-            deploy(fleet, host, &files, true)
-        })?;
-        if hosts.len() < fleet.matrix.host_count() {
-            writeln!(
-                out,
-                "[mx] no agent was started: every host needs the agent and the matrix first"
-            )?;
+        writeln!(
+            out,
+            "[mx] deploying agent + matrix on {} hosts",
+            hosts.len()
+        )?;
+        let outcomes = fleet.each(&hosts, |host| deploy(fleet, host, &files, true));
+        hosts = fleet.print(out, &hosts, &outcomes, true)?;
+        let unready = fleet.matrix.host_count() - hosts.len();
+        if unready > 0 {
+            let running = already_running(&outcomes);
+            let why = if running == 0 {
+                "every host needs the agent and the matrix first".to_string()
+            } else if running == unready {
+                already_running_note(fleet, running)
+            } else {
+                format!(
+                    "{}; and every host needs the agent and the matrix first",
+                    already_running_note(fleet, running)
+                )
+            };
+            writeln!(out, "[mx] no agent was started: {why}")?;
             return Ok(failed(EXIT_PROBLEMS));
         }
     }
     // 1. Every agent up, listening and answering, sending nothing yet.
     let flags = run.agent_flags.to_args();
+    let stop_hint = fleet.hint("stop");
+    let logs_hint = fleet.hint("logs");
     let offsets = std::sync::Mutex::new(Vec::new());
     let launched_at = Instant::now();
     writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
@@ -190,6 +242,7 @@ pub fn start_fleet(
                 &flags,
                 true,
                 scripts::Begin::Armed,
+                &stop_hint,
             ),
             STEP_TIMEOUT,
         );
@@ -226,10 +279,19 @@ pub fn start_fleet(
         writeln!(out, "[mx] {note}")?;
     }
     if started.is_empty() {
-        writeln!(
-            out,
-            "[mx] some hosts did not start; `mx logs` will tell you why"
-        )?;
+        let running = already_running(&outcomes);
+        if running == hosts.len() {
+            writeln!(
+                out,
+                "[mx] no agent was started: {}",
+                already_running_note(fleet, running)
+            )?;
+        } else {
+            writeln!(
+                out,
+                "[mx] some hosts did not start; `{logs_hint}` will tell you why"
+            )?;
+        }
         return Ok(failed(EXIT_PROBLEMS));
     }
     let begin = instants::start_instant(wall_now(), interval, margins.start);
@@ -239,7 +301,7 @@ pub fn start_fleet(
     let went = fleet.step(out, "", &started, true, |host| {
         let mut outcome = fleet.transport.run(
             host,
-            &scripts::go(&fleet.dir(host), begin, margins.grace, end),
+            &scripts::go(&fleet.dir(host), begin, margins.grace, end, &logs_hint),
             STEP_TIMEOUT,
         );
         let returned = wall_now();
@@ -260,14 +322,14 @@ pub fn start_fleet(
     if went.is_empty() {
         writeln!(
             out,
-            "[mx] no agent was given the start instant; `mx logs` will tell you why"
+            "[mx] no agent was given the start instant; `{logs_hint}` will tell you why"
         )?;
         return Ok(failed(EXIT_PROBLEMS));
     }
     let code = if went.len() < fleet.matrix.host_count() {
         writeln!(
             out,
-            "[mx] some hosts did not start; `mx logs` will tell you why"
+            "[mx] some hosts did not start; `{logs_hint}` will tell you why"
         )?;
         EXIT_PROBLEMS
     } else {
@@ -309,9 +371,16 @@ pub fn start_fleet(
         )?;
     }
     if code == 0 && end_after.is_none() {
-        writeln!(out, "[mx] next: mx status      # one line per host")?;
-        writeln!(out, "[mx]       mx summarize   # pps / Gbps / loss / rtt")?;
-        writeln!(out, "[mx]       mx stop        # when you are done")?;
+        fleet.hint_lines(
+            out,
+            "[mx] next: ",
+            "[mx]       ",
+            &[
+                ("status", "one line per host"),
+                ("summarize", "pps / Gbps / loss / rtt"),
+                ("stop", "when you are done"),
+            ],
+        )?;
     }
     Ok(Started {
         code,
@@ -323,9 +392,19 @@ pub fn start_fleet(
 
 pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
+    let all = fleet.all();
+    // Clear the screen between looks only where there is a screen.
+    let terminal = std::io::stdout().is_terminal();
+    // Each host's row at the last look (its ts), to say which rows are new.
+    let mut last_rows: Vec<Option<i64>> = vec![None; all.len()];
+    let mut first = true;
     loop {
         if args.watch > 0.0 {
-            write!(out, "\x1b[2J\x1b[H")?;
+            if terminal {
+                write!(out, "\x1b[2J\x1b[H")?;
+            } else if !first {
+                writeln!(out)?;
+            }
             writeln!(
                 out,
                 "mx status -- {} (every {}s, ctrl-c to stop)",
@@ -333,42 +412,145 @@ pub fn status(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
                 units::g(args.watch)
             )?;
         }
-        fleet.step(out, "", &fleet.all(), false, |host| {
+        let mut outcomes = fleet.each(&all, |host| {
             fleet
                 .transport
                 .run(host, &scripts::status(&fleet.dir(host)), LOOK_TIMEOUT)
-        })?;
+        });
+        let now = wall_now();
+        for (outcome, last) in outcomes.iter_mut().zip(last_rows.iter_mut()) {
+            if !outcome.ok() || fleet.dry_run {
+                continue;
+            }
+            let ts = row_ts(&outcome.text);
+            let unchanged = !first && ts.is_some() && ts == *last;
+            outcome.text = status_row(&outcome.text, now, unchanged);
+            *last = ts;
+        }
+        let answered = fleet.print(out, &all, &outcomes, false)?;
         out.flush()?;
         if args.watch <= 0.0 {
-            return Ok(0);
+            // Hosts that answer, running or not, are a status; one that cannot
+            // be reached is a problem.
+            return Ok(if answered.len() == all.len() {
+                0
+            } else {
+                EXIT_PROBLEMS
+            });
         }
+        first = false;
         std::thread::sleep(Duration::from_secs_f64(args.watch));
     }
+}
+
+/// The ts of an agent's status line (`ts=<unix s> ...`), if it is one.
+fn row_ts(line: &str) -> Option<i64> {
+    let rest = line.strip_prefix("ts=")?;
+    let (ts, _) = rest.split_once(' ')?;
+    ts.parse().ok()
+}
+
+/// An agent's status line as `mx status` shows it: the row's age (seen from
+/// this machine's clock) for its raw ts, `(unchanged since the last look)`
+/// when `--watch` finds the row it showed before, and the target labelled
+/// (`tx=4.0 kpps (target 4.0 kpps)`); the rest as the agent wrote it. Other
+/// lines (NOT-RUNNING, an armed agent's note) are left alone.
+pub fn status_row(line: &str, now: f64, unchanged: bool) -> String {
+    let Some(ts) = row_ts(line) else {
+        return line.to_string();
+    };
+    let rest = &line[line.find(' ').expect("row_ts found one") + 1..];
+    let age = (now - ts as f64).max(0.0);
+    let age = if age < 120.0 {
+        format!("{}s ago", age.floor())
+    } else {
+        format!("{} ago", units::duration(age))
+    };
+    let mark = if unchanged {
+        " (unchanged since the last look)"
+    } else {
+        ""
+    };
+    format!("{age}{mark}: {}", labelled_target(rest))
+}
+
+/// `tx=<sent>/<target>` as `tx=<sent> (target <target>)`, or `(unpaced)`.
+fn labelled_target(fields: &str) -> String {
+    let Some(at) = fields.find("tx=") else {
+        return fields.to_string();
+    };
+    let tx_end = fields[at..].find(" rx=").map_or(fields.len(), |e| at + e);
+    let tx = &fields[at + 3..tx_end];
+    let Some((sent, target)) = tx.rsplit_once('/') else {
+        return fields.to_string();
+    };
+    let target = if target == "max" {
+        "(unpaced)".to_string()
+    } else {
+        format!("(target {target})")
+    };
+    format!("{}tx={sent} {target}{}", &fields[..at], &fields[tx_end..])
 }
 
 /// Ends every agent's flows at one instant, a margin from now: each stops
 /// sending then, answers a grace period more and exits by itself (those still
 /// running 10 s later are stopped). Prints each host's outcome.
-fn end_fleet(fleet: &Fleet, out: &mut dyn Write, label: &str) -> Result<bool> {
+/// Returns every host's outcome (the stop script's last line: `ended`,
+/// `stopped`, `killed`, `not-running` or `not-deployed`).
+fn end_fleet(fleet: &Fleet, out: &mut dyn Write, label: &str) -> Result<Vec<Outcome>> {
     let at = wall_now() + instants::START_MARGIN;
     let grace = instants::START_MARGIN;
-    let done = fleet.step(out, label, &fleet.all(), false, |host| {
+    let all = fleet.all();
+    writeln!(out, "[mx] {label} on {} hosts", all.len())?;
+    let outcomes = fleet.each(&all, |host| {
         fleet.transport.run(
             host,
             &scripts::end(&fleet.dir(host), at, grace),
             STEP_TIMEOUT,
         )
-    })?;
-    Ok(done.len() == fleet.matrix.host_count())
+    });
+    fleet.print(out, &all, &outcomes, false)?;
+    Ok(outcomes)
 }
 
 fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
-    let all_ended = end_fleet(fleet, out, "stopping agents (flows end together)")?;
-    writeln!(out, "[mx] reports and logs are still on the hosts:")?;
-    writeln!(out, "[mx]   mx summarize   # collect + analyze")?;
-    writeln!(out, "[mx]   mx logs        # collect agent logs")?;
-    writeln!(out, "[mx]   mx clean       # delete every trace")?;
-    Ok(all_ended)
+    let outcomes = end_fleet(fleet, out, "stopping agents (flows end together)")?;
+    // Hosts that answered that nothing of mx is there.
+    let bare: Vec<&str> = fleet
+        .hosts()
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.ok() && o.text.lines().last() == Some("not-deployed"))
+        .map(|(h, _)| h.name.as_str())
+        .collect();
+    if bare.len() == outcomes.len() {
+        writeln!(
+            out,
+            "[mx] nothing was deployed on these hosts ({} is not there): no agent ran, no report or log was left to collect",
+            fleet.transport.shown_dir(&fleet.remote_dir)
+        )?;
+    } else {
+        if !bare.is_empty() {
+            writeln!(
+                out,
+                "[mx] nothing was deployed on {} ({} is not there): no report or log there",
+                bare.join(", "),
+                fleet.transport.shown_dir(&fleet.remote_dir)
+            )?;
+        }
+        writeln!(out, "[mx] reports and logs are still on the hosts:")?;
+        fleet.hint_lines(
+            out,
+            "[mx]   ",
+            "[mx]   ",
+            &[
+                ("summarize", "collect + analyze"),
+                ("logs", "collect agent logs"),
+                ("clean", "delete every trace"),
+            ],
+        )?;
+    }
+    Ok(outcomes.iter().all(Outcome::ok))
 }
 
 pub fn stop(args: &StopArgs, out: &mut dyn Write) -> Result<u8> {
@@ -386,19 +568,34 @@ pub fn clean(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
         writeln!(
             out,
             "[mx] this stops every agent and deletes {} on {} hosts.",
-            fleet.remote_dir,
+            fleet.transport.shown_dir(&fleet.remote_dir),
             fleet.matrix.host_count()
         )?;
         writeln!(
             out,
-            "[mx] collect anything you want first (mx summarize, mx logs)."
+            "[mx] collect anything you want first ({}, {}).",
+            fleet.hint("summarize"),
+            fleet.hint("logs")
         )?;
-        write!(out, "[mx] type 'yes' to continue: ")?;
+        // Without a terminal no one is there to type: a `yes` piped in is
+        // taken (as the original took it), anything else says what works.
+        let terminal = std::io::stdin().is_terminal();
+        if terminal {
+            write!(out, "[mx] type 'yes' to continue: ")?;
+        }
         out.flush()?;
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
         if !answer.trim().eq_ignore_ascii_case("yes") {
-            writeln!(out, "[mx] nothing done")?;
+            if terminal {
+                writeln!(out, "[mx] nothing done")?;
+            } else {
+                writeln!(
+                    out,
+                    "[mx] nothing done: standard input is not a terminal, so no one can answer -- `{} --yes` cleans without asking",
+                    fleet.hint("clean")
+                )?;
+            }
             return Ok(EXIT_PROBLEMS);
         }
     }
@@ -417,7 +614,15 @@ pub fn clean(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
+/// A host whose file could not be fetched: its name, and the earlier copy
+/// kept in its place (with when that was fetched), if there is one.
+pub struct Missed {
+    pub host: String,
+    pub earlier: Option<(PathBuf, std::time::SystemTime)>,
+}
+
 /// Fetches `file` from every host's remote dir into `into/<host><suffix>`.
+/// Returns the hosts it could not fetch from.
 fn fetch(
     fleet: &Fleet,
     out: &mut dyn Write,
@@ -426,8 +631,10 @@ fn fetch(
     suffix: &str,
     quiet: bool,
     missing: &str,
-) -> Result<bool> {
-    std::fs::create_dir_all(into).map_err(|e| Error::io(into, "cannot create", &e))?;
+) -> Result<Vec<Missed>> {
+    if !fleet.dry_run {
+        std::fs::create_dir_all(into).map_err(|e| Error::io(into, "cannot create", &e))?;
+    }
     let label = format!(
         "collecting {}s into {}/",
         if file == "agent.log" { "log" } else { "report" },
@@ -472,12 +679,28 @@ fn fetch(
             },
         }
     })?;
-    Ok(done.len() == fleet.matrix.host_count())
+    Ok(fleet
+        .hosts()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !done.contains(i))
+        .map(|(_, host)| {
+            let copy = into.join(format!("{}{suffix}", host.name));
+            let earlier = std::fs::metadata(&copy)
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|when| (copy, when));
+            Missed {
+                host: host.name.clone(),
+                earlier,
+            }
+        })
+        .collect())
 }
 
 pub fn logs(args: &LogsArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = Fleet::open(&args.fleet)?;
-    let ok = fetch(
+    let missed = fetch(
         &fleet,
         out,
         "agent.log",
@@ -486,11 +709,18 @@ pub fn logs(args: &LogsArgs, out: &mut dyn Write) -> Result<u8> {
         false,
         "no log",
     )?;
-    Ok(if ok { 0 } else { EXIT_PROBLEMS })
+    Ok(if missed.is_empty() { 0 } else { EXIT_PROBLEMS })
 }
 
-/// Collects every host's report.csv into `reports/<host>.csv`.
+/// Collects every host's report.csv into `reports/<host>.csv`; true when
+/// every host's came.
 pub fn collect_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Result<bool> {
+    Ok(missed_reports(fleet, reports, out)?.is_empty())
+}
+
+/// Collects every host's report.csv into `reports/<host>.csv`; returns the
+/// hosts whose report did not come.
+pub fn missed_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Result<Vec<Missed>> {
     fetch(
         fleet,
         out,
@@ -500,6 +730,34 @@ pub fn collect_reports(fleet: &Fleet, reports: &Path, out: &mut dyn Write) -> Re
         true,
         "no report yet",
     )
+}
+
+/// Says, after a summary, which hosts' reports it could not collect: the
+/// summary is stale for them (an earlier copy) or lacks them (none).
+pub fn stale_note(out: &mut dyn Write, missed: &[Missed], hosts: usize) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "[mx] {} of {hosts} hosts' reports could not be collected just now, so the summary above is stale for them:",
+        missed.len()
+    )?;
+    let width = missed.iter().map(|m| m.host.len()).max().unwrap_or(0);
+    for m in missed {
+        let what = match &m.earlier {
+            Some((path, when)) => {
+                let at = when
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                format!(
+                    "its earlier copy was summarized ({}, collected at {})",
+                    path.display(),
+                    local_clock(at)
+                )
+            }
+            None => "no report of it was ever collected: it is not in the summary".to_string(),
+        };
+        writeln!(out, "[mx]   {:<width$}  {what}", m.host)?;
+    }
+    Ok(())
 }
 
 pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
@@ -512,6 +770,7 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write) -> Result<u8> {
 /// instant and (unless `--keep`) end at one, S seconds later: the agents end
 /// themselves, and the summary covers the steady part between.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
+    crate::agent::check_flags(&args.run.agent_flags)?;
     let fleet = Fleet::open(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
         args.run.agent_flags.duration
@@ -594,8 +853,54 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     if !args.keep {
         writeln!(
             out,
-            "[mx] reports and logs stay on the hosts (mx clean removes them)"
+            "[mx] reports and logs stay on the hosts ({} removes them)",
+            fleet.hint("clean")
         )?;
     }
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROW: &str = "ts=1796003022 tx=4.0 kpps/4.0 kpps rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core";
+
+    #[test]
+    fn a_status_row_shows_its_age_and_a_labelled_target() {
+        assert_eq!(
+            status_row(ROW, 1796003024.7, false),
+            "2s ago: tx=4.0 kpps (target 4.0 kpps) rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core"
+        );
+        assert!(status_row(ROW, 1796003029.0, true).starts_with(
+            "7s ago (unchanged since the last look): tx=4.0 kpps (target 4.0 kpps) rx="
+        ));
+        // A clock a little behind the host's: never a negative age.
+        assert!(status_row(ROW, 1796003021.0, false).starts_with("0s ago: "));
+        assert!(status_row(ROW, 1796003022.0 + 600.0, false).starts_with("10m00s ago: "));
+        let unpaced = "ts=1796003022 tx=120.0 kpps/max rx=119.0 kpps serving=1 pps loss=0.83%";
+        assert_eq!(
+            status_row(unpaced, 1796003023.0, false),
+            "1s ago: tx=120.0 kpps (unpaced) rx=119.0 kpps serving=1 pps loss=0.83%"
+        );
+        assert_eq!(
+            status_row(
+                "ts=1796003022 partial interval: 1 of 2 workers reported -- per-peer rows written, host totals skipped",
+                1796003023.0,
+                false
+            ),
+            "1s ago: partial interval: 1 of 2 workers reported -- per-peer rows written, host totals skipped"
+        );
+        for other in [
+            "NOT-RUNNING",
+            "NOT-DEPLOYED",
+            "running (no report yet)",
+            "armed: listening and answering; the flows begin at the fleet's start instant (agent.start)",
+            "",
+        ] {
+            assert_eq!(status_row(other, 1796003023.0, false), other);
+        }
+        assert_eq!(row_ts(ROW), Some(1796003022));
+        assert_eq!(row_ts("NOT-RUNNING"), None);
+    }
 }

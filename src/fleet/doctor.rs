@@ -193,6 +193,6 @@ pub fn doctor(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
         }
         Ok(_) => {}
     }
-    writeln!(out, "[mx] fleet looks ready: mx start")?;
+    writeln!(out, "[mx] fleet looks ready: {}", fleet.hint("start"))?;
     Ok(0)
 }

@@ -37,7 +37,39 @@ pub struct Fleet {
     pub jobs: usize,
     pub remote_dir: String,
     pub dry_run: bool,
+    /// The flags that locate this fleet, for the commands mx suggests: see
+    /// [`locator`].
+    pub locator: String,
 }
+
+/// The flags a suggested command needs to reach the same fleet as this one
+/// (` --local DIR`, ` --matrix FILE` and ` --remote-dir DIR` when not the
+/// defaults, ` --user USER` when one was given), shell-quoted, each with a
+/// leading space: `mx status` + this is a command that works as typed.
+pub fn locator(args: &FleetArgs) -> String {
+    let mut words: Vec<String> = Vec::new();
+    if let Some(local) = &args.local {
+        words.extend(["--local".to_string(), local.display().to_string()]);
+    }
+    if args.matrix != std::path::Path::new(DEFAULT_MATRIX) {
+        words.extend(["--matrix".to_string(), args.matrix.display().to_string()]);
+    }
+    if args.remote_dir != DEFAULT_REMOTE_DIR {
+        words.extend(["--remote-dir".to_string(), args.remote_dir.clone()]);
+    }
+    if let Some(user) = &args.user {
+        words.extend(["--user".to_string(), user.clone()]);
+    }
+    if words.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", crate::stamp::shell_join(&words))
+    }
+}
+
+/// `--matrix` and `--remote-dir` when not given.
+pub const DEFAULT_MATRIX: &str = "matrix.csv";
+pub const DEFAULT_REMOTE_DIR: &str = "/var/tmp/mx";
 
 /// Refuses remote directories that `mx clean` must never delete: `/`, empty, a
 /// top-level directory (`/var`, `/tmp`, ...) or a home directory.
@@ -79,30 +111,35 @@ impl Fleet {
             .clone()
             .or_else(|| std::env::var("SSH_USER").ok().filter(|u| !u.is_empty()));
         let ssh_words = split(&args.ssh);
-        // Share connections unless the user's own ssh command already manages them.
-        let sharing = !args.dry_run
-            && !ssh_words
-                .iter()
-                .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
+        // Share connections unless the user's own ssh command already manages
+        // them. A dry run shows the same options, and creates nothing.
+        let sharing = !ssh_words
+            .iter()
+            .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
         let ssh = Ssh {
             ssh: ssh_words,
             scp: split(&args.scp),
             user,
-            control_dir: if sharing {
-                transport::control_dir()
-            } else {
-                None
+            control_dir: match (sharing, args.dry_run) {
+                (false, _) => None,
+                (true, true) => Some(transport::control_dir_path()),
+                (true, false) => transport::control_dir(),
             },
         };
         if ssh.ssh.is_empty() || ssh.scp.is_empty() {
             return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
         }
-        let transport: Box<dyn Transport> = match (&args.local, args.dry_run) {
+        let local = match &args.local {
             // Absolute: the scripts run from each host's own directory.
-            (Some(root), _) => Box::new(Local {
+            Some(root) => Some(Local {
                 root: std::path::absolute(root).map_err(|e| Error::io(root, "cannot use", &e))?,
             }),
-            (None, true) => Box::new(Rehearsal { ssh }),
+            None => None,
+        };
+        let transport: Box<dyn Transport> = match (local, args.dry_run) {
+            (Some(local), true) => Box::new(Rehearsal::Local(local)),
+            (Some(local), false) => Box::new(local),
+            (None, true) => Box::new(Rehearsal::Ssh(ssh)),
             (None, false) => Box::new(ssh),
         };
         if args.jobs == 0 {
@@ -115,7 +152,33 @@ impl Fleet {
             jobs: args.jobs,
             remote_dir: args.remote_dir.clone(),
             dry_run: args.dry_run,
+            locator: locator(args),
         })
+    }
+
+    /// `mx <command>` with the flags that locate this fleet: a suggestion
+    /// that works when typed as shown.
+    pub fn hint(&self, command: &str) -> String {
+        format!("mx {command}{}", self.locator)
+    }
+
+    /// Suggested commands, one per line, their comments aligned: the first
+    /// line opens with `first`, the rest with `rest` (as wide).
+    pub fn hint_lines(
+        &self,
+        out: &mut dyn std::io::Write,
+        first: &str,
+        rest: &str,
+        lines: &[(&str, &str)],
+    ) -> std::io::Result<()> {
+        let commands: Vec<String> = lines.iter().map(|(c, _)| self.hint(c)).collect();
+        // At least as wide as the original's `mx summarize   #`.
+        let width = (commands.iter().map(String::len).max().unwrap_or(0) + 3).max(15);
+        for (i, (command, (_, comment))) in commands.iter().zip(lines).enumerate() {
+            let lead = if i == 0 { first } else { rest };
+            writeln!(out, "{lead}{command:<width$}# {comment}")?;
+        }
+        Ok(())
     }
 
     pub fn hosts(&self) -> &[Host] {
@@ -234,6 +297,39 @@ impl Fleet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_locator_carries_what_finds_this_fleet_again_quoted() {
+        let plain = FleetArgs {
+            matrix: DEFAULT_MATRIX.into(),
+            user: None,
+            jobs: 64,
+            remote_dir: DEFAULT_REMOTE_DIR.into(),
+            dry_run: false,
+            local: None,
+            ssh: "ssh".into(),
+            scp: "scp".into(),
+        };
+        assert_eq!(locator(&plain), "");
+        let local = FleetArgs {
+            local: Some("hosts".into()),
+            dry_run: true,
+            jobs: 3,
+            ..plain.clone()
+        };
+        assert_eq!(locator(&local), " --local hosts");
+        let everything = FleetArgs {
+            matrix: "m2.csv".into(),
+            user: Some("ops".into()),
+            remote_dir: "/srv/mx run".into(),
+            local: Some("/tmp/a b".into()),
+            ..plain.clone()
+        };
+        assert_eq!(
+            locator(&everything),
+            " --local '/tmp/a b' --matrix m2.csv --remote-dir '/srv/mx run' --user ops"
+        );
+    }
 
     #[test]
     fn remote_dirs_mx_may_not_own() {

@@ -14,8 +14,10 @@ use std::io::Write;
 
 use super::commands::{check_dwell_interval, deploy, stage};
 use super::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, scripts};
-use crate::cli::ReloadArgs;
-use crate::error::{EXIT_PROBLEMS, Result};
+use clap::Parser as _;
+
+use crate::cli::{AgentFlags, ReloadArgs};
+use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::stamp::fingerprint;
 
 /// What the probe found on one host.
@@ -113,8 +115,10 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         if let Action::Unstamped = a {
             writeln!(
                 out,
-                "[mx] {}: running, and carries no stamp -- `mx stop && mx start` brings it under reload",
-                name(i)
+                "[mx] {}: running, and carries no stamp -- `{} && {}` brings it under reload",
+                name(i),
+                fleet.hint("stop"),
+                fleet.hint("start")
             )?;
         }
     }
@@ -161,7 +165,9 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         .filter(|i| restart.contains(i) || start.contains(i))
         .collect();
     for &i in &act {
-        check_dwell_interval(&fleet, interval_of(&flags_of(i)))?;
+        let flags = flags_of(i);
+        check_stamped_flags(name(i), &flags)?;
+        check_dwell_interval(&fleet, interval_of(&flags))?;
     }
     let (_staging, files) = stage(&fleet, &args.agent, Some(target))?;
     let done = fleet.step(
@@ -177,23 +183,32 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
             let stopped = fleet
                 .transport
                 .run(host, &scripts::stop(&dir), STEP_TIMEOUT);
-            let was = stopped
-                .text
-                .lines()
-                .last()
-                .unwrap_or("not-running")
-                .to_string();
+            // What the stop script found: `stopped` and `killed` are agents
+            // that were running.
+            let was = match stopped.text.lines().last() {
+                Some("stopped") => "restarted (was running)",
+                Some("killed") => "restarted (was running, and had to be killed)",
+                Some("not-deployed") => "started (was not deployed)",
+                _ => "started (was not running)",
+            };
             let copied = deploy(&fleet, host, &files, false);
             if !copied.ok() {
                 return copied;
             }
             let mut started = fleet.transport.run(
                 host,
-                &scripts::launch(&dir, &host.name, &flags_of(i), false, scripts::Begin::Now),
+                &scripts::launch(
+                    &dir,
+                    &host.name,
+                    &flags_of(i),
+                    false,
+                    scripts::Begin::Now,
+                    &fleet.hint("stop"),
+                ),
                 STEP_TIMEOUT,
             );
             if started.ok() {
-                started.text = format!("restarted (was {was})");
+                started.text = was.to_string();
             }
             started
         },
@@ -201,7 +216,8 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     if done.len() < act.len() {
         writeln!(
             out,
-            "[mx] some hosts did not come back; `mx logs` will tell you why"
+            "[mx] some hosts did not come back; `{}` will tell you why",
+            fleet.hint("logs")
         )?;
         return Ok(EXIT_PROBLEMS);
     }
@@ -210,8 +226,36 @@ pub fn reload(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         "[mx] reloaded: {} restarted, {kept} left running",
         act.len()
     )?;
-    writeln!(out, "[mx] next: mx status      # one line per host")?;
+    fleet.hint_lines(out, "[mx] next: ", "", &[("status", "one line per host")])?;
     Ok(0)
+}
+
+/// Refuses flags stamped on host `host` that its agent would refuse, before
+/// anything is copied, with the agent's own words.
+fn check_stamped_flags(host: &str, flags: &[String]) -> Result<()> {
+    #[derive(clap::Parser)]
+    #[command(no_binary_name = true)]
+    struct Stamped {
+        #[command(flatten)]
+        flags: AgentFlags,
+    }
+    let shown = crate::stamp::shell_join(flags);
+    let parsed = Stamped::try_parse_from(flags).map_err(|e| {
+        let first = e.to_string();
+        let first = first
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        Error::refused(format!(
+            "{host}'s agent.stamp (flags={shown}) cannot start an agent: {first}"
+        ))
+    })?;
+    crate::agent::check_flags(&parsed.flags).map_err(|e| {
+        Error::refused(format!(
+            "{host}'s agent.stamp (flags={shown}) cannot start an agent: {e}"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -44,12 +44,23 @@ fn shown(dir: &str) -> String {
     dir.replace(['"', '\\', '$', '`'], "?")
 }
 
-/// Makes the directory, unless an agent is already running there.
-pub fn prepare(dir: &str) -> String {
+/// What a host whose agent already runs answers a start: `already running
+/// -- <stop> first`, `stop` being the command that stops this fleet.
+pub fn already_running(stop: &str) -> String {
+    format!("{ALREADY_RUNNING} -- {stop} first")
+}
+
+/// The start of [`already_running`]'s answer.
+pub const ALREADY_RUNNING: &str = "already running";
+
+/// Makes the directory, unless an agent is already running there (then says
+/// so, naming `stop`, the command that stops this fleet).
+pub fn prepare(dir: &str, stop: &str) -> String {
     format!(
-        "{pids}\n{make}\nif [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\necho ready",
+        "{pids}\n{make}\nif [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\necho ready",
         pids = agent_pids(dir),
         make = make_owned_dir(dir),
+        running = q(&already_running(stop)),
     )
 }
 
@@ -74,7 +85,15 @@ const CLOCK: &str = "echo \"clock=$(date +%s.%N)\"";
 /// Starts the agent detached; waits for its stamp (written once its workers
 /// run, its responders listening) or its death, for at most 5 s; then prints
 /// the host's clock. `wipe` deletes the last run's log and report first.
-pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool, begin: Begin) -> String {
+/// `stop` is the command that stops this fleet, named when an agent runs.
+pub fn launch(
+    dir: &str,
+    host: &str,
+    agent_flags: &[String],
+    wipe: bool,
+    begin: Begin,
+    stop: &str,
+) -> String {
     let wipe = if wipe {
         "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end\n"
     } else {
@@ -86,7 +105,7 @@ pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool, begin: 
     };
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then echo 'already running -- mx stop first'; exit 1; fi\n\
+         if [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\n\
          {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log{armed} {flags} </dev/null >/dev/null 2>&1 &\n\
          child=$!\n\
          i=0; while [ $i -lt 50 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; sleep 0.1; i=$((i+1)); done\n\
@@ -97,6 +116,7 @@ pub fn launch(dir: &str, host: &str, agent_flags: &[String], wipe: bool, begin: 
         exe = q(&format!("{dir}/{AGENT_BIN}")),
         h = q(host),
         flags = shell_join(agent_flags),
+        running = q(&already_running(stop)),
     )
 }
 
@@ -117,13 +137,17 @@ fn write_control(name: &str, words: &str) -> String {
 }
 
 /// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
-/// instant and grace); fails when no agent runs there any more.
-pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>) -> String {
+/// instant and grace); fails when no agent runs there any more, naming
+/// `logs`, the command that fetches this fleet's logs.
+pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>, logs: &str) -> String {
     let mut script = format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed'; exit 1; }}\n\
-         if [ -z \"$(agent_pids)\" ]; then echo 'the agent is not running any more (died after it started? mx logs)'; exit 1; fi\n{start}\n",
+         if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n{start}\n",
         pids = agent_pids(dir),
         d = q(dir),
+        gone = q(&format!(
+            "the agent is not running any more (died after it started? {logs})"
+        )),
         start = write_control("agent.start", &instant_words(start, Some(grace))),
     );
     if let Some(end) = end {

@@ -8,8 +8,8 @@
 //!   own sandbox directory. It powers `mx demo` and the tests that need no
 //!   root. Not a fake: same scripts, same agent, real packets.
 //!
-//! With `--dry-run` nothing runs: each call "succeeds" and returns the command
-//! it would have run, shell-quoted.
+//! With `--dry-run` nothing runs, through either transport: each call
+//! "succeeds" and returns the command it would have run, shell-quoted.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,11 @@ pub const CANNOT_RUN: i32 = 127;
 pub trait Transport: Send + Sync {
     /// The directory `dir` (the --remote-dir) as this transport sees it on `host`.
     fn remote_dir(&self, host: &Host, dir: &str) -> String;
+    /// The same for a person, on every host at once (`<host>` standing for
+    /// each host's name where the path differs between hosts).
+    fn shown_dir(&self, dir: &str) -> String {
+        dir.to_string()
+    }
     /// Runs the shell script `script` on `host`.
     fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome;
     /// Copies local `files` into `dir` on `host`.
@@ -112,10 +117,15 @@ pub struct Ssh {
     pub control_dir: Option<PathBuf>,
 }
 
-/// The directory for shared ssh connections: private to this user.
-pub fn control_dir() -> Option<PathBuf> {
+/// Where shared ssh connections live: private to this user.
+pub fn control_dir_path() -> PathBuf {
     let uid = nix::unistd::getuid();
-    let dir = std::env::temp_dir().join(format!("mx-ssh-{uid}"));
+    std::env::temp_dir().join(format!("mx-ssh-{uid}"))
+}
+
+/// The directory for shared ssh connections, made (mode 0700) when missing.
+pub fn control_dir() -> Option<PathBuf> {
+    let dir = control_dir_path();
     std::fs::create_dir_all(&dir).ok()?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).ok()?;
@@ -234,6 +244,14 @@ impl Transport for Local {
             .to_string()
     }
 
+    fn shown_dir(&self, dir: &str) -> String {
+        self.root
+            .join("<host>")
+            .join(dir.trim_start_matches('/'))
+            .display()
+            .to_string()
+    }
+
     fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome {
         let root = self.host_root(host);
         if let Err(e) = std::fs::create_dir_all(&root) {
@@ -285,41 +303,92 @@ impl Transport for Local {
 /// The text a dry run prints for a command: `DRY-RUN ` and the argv quoted for a
 /// shell; a multi-line script prints one prefixed line per line.
 pub fn dry_run_text(argv: &[String]) -> String {
-    shell_join(argv)
-        .lines()
+    dry_run_lines(&shell_join(argv))
+}
+
+/// `text` (a command line), each of its lines prefixed `DRY-RUN `.
+fn dry_run_lines(text: &str) -> String {
+    text.lines()
         .map(|l| format!("DRY-RUN {l}"))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// A transport that only says what it would do.
-pub struct Rehearsal {
-    pub ssh: Ssh,
+/// A transport that only says what it would do: the very commands the real
+/// one would run, with the same options.
+pub enum Rehearsal {
+    Ssh(Ssh),
+    Local(Local),
+}
+
+impl Local {
+    /// What [`Local::run`] would run: the host's directory made, and the
+    /// script run by `sh` in it.
+    fn run_text(&self, host: &Host, script: &str) -> String {
+        let root = self.host_root(host).display().to_string();
+        format!(
+            "{} && {} && {}",
+            shell_join(&["mkdir", "-p", &root]),
+            shell_join(&["cd", &root]),
+            shell_join(&["sh", "-c", script])
+        )
+    }
 }
 
 impl Transport for Rehearsal {
     fn remote_dir(&self, host: &Host, dir: &str) -> String {
-        self.ssh.remote_dir(host, dir)
+        match self {
+            Rehearsal::Ssh(ssh) => ssh.remote_dir(host, dir),
+            Rehearsal::Local(local) => local.remote_dir(host, dir),
+        }
+    }
+
+    fn shown_dir(&self, dir: &str) -> String {
+        match self {
+            Rehearsal::Ssh(ssh) => ssh.shown_dir(dir),
+            Rehearsal::Local(local) => local.shown_dir(dir),
+        }
     }
 
     fn run(&self, host: &Host, script: &str, _timeout: Duration) -> Outcome {
+        let text = match self {
+            Rehearsal::Ssh(ssh) => shell_join(&ssh.ssh_argv(host, script)),
+            Rehearsal::Local(local) => local.run_text(host, script),
+        };
         Outcome {
             code: 0,
-            text: dry_run_text(&self.ssh.ssh_argv(host, script)),
+            text: dry_run_lines(&text),
         }
     }
 
     fn push(&self, host: &Host, files: &[PathBuf], dir: &str, _timeout: Duration) -> Outcome {
+        let argv = match self {
+            Rehearsal::Ssh(ssh) => ssh.push_argv(host, files, dir),
+            Rehearsal::Local(_) => {
+                let mut argv = vec!["cp".to_string()];
+                argv.extend(files.iter().map(|f| f.display().to_string()));
+                argv.push(format!("{dir}/"));
+                argv
+            }
+        };
         Outcome {
             code: 0,
-            text: dry_run_text(&self.ssh.push_argv(host, files, dir)),
+            text: dry_run_text(&argv),
         }
     }
 
     fn pull(&self, host: &Host, remote: &str, to: &Path, _timeout: Duration) -> Outcome {
+        let argv = match self {
+            Rehearsal::Ssh(ssh) => ssh.pull_argv(host, remote, to),
+            Rehearsal::Local(_) => vec![
+                "cp".to_string(),
+                remote.to_string(),
+                to.display().to_string(),
+            ],
+        };
         Outcome {
             code: 0,
-            text: dry_run_text(&self.ssh.pull_argv(host, remote, to)),
+            text: dry_run_text(&argv),
         }
     }
 }

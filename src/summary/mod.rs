@@ -41,11 +41,31 @@ pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
 }
 
 pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
-    if !args.no_collect {
-        let fleet = crate::fleet::Fleet::open(&args.fleet)?;
-        // A host without a report yet is said, not fatal: summarize what came.
-        crate::fleet::commands::collect_reports(&fleet, &args.reports.dir, out)?;
+    if args.no_collect {
+        return summarize(args, out);
     }
+    let fleet = crate::fleet::Fleet::open(&args.fleet)?;
+    // A host without a report yet is said, not fatal: summarize what came,
+    // say which hosts it is stale for, and exit 1.
+    let missed = crate::fleet::commands::missed_reports(&fleet, &args.reports.dir, out)?;
+    let summarized = summarize(args, out);
+    if missed.is_empty() {
+        return summarized;
+    }
+    match summarized {
+        Ok(_) => {
+            crate::fleet::commands::stale_note(out, &missed, fleet.matrix.host_count())?;
+            Ok(crate::error::EXIT_PROBLEMS)
+        }
+        // Nothing to summarize because hosts could not be reached: a problem
+        // found, not bad input.
+        Err(e) if e.code() == crate::error::EXIT_REFUSED => Err(Error::problems(e.message())),
+        Err(e) => Err(e),
+    }
+}
+
+/// The summary of the reports in `--reports`.
+fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
     let mut set = ReportSet::read(&args.reports.dir, args.window)?;
     let matrix = optional_matrix(&args.fleet.matrix)?;
     if let Some(m) = &matrix {

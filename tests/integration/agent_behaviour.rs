@@ -691,3 +691,53 @@ fn agent_a_full_disk_holds_the_report_and_loses_nothing_when_space_returns() {
     assert!(ticks.len() >= 7, "{ticks:?}");
     assert!(ticks.windows(2).all(|w| w[1] == w[0] + 1), "{ticks:?}");
 }
+
+/// An agent whose directory is deleted under it (`rm -rf /var/tmp/mx`, a
+/// wiped sandbox) can no longer be stopped by `mx stop` or collected: it
+/// stops itself, rather than run on as a trace nobody can find.
+#[test]
+fn agent_whose_directory_is_deleted_stops_itself() {
+    let net = 44;
+    let fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    let home = fleet.dir("h1");
+    std::fs::create_dir_all(&home).unwrap();
+    let log = fleet.sandbox.file("h1.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+        .current_dir(&home)
+        .args(["agent", "--matrix", "../matrix.csv", "--host", "h1"])
+        .args(["--interval", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !home.join("report.csv").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_dir_all(&home).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the agent ran on after its directory was deleted");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{status:?}\n{text}");
+    assert!(
+        text.contains(
+            "was deleted: no one can stop this agent or collect its report, so it stops now"
+        ),
+        "{text}"
+    );
+}

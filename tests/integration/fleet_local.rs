@@ -59,14 +59,32 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         3,
         "one agent per host"
     );
+    // The next steps, as they must be typed to reach this fleet.
+    assert!(
+        run.stdout.ends_with(
+            "[mx] next: mx status --local hosts      # one line per host\n\
+             [mx]       mx summarize --local hosts   # pps / Gbps / loss / rtt\n\
+             [mx]       mx stop --local hosts        # when you are done\n"
+        ),
+        "{}",
+        run.stdout
+    );
 
-    // A second start is refused on every host, and copies nothing over the running agent.
+    // A second start is refused on every host, copies nothing over the
+    // running agents, and says why: they already run.
     let again = sb.mx(&with(&["start", "--interval", "1"], &local));
     assert_eq!(again.code, 1);
     assert!(
         again
             .stdout
-            .contains("h1  already running -- mx stop first"),
+            .contains("h1  already running -- mx stop --local hosts first"),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again.stdout.ends_with(
+            "[mx] no agent was started: the agents already run on 3 hosts -- `mx stop --local hosts` first, or `mx reload --local hosts` to push an edited matrix\n"
+        ),
         "{}",
         again.stdout
     );
@@ -74,12 +92,17 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
     std::thread::sleep(Duration::from_millis(3500));
     let status = sb.mx(&with(&["status"], &local));
     assert_eq!(status.code, 0);
+    // The row's age, not its raw epoch; the target labelled.
     for h in ["h1", "h2", "h3"] {
-        assert!(
-            status.stdout.contains(&format!("  {h}  ts=")),
-            "{}",
-            status.stdout
-        );
+        let line = status
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("  {h}  ")))
+            .unwrap_or_else(|| panic!("{}", status.stdout));
+        let (age, rest) = line[6..].split_once("s ago: tx=").expect(line);
+        assert!(age.parse::<u32>().is_ok(), "{line}");
+        assert!(rest.contains(" (target 2.0 kpps) rx="), "{line}");
+        assert!(!line.contains("ts="), "{line}");
     }
     let summary = sb.mx(&with(&["summarize", "--window", "2"], &local));
     assert_eq!(summary.code, 0, "{}", summary.stderr);
@@ -132,10 +155,39 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         ": host=h1"
     )));
 
+    // A report that cannot be collected: the summary of what is there, the
+    // hosts it is stale for, and exit 1.
+    std::fs::remove_file(sb.file("hosts/h2/var/tmp/mx/report.csv")).unwrap();
+    let stale = sb.mx(&with(&["summarize", "--window", "2"], &local));
+    assert_eq!(stale.code, 1, "{}{}", stale.stdout, stale.stderr);
+    assert!(
+        stale.stdout.contains("s steady, 3 hosts, 6 flows"),
+        "{}",
+        stale.stdout
+    );
+    assert!(
+        stale.stdout.contains(
+            "[mx] 1 of 3 hosts' reports could not be collected just now, so the summary above is stale for them:\n\
+             [mx]   h2  its earlier copy was summarized (reports/h2.csv, collected at "
+        ),
+        "{}",
+        stale.stdout
+    );
+
     let stop = sb.mx(&with(&["stop"], &local));
     assert_eq!(stop.code, 0);
     // Each agent ended its flows at the one end instant, and exited itself.
     assert!(stop.stdout.contains("h3  ended"), "{}", stop.stdout);
+    assert!(
+        stop.stdout.ends_with(
+            "[mx] reports and logs are still on the hosts:\n\
+             [mx]   mx summarize --local hosts   # collect + analyze\n\
+             [mx]   mx logs --local hosts        # collect agent logs\n\
+             [mx]   mx clean --local hosts       # delete every trace\n"
+        ),
+        "{}",
+        stop.stdout
+    );
     assert!(agents_under(&sb.file("hosts")).is_empty());
     let status = sb.mx(&with(&["status"], &local));
     assert!(
@@ -198,6 +250,31 @@ fn agent_fleet_hostile_names_and_dirs_are_quoted_never_run() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let status = sb.mx(&[&["status"][..], &local].concat());
     assert!(!status.stdout.contains("NOT-"), "{}", status.stdout);
+    // The next step start prints works typed as shown, hostile dir and all.
+    let next = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("[mx] next: "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    let typed = next.split("   #").next().unwrap().trim_end();
+    let status = typed_in(&sb, typed);
+    assert_eq!(
+        status.code, 0,
+        "{typed}\n{}{}",
+        status.stdout, status.stderr
+    );
+    // Both hosts answered from the hostile directory: it reached this fleet.
+    assert!(
+        !status.stdout.contains("NOT-"),
+        "{typed}\n{}",
+        status.stdout
+    );
+    assert_eq!(
+        status.stdout.lines().count(),
+        2,
+        "{typed}\n{}",
+        status.stdout
+    );
     let clean = sb.mx(&[&["clean", "--yes"][..], &local].concat());
     assert_eq!(clean.code, 0, "{}", clean.stdout);
     let mut leftovers = Vec::new();
@@ -212,6 +289,30 @@ fn agent_fleet_hostile_names_and_dirs_are_quoted_never_run() {
         "a quoted word ran as a command: {leftovers:?}"
     );
     assert!(agents_under(&sb.file("hosts")).is_empty());
+}
+
+/// Runs `line` (an mx command as mx printed it) through sh in the sandbox,
+/// as a person would type it, with this mx first on the PATH.
+fn typed_in(sb: &Sandbox, line: &str) -> crate::util::Run {
+    let exe = Path::new(env!("CARGO_BIN_EXE_mx"));
+    let path = format!(
+        "{}:{}",
+        exe.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .current_dir(sb.path())
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    crate::util::Run {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -254,16 +355,28 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
         ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // Exactly the options the real run uses, connection sharing included.
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let shared = format!(
+        "-o 'ControlMaster=auto' -o 'ControlPath={}/mx-ssh-{uid}/%C' -o 'ControlPersist=60s'",
+        std::env::temp_dir().display()
+    );
+    let options = format!(
+        "-o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' {shared}"
+    );
     assert!(
-        run.stdout.contains(
-            "DRY-RUN ssh -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' ops@127.55.0.1 "
-        ),
+        run.stdout.contains(&format!(
+            "DRY-RUN ssh -F lab_config {options} ops@127.55.0.1 "
+        )),
         "{}",
         run.stdout
     );
     assert!(
         run.stdout
-            .contains("DRY-RUN scp -F lab_config -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' -q ")
+            .contains(&format!("DRY-RUN scp -F lab_config {options} -q ")),
+        "{}",
+        run.stdout
     );
     assert!(run.stdout.contains("ops@127.55.0.2:/var/tmp/mx/"));
     assert_eq!(walk(sb.path()), before, "dry run wrote files");
@@ -271,7 +384,66 @@ fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
     assert_eq!(run.code, 0);
     assert!(
         run.stdout
-            .contains("DRY-RUN ssh -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' 127.55.0.1 ")
+            .contains(&format!("DRY-RUN ssh {options} 127.55.0.1 ")),
+        "{}",
+        run.stdout
+    );
+    // A user's ssh that manages its own connections is left to do so.
+    let run = sb.mx_env(
+        &["stop", "--dry-run"],
+        &[("MX_SSH", "ssh -o ControlMaster=no")],
+    );
+    assert!(
+        run.stdout.contains(
+            "DRY-RUN ssh -o 'ControlMaster=no' -o 'BatchMode=yes' -o 'ConnectTimeout=8' -o 'ServerAliveInterval=5' -o 'ServerAliveCountMax=3' 127.55.0.1 "
+        ),
+        "{}",
+        run.stdout
+    );
+
+    // The local transport rehearses too: the scripts it would run, and
+    // where, and nothing started, made or copied.
+    for cmd in [
+        &["start", "--interval", "1"][..],
+        &["status"],
+        &["stop"],
+        &["collect"],
+        &["clean"],
+    ] {
+        let run = sb.mx(&[cmd, &["--local", "hosts", "--dry-run"][..]].concat());
+        assert_eq!(run.code, 0, "{cmd:?}: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains(&format!(
+                "  h2  DRY-RUN mkdir -p {root}/h2 && cd {root}/h2 && sh -c '",
+                root = sb.file("hosts").display()
+            )) || cmd == ["collect"],
+            "{cmd:?}: {}",
+            run.stdout
+        );
+        assert_eq!(walk(sb.path()), before, "{cmd:?} --dry-run wrote files");
+        assert!(agents_under(sb.path()).is_empty(), "{cmd:?} started agents");
+    }
+    let run = sb.mx(&["start", "--local", "hosts", "--dry-run"]);
+    let copy = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("  h1  DRY-RUN cp "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        copy.ends_with(&format!(
+            "/matrix.csv {}/h1/var/tmp/mx/",
+            sb.file("hosts").display()
+        )),
+        "{copy}"
+    );
+    let run = sb.mx(&["collect", "--local", "hosts", "--dry-run"]);
+    assert!(
+        run.stdout.contains(&format!(
+            "  h1  DRY-RUN cp {}/h1/var/tmp/mx/report.csv reports/.h1.csv.part",
+            sb.file("hosts").display()
+        )),
+        "{}",
+        run.stdout
     );
 }
 
@@ -396,19 +568,65 @@ fn doctor_flags_a_hard_fd_limit_below_the_run() {
 #[test]
 fn status_watch_refreshes() {
     let sb = fleet_dir(59, &["h1", "h2"]);
+    let watch = |seconds: u64| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
+            .current_dir(sb.path())
+            .args(["status", "--local", "hosts", "--watch", "1"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(seconds * 1000 + 500));
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = watch(2);
+    assert!(text.matches("mx status -- ").count() >= 2, "{text}");
+    assert!(text.contains("(every 1s, ctrl-c to stop)"));
+    assert!(text.matches("h1  NOT-DEPLOYED").count() >= 2);
+    // Not a terminal: no screen to clear, the looks one after another.
+    assert!(!text.contains('\x1b'), "{text:?}");
+    assert!(text.contains("\n\nmx status -- "), "{text}");
+
+    // Rows every 5 s, looks every second: a row seen before is said to be.
+    let start = sb.mx(&["start", "--local", "hosts", "--interval", "5"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let began = std::time::Instant::now();
+    while !sb.read("hosts/h1/var/tmp/mx/agent.log").contains(" tx=") {
+        assert!(began.elapsed() < Duration::from_secs(20), "no row yet");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mx"))
         .current_dir(sb.path())
         .args(["status", "--local", "hosts", "--watch", "1"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    // Read until a look says so (bounded: a loaded machine looks slowly).
+    let mut h1 = Vec::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if line.starts_with("  h1  ") {
+            let done = line.contains("(unchanged since the last look)");
+            h1.push(line);
+            if done {
+                break;
+            }
+        }
+    }
     child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.matches("mx status -- ").count() >= 2, "{text}");
-    assert!(text.contains("(every 1s, ctrl-c to stop)"));
-    assert!(text.matches("h1  NOT-DEPLOYED").count() >= 2);
+    let _ = child.wait();
+    assert!(h1.len() >= 2, "{h1:#?}");
+    assert!(!h1[0].contains("unchanged"), "the first look: {h1:#?}");
+    assert!(
+        h1.last()
+            .unwrap()
+            .contains("s ago (unchanged since the last look): tx="),
+        "{h1:#?}"
+    );
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
 #[test]
@@ -588,4 +806,227 @@ fn agent_fleet_start_widens_its_margins_for_a_clock_off_and_refuses_one_far_off(
         assert!(rows.lines().count() <= 1, "{h} sent nothing: {rows}");
     }
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}
+
+/// `text` with the sandbox's path written `<sandbox>`, for golden files.
+fn portable(sb: &Sandbox, text: &str) -> String {
+    let real = std::fs::canonicalize(sb.path()).unwrap();
+    text.replace(&sb.path().display().to_string(), "<sandbox>")
+        .replace(&real.display().to_string(), "<sandbox>")
+}
+
+#[test]
+fn status_and_summarize_exit_1_when_a_host_cannot_be_reached() {
+    let sb = fleet_dir(61, &["h1", "h2"]);
+    // Hosts that answer, deployed or not, are a status: exit 0.
+    let status = sb.mx(&["status", "--local", "hosts"]);
+    assert_eq!(status.code, 0, "{}", status.stdout);
+    assert!(
+        status.stdout.contains("  h2  NOT-DEPLOYED"),
+        "{}",
+        status.stdout
+    );
+    // h2's sandbox cannot be entered: h2 cannot be reached.
+    std::fs::remove_dir_all(sb.file("hosts/h2")).unwrap();
+    std::fs::write(sb.file("hosts/h2"), "").unwrap();
+    let status = sb.mx(&["status", "--local", "hosts"]);
+    assert_eq!(status.code, 1, "{}", status.stdout);
+    assert!(
+        status.stdout.contains("  h1  NOT-DEPLOYED"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.ends_with("[mx] FAILED on 1/2 hosts: h2\n"),
+        "{}",
+        status.stdout
+    );
+    // Nothing collected from any host, nothing to summarize: a problem
+    // found (exit 1), not bad input.
+    let summary = sb.mx(&["summarize", "--local", "hosts"]);
+    assert_eq!(summary.code, 1, "{}{}", summary.stdout, summary.stderr);
+    assert!(
+        summary.stdout.contains("[mx] FAILED on 2/2 hosts: h1 h2"),
+        "{}",
+        summary.stdout
+    );
+    assert_eq!(
+        summary.stderr,
+        "mx: no reports in reports/ -- is the run started? (mx status)\n"
+    );
+}
+
+#[test]
+fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
+    let sb = fleet_dir(62, &["h1", "h2"]);
+    for (flags, refusal) in [
+        (
+            &["--interval", "0"][..],
+            "--interval must be a positive number of seconds (got 0)",
+        ),
+        (
+            &["--interval", "-1"],
+            "--interval must be a positive number of seconds (got -1)",
+        ),
+        (
+            &["--interval", "nan"],
+            "--interval must be a positive number of seconds (got nan)",
+        ),
+        (
+            &["--duration", "-5"],
+            "--duration must be 0 (run until stopped) or a number of seconds (got -5)",
+        ),
+        (
+            &["--workers", "0"],
+            "--workers must be at least 1, or 'auto' (got 0)",
+        ),
+        (
+            &["--workers", "-2"],
+            "--workers must be at least 1, or 'auto' (got -2)",
+        ),
+        (&["--streams", "0"], "--streams must be at least 1"),
+        (&["--streams", "-1"], "--streams must be at least 1"),
+        (
+            &["--streams", "257"],
+            "--streams above 256 is almost certainly a mistake (got 257)",
+        ),
+        (
+            &["--sndbuf", "-1"],
+            "--sndbuf must be 0 (the kernel's default) or a number of bytes (got -1)",
+        ),
+        (
+            &["--rcvbuf", "-4096"],
+            "--rcvbuf must be 0 (sized for the packets) or a number of bytes (got -4096)",
+        ),
+    ] {
+        let want = format!("mx: {refusal}\n");
+        for cmd in ["start", "run"] {
+            let run = sb.mx(&[&[cmd, "--local", "hosts"][..], flags].concat());
+            assert_eq!(run.code, 2, "{cmd} {flags:?}: {}{}", run.stdout, run.stderr);
+            assert_eq!(run.stderr, want, "{cmd} {flags:?}");
+            assert_eq!(run.stdout, "", "{cmd} {flags:?}");
+            assert!(
+                !sb.file("hosts").exists(),
+                "{cmd} {flags:?}: nothing copied"
+            );
+        }
+        let agent = sb.mx(&[&["agent", "--host", "h1"][..], flags].concat());
+        assert_eq!(agent.code, 2, "agent {flags:?}");
+        assert_eq!(agent.stderr, want, "agent {flags:?}");
+    }
+    let agent = sb.mx(&["agent", "--host", "h1", "--grace", "-1"]);
+    assert_eq!(agent.code, 2);
+    assert_eq!(
+        agent.stderr,
+        "mx: --grace must be 0 or a number of seconds (got -1)\n"
+    );
+}
+
+/// Edits host `host`'s row of the sandbox's matrix.csv: its cells `from` -> `to`.
+fn edit_row(sb: &Sandbox, host: &str, from: &str, to: &str) {
+    let matrix = sb.read("matrix.csv");
+    let edited: String = matrix
+        .split_inclusive('\n')
+        .map(|l| {
+            if l.starts_with(&format!("{host}=")) {
+                l.replace(from, to)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_ne!(edited, matrix);
+    sb.write("matrix.csv", &edited);
+}
+
+#[test]
+fn agent_fleet_reload_says_what_each_host_was_and_refuses_a_stamp_no_agent_could_run() {
+    let sb = fleet_dir(63, &["h1", "h2"]);
+    let local = ["--local", "hosts"];
+    let start = sb.mx(&[&["start", "--interval", "1"][..], &local].concat());
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    edit_row(&sb, "h2", ",1000", ",1500");
+    let reload = sb.mx(&[&["reload"][..], &local].concat());
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    crate::util::assert_golden("fleet_reload.stdout", &reload.stdout);
+
+    // A stamp no agent could start with (edited by hand, or from another
+    // tool): refused before anything is copied, in the agent's own words.
+    let stamp = sb.file("hosts/h1/var/tmp/mx/agent.stamp");
+    let text = std::fs::read_to_string(&stamp).unwrap();
+    std::fs::write(
+        &stamp,
+        text.replace("flags=--interval 1", "flags=--interval 1 --streams 0"),
+    )
+    .unwrap();
+    let deployed = sb.read("hosts/h1/var/tmp/mx/matrix.csv");
+    edit_row(&sb, "h1", ",1000", ",1200");
+    let reload = sb.mx(&[&["reload"][..], &local].concat());
+    assert_eq!(reload.code, 2, "{}{}", reload.stdout, reload.stderr);
+    assert_eq!(
+        reload.stderr,
+        "mx: h1's agent.stamp (flags=--interval 1 --streams 0) cannot start an agent: --streams must be at least 1\n"
+    );
+    assert_eq!(sb.read("hosts/h1/var/tmp/mx/matrix.csv"), deployed);
+    assert_eq!(agents_under(&sb.file("hosts")).len(), 2, "both run on");
+    assert_eq!(sb.mx(&[&["clean", "-y"][..], &local].concat()).code, 0);
+}
+
+#[test]
+fn stop_and_clean_say_what_is_true_and_name_the_way_back_to_this_fleet() {
+    let sb = fleet_dir(64, &["h1", "h2"]);
+    assert_eq!(sb.mx(&["gen", "--pps", "1000", "-o", "m2.csv"]).code, 0);
+    let fleet = [
+        "--local",
+        "hosts",
+        "--matrix",
+        "m2.csv",
+        "--remote-dir",
+        "/srv/mx run",
+    ];
+    let with = |cmd: &[&'static str]| [cmd, &fleet[..]].concat();
+    // Never deployed: nothing there to collect.
+    let stop = sb.mx(&with(&["stop"]));
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    crate::util::assert_golden("stop_never_deployed.stdout", &portable(&sb, &stop.stdout));
+    // Deployed on h1 only (a directory mx made, no agent in it).
+    let dir = sb.file("hosts/h1/srv/mx run");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".mx-remote-dir"), "").unwrap();
+    let stop = sb.mx(&with(&["stop"]));
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    crate::util::assert_golden("stop_partly_deployed.stdout", &portable(&sb, &stop.stdout));
+    // No terminal to confirm on: nothing done, and what works instead.
+    let clean = sb.mx(&with(&["clean"]));
+    assert_eq!(clean.code, 1, "{}", clean.stdout);
+    crate::util::assert_golden(
+        "clean_without_a_terminal.stdout",
+        &portable(&sb, &clean.stdout),
+    );
+    assert!(dir.exists());
+    let clean = sb.mx_input(&with(&["clean"]), "no\n");
+    assert_eq!(clean.code, 1, "{}", clean.stdout);
+    assert!(dir.exists());
+    // A `yes` piped in is an answer, as it always was.
+    let clean = sb.mx_input(&with(&["clean"]), "yes\n");
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    assert!(
+        clean.stdout.contains("  h1  clean (was: not-running)"),
+        "{}",
+        clean.stdout
+    );
+    assert!(!dir.exists());
+    // The way out that clean named works as typed.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".mx-remote-dir"), "").unwrap();
+    let typed = sb
+        .mx(&with(&["clean"]))
+        .stdout
+        .lines()
+        .last()
+        .and_then(|l| l.split('`').nth(1).map(str::to_string))
+        .unwrap();
+    let clean = typed_in(&sb, &typed);
+    assert_eq!(clean.code, 0, "{typed}\n{}{}", clean.stdout, clean.stderr);
+    assert!(!dir.exists(), "{typed}");
 }

@@ -334,12 +334,18 @@ fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
         "bounded: {:?}",
         t0.elapsed()
     );
-    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    // h4 could not be collected: the summary of what came, and exit 1.
+    assert_eq!(summary.code, 1, "{}{}", summary.stdout, summary.stderr);
     let text = summary.stdout;
-    // h4 could not be collected: said, on its own line; its earlier copy kept.
+    // Said, on its own line; its earlier copy kept, and the summary said to
+    // be stale for it.
     assert!(
         text.lines().any(|l| l.trim_start().starts_with("h4")
             && l.contains("not collected, the earlier copy kept")),
+        "{text}"
+    );
+    assert!(
+        text.contains("[mx]   h4  its earlier copy was summarized (reports/h4.csv, collected at "),
         "{text}"
     );
     assert!(host_ticks(&sb.file("reports/h4.csv")).len() >= 2);
@@ -362,7 +368,7 @@ fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
             status
                 .stdout
                 .lines()
-                .any(|l| l.trim_start().starts_with(h) && l.contains("ts=")),
+                .any(|l| l.trim_start().starts_with(h) && l.contains("s ago: tx=")),
             "{h} runs on:\n{}",
             status.stdout
         );

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// A scratch directory that mx runs in; removed when dropped.
 pub struct Sandbox {
@@ -42,6 +42,16 @@ impl Sandbox {
 
     /// Runs `mx args...` here, with no MX_* variables but those given.
     pub fn mx_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        self.mx_fed(args, env, None)
+    }
+
+    /// Runs `mx args...` here with `input` on its standard input: a pipe,
+    /// not a terminal.
+    pub fn mx_input(&self, args: &[&str], input: &str) -> Run {
+        self.mx_fed(args, &[], Some(input))
+    }
+
+    fn mx_fed(&self, args: &[&str], env: &[(&str, &str)], input: Option<&str>) -> Run {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mx"));
         cmd.args(args).current_dir(self.path());
         for (key, _) in std::env::vars() {
@@ -56,7 +66,25 @@ impl Sandbox {
             status,
             stdout,
             stderr,
-        } = cmd.output().expect("run mx");
+        } = match input {
+            None => cmd.output().expect("run mx"),
+            Some(input) => {
+                use std::io::Write;
+                let mut child = cmd
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("run mx");
+                // mx may exit without reading: a closed pipe is its answer.
+                let _ = child
+                    .stdin
+                    .take()
+                    .expect("piped")
+                    .write_all(input.as_bytes());
+                child.wait_with_output().expect("run mx")
+            }
+        };
         Run {
             code: status.code().expect("mx exited, not killed"),
             stdout: String::from_utf8(stdout).expect("utf-8 stdout"),
