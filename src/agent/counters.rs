@@ -92,6 +92,11 @@ pub struct Batch {
     pub tick: f64,
     /// Seconds since this worker's previous batch, on the monotonic clock.
     pub elapsed: f64,
+    /// Seconds of that in which flows were sending: short of `elapsed` in
+    /// the interval that holds the planned end, whose rest only waited for
+    /// replies. Rates are per second of sending, so a run that ends inside
+    /// an interval does not read as a slower one.
+    pub sending: f64,
     /// CPU seconds the worker thread used in that time.
     pub cpu: f64,
     pub flows: Vec<FlowReport>,

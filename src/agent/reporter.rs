@@ -205,7 +205,7 @@ impl Reporter {
     fn merge(&self, batches: &[Batch]) -> Merged {
         let mut m = Merged::default();
         for batch in batches {
-            let elapsed = batch.elapsed;
+            let (elapsed, sending) = (batch.elapsed, batch.sending);
             m.stray += batch.stray;
             m.drops.requests += batch.drops.requests;
             m.drops.replies += batch.drops.replies;
@@ -225,8 +225,8 @@ impl Reporter {
                     Some(rate) => row.target += rate,
                     None => row.unpaced = true,
                 }
-                let (pps, mbps) = rates(f.counts.sent, f.counts.sent_bytes, elapsed);
-                let (rep_pps, rep_mbps) = rates(f.counts.replies, f.counts.reply_bytes, elapsed);
+                let (pps, mbps) = rates(f.counts.sent, f.counts.sent_bytes, sending);
+                let (rep_pps, rep_mbps) = rates(f.counts.replies, f.counts.reply_bytes, sending);
                 row.pps += pps;
                 row.mbps += mbps;
                 row.rep_pps += rep_pps;
@@ -244,8 +244,8 @@ impl Reporter {
             }
             for (peer, counts) in &batch.rx {
                 let row = m.rx.entry(self.names[*peer as usize].clone()).or_default();
-                let (pps, mbps) = rates(counts.requests, counts.request_bytes, elapsed);
-                let (rep_pps, rep_mbps) = rates(counts.replies, counts.reply_bytes, elapsed);
+                let (pps, mbps) = rates(counts.requests, counts.request_bytes, sending);
+                let (rep_pps, rep_mbps) = rates(counts.replies, counts.reply_bytes, sending);
                 row.pps += pps;
                 row.mbps += mbps;
                 row.rep_pps += rep_pps;

@@ -112,6 +112,7 @@ struct Pending {
     began_ns: u64,
     report_at: Instant,
     elapsed: f64,
+    sending: f64,
     cpu: f64,
     stray: u64,
     drops: SocketDrops,
@@ -474,7 +475,7 @@ impl Worker {
             let pending = self.pending.take().expect("checked");
             self.report(pending);
         }
-        let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);
+        let (elapsed, sending) = self.interval_seconds(now);
         let cpu_ns = udp::thread_cpu_ns();
         let cpu = cpu_ns.saturating_sub(self.last_cpu_ns) as f64 / 1e9;
         self.last_report = now;
@@ -487,6 +488,7 @@ impl Worker {
             began_ns: self.began_ns,
             report_at: now + hold(self.plan.interval),
             elapsed,
+            sending,
             cpu,
             stray: std::mem::take(&mut self.stray),
             drops,
@@ -513,6 +515,16 @@ impl Worker {
         }
     }
 
+    /// Seconds since the previous batch, and how many of them flows were
+    /// sending: the planned end cuts the interval that holds it short.
+    fn interval_seconds(&self, now: Instant) -> (f64, f64) {
+        let elapsed = now.duration_since(self.last_report).as_secs_f64();
+        let after_end = self.clock.end_ns().map_or(0.0, |end| {
+            udp::monotonic_ns().saturating_sub(end) as f64 / 1e9
+        });
+        (elapsed.max(1e-3), (elapsed - after_end).max(1e-3))
+    }
+
     /// Hands the reporter the batch of a closed interval: the requests each
     /// flow sent in it and the replies to them, the requests its peers sent in
     /// it that arrived. Flows of a finished layer close now.
@@ -531,6 +543,7 @@ impl Worker {
             worker: self.id,
             tick: p.tick,
             elapsed: p.elapsed,
+            sending: p.sending,
             cpu: p.cpu,
             flows,
             rx,
@@ -558,13 +571,14 @@ impl Worker {
                 .collect();
             (flows, take_rx(&mut self.rx[slots::rx_slot(self.number)]))
         };
-        let elapsed = now.duration_since(self.last_report).as_secs_f64().max(1e-3);
+        let (elapsed, sending) = self.interval_seconds(now);
         let cpu = udp::thread_cpu_ns().saturating_sub(self.last_cpu_ns) as f64 / 1e9;
         let drops = self.read_drops();
         let _ = self.out.send(Batch {
             worker: self.id,
             tick: self.tick,
             elapsed,
+            sending,
             cpu,
             flows,
             rx,

@@ -148,9 +148,9 @@ fn span_lines(set: &ReportSet, args: &SummarizeArgs) -> (String, String) {
     let count = span.keep.len() as i64;
     if span.no_steady {
         let window = if args.window > 0.0 {
-            format!("last {}s", units::g(args.window))
+            format!("no steady interval in the last {}s", units::g(args.window))
         } else {
-            "whole history".to_string()
+            "no steady interval in the whole history".to_string()
         };
         return (
             window,

@@ -741,3 +741,40 @@ fn agent_whose_directory_is_deleted_stops_itself() {
         "{text}"
     );
 }
+
+/// A run whose planned end falls inside an interval sends for only part of
+/// it; that interval's rates are per second of sending, so it reads at the
+/// rate that was sent, not as a slower one (half of it, here).
+#[test]
+fn agent_an_end_inside_an_interval_reads_at_the_rate_sent() {
+    let net = 45;
+    let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    // Flows begin on a tick and end 3 s later: a whole interval, then one
+    // the end cuts to its first second.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let start = ((now + 3) / 2 * 2).to_string();
+    let args = ["--interval", "2", "--duration", "3", "--start-at", &start];
+    fleet.run_all(&["h1", "h2"], &args);
+    let rows = fleet.report("h1");
+    let tx: Vec<&crate::agents::Row> = rows.iter().filter(|r| r.s("dir") == "tx").collect();
+    let last = tx.last().expect("tx rows");
+    let (pkts, pps) = (last.f("pkts").unwrap(), last.f("pps").unwrap());
+    assert!(
+        (800.0..=1200.0).contains(&pkts),
+        "the last interval sent {pkts} requests in its 1 s"
+    );
+    assert!(
+        (900.0..=1100.0).contains(&pps),
+        "the interval the end cut short reads {pps} pps for a 1000 pps flow\n{}",
+        fleet.report_text("h1")
+    );
+    let rx = rows.iter().rfind(|r| r.s("dir") == "rx").unwrap();
+    let pps = rx.f("pps").unwrap();
+    assert!(
+        (900.0..=1100.0).contains(&pps),
+        "the last rx row reads {pps} pps"
+    );
+}

@@ -516,7 +516,7 @@ fn reports_in_every_state_still_read() {
     let out = summarize(&sb, &[]);
     has_line(
         &out,
-        "mx summarize -- whole history, 3 hosts, 3 flows, 64 bytes out -> 64 bytes back",
+        "mx summarize -- no steady interval in the whole history, 3 hosts, 3 flows, 64 bytes out -> 64 bytes back",
     );
     // a file that is not a report at all is named.
     sb.write("reports/notes.csv", "hello,world\r\n1,2\r\n");
