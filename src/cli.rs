@@ -133,6 +133,27 @@ pub fn parse_pps(text: &str) -> Result<PpsArg, String> {
     }
 }
 
+/// `--workers`: `auto` or a count (at least 1: the agent command refuses less).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkersArg {
+    Auto,
+    Count(i64),
+}
+
+/// Parses `--workers`: `auto`, or a whole number (its range is checked by
+/// [`check_flags`](crate::commands::agent::check_flags), so that a negative
+/// count gets the same refusal as 0).
+pub fn parse_workers(text: &str) -> Result<WorkersArg, String> {
+    let t = text.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("auto") {
+        return Ok(WorkersArg::Auto);
+    }
+    match t.parse::<i64>() {
+        Ok(n) => Ok(WorkersArg::Count(n)),
+        Err(_) => Err(format!("--workers wants a number or 'auto' (got '{text}')")),
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Shapes: the full mesh (default); --peers K, a k-regular shuffle (K flows out and K in \
@@ -261,8 +282,8 @@ pub struct AgentFlags {
 
     /// Worker threads: 'auto' = one per core, capped at flows x streams + 1
     #[arg(long, value_name = "auto|N", default_value = "auto",
-          value_parser = crate::agent::parse_workers, allow_negative_numbers = true)]
-    pub workers: crate::agent::WorkersArg,
+          value_parser = parse_workers, allow_negative_numbers = true)]
+    pub workers: WorkersArg,
 
     /// Sockets per peer; the pair's rate is split across them (1..256)
     #[arg(
@@ -322,7 +343,7 @@ impl AgentFlags {
         if self.duration != 0.0 {
             flags.extend(["--duration".to_string(), crate::units::g(self.duration)]);
         }
-        if let crate::agent::WorkersArg::Count(n) = self.workers {
+        if let WorkersArg::Count(n) = self.workers {
             flags.extend(["--workers".to_string(), n.to_string()]);
         }
         if self.streams != 1 {
@@ -1014,5 +1035,13 @@ mod tests {
             Err("negative packet rate '-5'".to_string())
         );
         assert!(parse_pps("fast").is_err());
+    }
+
+    #[test]
+    fn workers_is_auto_or_a_whole_number() {
+        assert_eq!(parse_workers("auto"), Ok(WorkersArg::Auto));
+        assert_eq!(parse_workers("4"), Ok(WorkersArg::Count(4)));
+        assert_eq!(parse_workers("-1"), Ok(WorkersArg::Count(-1)));
+        assert!(parse_workers("x").is_err());
     }
 }

@@ -13,10 +13,13 @@
 //!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
 //! - [`summary`]: `mx summarize`, report sets turned into answers, and
 //!   [`export`], the same numbers as floor-plan overlays;
-//! - [`fleet`]: the fleet commands over ssh (or a local sandbox per host);
-//! - [`commands`]: one module per sub-command, printing what the user sees;
+//! - [`fleet`]: files and processes moved to the hosts, over ssh (or a local
+//!   sandbox per host);
+//! - [`commands`]: one module per sub-command: checks its flags, composes the
+//!   steps (collect, then summarize), prints what the user sees;
 //! - [`cli`]: the command line, declared once and rendered into every help text;
-//! - [`units`], [`error`]: shared number formats and the exit-code contract.
+//! - [`units`], [`error`], [`files`]: shared number formats, the exit-code
+//!   contract, and files written whole or not at all.
 
 // `unsafe` lives in one room: the socket fast path (`agent::udp`, the
 // sendmmsg/recvmmsg wrappers and their control messages).
@@ -27,6 +30,7 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod fleet;
 pub mod input;
 pub mod matrix;

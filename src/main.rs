@@ -8,10 +8,11 @@ use std::process::ExitCode;
 
 use clap::FromArgMatches;
 use matrix_orchestrator::cli::{self, Cli, Command};
-use matrix_orchestrator::commands::{check, demo, generate, help, hints};
+use matrix_orchestrator::commands::{
+    agent, check, clean, collect, demo, doctor, export, generate, help, hints, logs, reload, run,
+    start, status, stop, summarize,
+};
 use matrix_orchestrator::error::Result;
-use matrix_orchestrator::fleet::commands as fleet;
-use matrix_orchestrator::{agent, export, summary};
 
 fn main() -> ExitCode {
     let cli = match parse() {
@@ -42,17 +43,17 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Check(args)) => check::run(&args, out),
         Some(Command::Hints(args)) => hints::run(&args, out),
         Some(Command::Agent(args)) => agent::run(&args),
-        Some(Command::Summarize(args)) => summary::run(&args, out),
+        Some(Command::Summarize(args)) => summarize::run(&args, out),
         Some(Command::Export(args)) => export::run(&args, out),
-        Some(Command::Start(args)) => fleet::start(&args, out),
-        Some(Command::Status(args)) => fleet::status(&args, out),
-        Some(Command::Stop(args)) => fleet::stop(&args, out),
-        Some(Command::Clean(args)) => fleet::clean(&args, out),
-        Some(Command::Reload(args)) => matrix_orchestrator::fleet::reload::reload(&args, out),
-        Some(Command::Doctor(args)) => matrix_orchestrator::fleet::doctor::doctor(&args, out),
-        Some(Command::Logs(args)) => fleet::logs(&args, out),
-        Some(Command::Collect(args)) => fleet::collect(&args, out),
-        Some(Command::Run(args)) => fleet::run(&args, out),
+        Some(Command::Start(args)) => start::run(&args, out),
+        Some(Command::Status(args)) => status::run(&args, out),
+        Some(Command::Stop(args)) => stop::run(&args, out),
+        Some(Command::Clean(args)) => clean::run(&args, out),
+        Some(Command::Reload(args)) => reload::run(&args, out),
+        Some(Command::Doctor(args)) => doctor::run(&args, out),
+        Some(Command::Logs(args)) => logs::run(&args, out),
+        Some(Command::Collect(args)) => collect::run(&args, out),
+        Some(Command::Run(args)) => run::run(&args, out),
         Some(Command::Demo(args)) => demo::run(&args, out),
         Some(Command::Help(args)) => help::run(args.command.as_deref(), out),
     }

@@ -43,21 +43,12 @@ pub fn fingerprint(matrix: &Matrix, me: u32) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-/// Joins arguments into one shell-safe line (single quotes only where needed).
-pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
-    args.iter()
-        .map(|a| {
-            shlex::try_quote(a.as_ref())
-                .map(|q| q.into_owned())
-                .unwrap_or_else(|_| a.as_ref().replace('\0', ""))
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// The stamp file's text: `fp=<fingerprint>` and `flags=<agent flags>`.
+/// The flags are shell words (`mx reload` splits them again); an argument can
+/// hold no NUL, the one thing shell quoting cannot carry.
 pub fn stamp_text(fingerprint: &str, flags: &[String]) -> String {
-    format!("fp={fingerprint}\nflags={}\n", shell_join(flags))
+    let flags = shlex::try_join(flags.iter().map(String::as_str)).unwrap_or_default();
+    format!("fp={fingerprint}\nflags={flags}\n")
 }
 
 #[cfg(test)]

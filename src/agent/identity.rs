@@ -1,24 +1,11 @@
 //! Who this agent is in the matrix, where its peers are, and what `--bind` means
 //! on this host (facts.md 3.2, 3.11).
 
-use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 
 use crate::error::{Error, Result};
+pub use crate::matrix::resolve::resolve;
 use crate::matrix::{Host, Matrix};
-
-/// The host's IPv4 address: the literal, or the first IPv4 the name resolves to.
-pub fn resolve(host: &Host) -> Option<SocketAddrV4> {
-    if let Ok(ip) = host.addr.parse::<Ipv4Addr>() {
-        return Some(SocketAddrV4::new(ip, host.port));
-    }
-    (host.addr.as_str(), host.port)
-        .to_socket_addrs()
-        .ok()?
-        .find_map(|a| match a {
-            std::net::SocketAddr::V4(v4) => Some(v4),
-            std::net::SocketAddr::V6(_) => None,
-        })
-}
 
 /// True when `ip` is an address of this machine (a socket can bind to it).
 pub fn is_local(ip: Ipv4Addr) -> bool {

@@ -31,6 +31,7 @@ macro_rules! warn {
 }
 
 pub mod clock;
+pub mod config;
 pub mod counters;
 pub mod cpu;
 pub mod host_counters;
@@ -53,7 +54,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::cli::AgentArgs;
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::stamp;
@@ -61,14 +61,13 @@ use crate::units;
 
 use crate::units::wall_now;
 use clock::RunClock;
+use config::AgentConfig;
 use counters::Batch;
 use plan::AgentPlan;
 use reporter::Reporter;
 use udp::Buffers;
 use worker::Worker;
 
-/// Most streams per pair: beyond this it is a typo, not a plan.
-pub const MAX_STREAMS: u32 = 256;
 /// The responder's receive buffer when `--rcvbuf` is not given: 8 MiB absorbs a
 /// burst of requests from many peers while the worker is busy sending.
 const DEFAULT_RESPONDER_RCVBUF: usize = 8 << 20;
@@ -88,92 +87,11 @@ const FLOW_DATAGRAMS: usize = 256;
 pub const PID_FILE: &str = "agent.pid";
 pub const STAMP_FILE: &str = "agent.stamp";
 
-/// `--workers`: `auto` or a count (at least 1: [`check_flags`] refuses less).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkersArg {
-    Auto,
-    Count(i64),
-}
-
-/// Parses `--workers`: `auto`, or a whole number (its range is checked by
-/// [`check_flags`], so that a negative count gets the same refusal as 0).
-pub fn parse_workers(text: &str) -> std::result::Result<WorkersArg, String> {
-    let t = text.trim();
-    if t.is_empty() || t.eq_ignore_ascii_case("auto") {
-        return Ok(WorkersArg::Auto);
-    }
-    match t.parse::<i64>() {
-        Ok(n) => Ok(WorkersArg::Count(n)),
-        Err(_) => Err(format!("--workers wants a number or 'auto' (got '{text}')")),
-    }
-}
-
-/// Refuses the agent flags no agent could run with. The one place these
-/// rules live: `mx agent` checks its own flags here, and the controller
-/// (`mx start`, `mx run`, and `mx reload` for the flags stamped on each host)
-/// checks the flags it will pass, before anything is copied, so both refuse
-/// with the same words.
-pub fn check_flags(flags: &crate::cli::AgentFlags) -> Result<()> {
-    if !(flags.interval > 0.0 && flags.interval.is_finite()) {
-        return Err(Error::refused(format!(
-            "--interval must be a positive number of seconds (got {})",
-            units::g(flags.interval)
-        )));
-    }
-    if !(flags.duration >= 0.0 && flags.duration.is_finite()) {
-        return Err(Error::refused(format!(
-            "--duration must be 0 (run until stopped) or a number of seconds (got {})",
-            units::g(flags.duration)
-        )));
-    }
-    if let WorkersArg::Count(n) = flags.workers
-        && n < 1
-    {
-        return Err(Error::refused(format!(
-            "--workers must be at least 1, or 'auto' (got {n})"
-        )));
-    }
-    if flags.streams < 1 {
-        return Err(Error::refused("--streams must be at least 1"));
-    }
-    if flags.streams > i64::from(MAX_STREAMS) {
-        return Err(Error::refused(format!(
-            "--streams above {MAX_STREAMS} is almost certainly a mistake (got {})",
-            flags.streams
-        )));
-    }
-    for (flag, bytes, zero) in [
-        ("--sndbuf", flags.sndbuf, "the kernel's default"),
-        ("--rcvbuf", flags.rcvbuf, "sized for the packets"),
-    ] {
-        if bytes < 0 {
-            return Err(Error::refused(format!(
-                "{flag} must be 0 ({zero}) or a number of bytes (got {bytes})"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Refuses a `--grace` the agent could not keep (the agent's own flag: the
-/// controller writes the grace into the control files itself).
-pub fn check_grace(grace: f64) -> Result<()> {
-    if !(grace >= 0.0 && grace.is_finite()) {
-        return Err(Error::refused(format!(
-            "--grace must be 0 or a number of seconds (got {})",
-            units::g(grace)
-        )));
-    }
-    Ok(())
-}
-
-/// Worker threads for `flow_sockets` sockets: `auto` is one per core; either way
-/// capped at flows + 1, since a worker without a flow only answers requests.
-pub fn worker_count(arg: WorkersArg, flow_sockets: usize, cores: usize) -> usize {
-    let wanted = match arg {
-        WorkersArg::Auto => cores.max(1),
-        WorkersArg::Count(n) => usize::try_from(n).unwrap_or(1),
-    };
+/// Worker threads for `flow_sockets` sockets: `None` (auto) is one per core;
+/// either way capped at flows + 1, since a worker without a flow only answers
+/// requests.
+pub fn worker_count(asked: Option<usize>, flow_sockets: usize, cores: usize) -> usize {
+    let wanted = asked.unwrap_or(cores.max(1));
     if flow_sockets > 0 {
         wanted.min(flow_sockets + 1)
     } else {
@@ -193,14 +111,12 @@ fn kernel_coalesces() -> bool {
 
 /// Writes `text` to `path` through a temp file and a rename.
 fn write_file(path: &Path, text: &str) -> Result<()> {
-    crate::matrix::write::write_atomically(path, |out| {
-        std::io::Write::write_all(out, text.as_bytes())
-    })
+    crate::files::write_atomically(path, |out| std::io::Write::write_all(out, text.as_bytes()))
 }
 
 /// Points stdout and stderr at `path` (appending), so every line the agent and
 /// its workers print lands in one log, in order.
-fn redirect_output(path: &Path) -> Result<()> {
+pub fn log_to(path: &Path) -> Result<()> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -211,24 +127,121 @@ fn redirect_output(path: &Path) -> Result<()> {
         .map_err(|errno| Error::io(path, "cannot log to", &errno.into()))
 }
 
-pub fn run(args: &AgentArgs) -> Result<u8> {
-    if let Some(log) = &args.log {
-        redirect_output(log)?;
-    }
-    check_flags(&args.flags)?;
-    check_grace(args.grace)?;
+/// Runs the agent `config` describes until it is stopped (a signal, the end
+/// instant, its directory deleted); returns its exit code.
+pub fn run(config: &AgentConfig) -> Result<u8> {
     // 1. The matrix, held to the agent's stricter standard.
-    let matrix = Matrix::load(&args.matrix)?;
-    matrix.check_layer_zero(&args.matrix.display().to_string())?;
+    let matrix = Matrix::load(&config.matrix)?;
+    matrix.check_layer_zero(&config.matrix.display().to_string())?;
     for warning in matrix.warnings() {
         warn!("mx: warning: {warning}");
     }
+    // 2-5. Who this host is, its addresses and its peers', its sockets' buffers.
+    let mut plan = plan(config, matrix)?;
+    // 6. A dwell the ticks cannot land on.
+    if let Some(rotation) = plan.matrix.config.rotation
+        && rotation.fits_interval(plan.interval).is_err()
+    {
+        warn!(
+            "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
+            units::g(rotation.dwell),
+            units::g(plan.interval)
+        );
+    }
+    // 7. Workers.
+    let flow_sockets = plan.flow_sockets();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    plan.workers = worker_count(config.run.workers, flow_sockets, cores);
+    if plan.workers > cores {
+        warn!(
+            "workers: {} on a {cores}-core box. Each worker wants a core; expect them to share.",
+            plan.workers
+        );
+    }
+    // 8. File descriptors.
+    let layered = plan.matrix.config.rotation.is_some();
+    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered)? {
+        say!("{line}");
+    }
+
+    // 9. The clock, the report, the workers.
+    let plan = Arc::new(plan);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| Error::refused(format!("cannot handle signals: {e}")))?;
+    }
+    let clock = Arc::new(RunClock::new(Arc::clone(&stop)));
+    let (start_file, end_file) = clock::control_paths(&config.report);
+    // Control files of an earlier run must not start or end this one.
+    for stale in [&start_file, &end_file] {
+        let _ = std::fs::remove_file(stale);
+    }
+    let mut reporter = Reporter::open(&config.report, &plan, Arc::clone(&clock))
+        .map_err(|e| Error::io(&config.report, "cannot open the report", &e))?;
+    let (rx, threads) = spawn_workers(&plan, &clock)?;
+
+    // 10. The banner, then the files that say this agent is up.
+    banner(config, &plan, &threads);
+    let home = match config.report.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let pid_path = home.join(PID_FILE);
+    write_file(&pid_path, &format!("{}\n", std::process::id()))?;
+    let fingerprint = stamp::fingerprint(&plan.matrix, plan.me);
+    write_file(
+        &home.join(STAMP_FILE),
+        &stamp::stamp_text(&fingerprint, &config.run.stamp_words),
+    )?;
+
+    // 11. The start: at once, at --start-at, or (--armed) when the controller
+    // writes it; with --duration the end follows from it.
+    let when = Timing {
+        interval: plan.interval,
+        duration: config.run.duration,
+        grace: config.grace,
+        start_file: config.armed.then_some(start_file),
+        end_file,
+        home,
+    };
+    if !config.armed {
+        when.start(&clock, config.start_at);
+    } else {
+        say!(
+            "armed: listening and answering; the flows begin at the fleet's start instant (agent.start)"
+        );
+    }
+
+    // 12. Report until the workers stop.
+    let result = report_loop(&plan, &rx, &mut reporter, &clock, &when);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for thread in threads {
+        let _ = thread.handle.join();
+    }
+    remove_pid_file(&pid_path);
+    result?;
+    if reporter.unwritten() > 0 {
+        warn!(
+            "mx agent: {} bytes of the report could not be written: the disk still refuses them",
+            reporter.unwritten()
+        );
+        return Ok(crate::error::EXIT_PROBLEMS);
+    }
+    say!("mx agent: stopped");
+    Ok(0)
+}
+
+/// The plan of `config`'s run on `matrix`, all but the worker count: who this
+/// host is, the address every socket binds to, its peers' addresses (each
+/// resolved once) and its sockets' buffers.
+fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     // 2. Who am I.
-    let me = identity::who_am_i(&matrix, args.host.as_deref())?;
+    let me = identity::who_am_i(&matrix, config.host.as_deref())?;
     let me_host = matrix.hosts()[me as usize].clone();
     let my_addr = identity::resolve(&me_host);
     // 3. --bind: the address every socket binds to, which must be ours in the matrix.
-    let bound = match &args.flags.bind {
+    let bound = match &config.run.bind {
         None => None,
         Some(spec) => {
             let (interface, ip) = identity::bind_address(spec)?;
@@ -237,11 +250,11 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
             Some(ip)
         }
     };
-    // 4. Streams: checked above with the other flags. 5. Peers, resolved once.
+    // 4. Peers, resolved once. Every peer this host will ever send to must
+    // have an address: a flow that cannot open fails the start, it never
+    // becomes a quiet, empty run.
     let peer_addrs: Vec<Option<SocketAddrV4>> =
         matrix.hosts().iter().map(identity::resolve).collect();
-    // Every peer this host will ever send to must have an address: a flow
-    // that cannot open fails the start, it never becomes a quiet, empty run.
     for peer in schedule_peers(&matrix, me) {
         if peer_addrs[peer as usize].is_none() {
             let host = &matrix.hosts()[peer as usize];
@@ -250,7 +263,7 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
                 host.name,
                 host.addr,
                 host.port,
-                args.matrix.display()
+                config.matrix.display()
             )));
         }
     }
@@ -265,106 +278,77 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     // Responders listen on that address too, so replies leave from the address
     // the peer sent to: a connected flow socket accepts nothing else.
     let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
-
-    // Checked above: not negative.
-    let (sndbuf, rcvbuf) = (args.flags.sndbuf as usize, args.flags.rcvbuf as usize);
-    let rcvbuf_or = |default| if rcvbuf == 0 { default } else { rcvbuf };
-    // Large datagrams need room for as many of them: a 64 KB request takes a
-    // 64 KB slot of the buffer, and 8 MiB would hold barely a hundred.
+    // 5. Buffers. Large datagrams need room for as many of them: a 64 KB
+    // request takes a 64 KB slot of the buffer, and 8 MiB would hold barely
+    // a hundred.
+    let run = &config.run;
+    let rcvbuf_or = |default| if run.rcvbuf == 0 { default } else { run.rcvbuf };
     let (tx_size, rx_size) = (
         matrix.config.tx_size as usize,
         matrix.config.rx_size as usize,
     );
     let responder_default = DEFAULT_RESPONDER_RCVBUF.max(RESPONDER_DATAGRAMS * tx_size);
     let flow_default = DEFAULT_FLOW_RCVBUF.max(FLOW_DATAGRAMS * rx_size);
-    let mut plan = AgentPlan {
+    Ok(AgentPlan {
         matrix,
         me,
-        streams: args.flags.streams as u16,
+        streams: run.streams,
         workers: 1,
         peer_addrs,
         allowed_sources,
         local_ip,
         listen,
         responder_buffers: Buffers {
-            send: sndbuf,
+            send: run.sndbuf,
             recv: rcvbuf_or(responder_default),
         },
         client_buffers: Buffers {
-            send: sndbuf,
+            send: run.sndbuf,
             recv: rcvbuf_or(flow_default),
         },
-        interval: args.flags.interval,
-        busy_poll: args.flags.busy_poll,
-        gso: !args.flags.no_gso && kernel_coalesces(),
-    };
-    let layered = plan.matrix.config.rotation.is_some();
-    // 6. A dwell the ticks cannot land on.
-    if let Some(rotation) = plan.matrix.config.rotation
-        && rotation.fits_interval(args.flags.interval).is_err()
-    {
-        warn!(
-            "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
-            units::g(rotation.dwell),
-            units::g(args.flags.interval)
-        );
-    }
-    // 7. Workers.
-    let flow_sockets = plan.flow_sockets();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    plan.workers = worker_count(args.flags.workers, flow_sockets, cores);
-    if plan.workers > cores {
-        warn!(
-            "workers: {} on a {cores}-core box. Each worker wants a core; expect them to share.",
-            plan.workers
-        );
-    }
-    // 8. File descriptors.
-    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered)? {
-        say!("{line}");
-    }
+        interval: run.interval,
+        busy_poll: run.busy_poll,
+        gso: !run.no_gso && kernel_coalesces(),
+    })
+}
 
-    let plan = Arc::new(plan);
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .map_err(|e| Error::refused(format!("cannot handle signals: {e}")))?;
-    }
-    let clock = Arc::new(RunClock::new(Arc::clone(&stop)));
-    let (start_file, end_file) = clock::control_paths(&args.report);
-    // Control files of an earlier run must not start or end this one.
-    for stale in [&start_file, &end_file] {
-        let _ = std::fs::remove_file(stale);
-    }
-    let mut reporter = Reporter::open(&args.report, &plan, Arc::clone(&clock))
-        .map_err(|e| Error::io(&args.report, "cannot open the report", &e))?;
+/// A started worker thread, and how many flow sockets it holds.
+struct WorkerThread {
+    handle: std::thread::JoinHandle<()>,
+    flows: usize,
+}
+
+/// Starts the plan's workers; their batches come in on the receiver.
+fn spawn_workers(
+    plan: &Arc<AgentPlan>,
+    clock: &Arc<RunClock>,
+) -> Result<(mpsc::Receiver<Batch>, Vec<WorkerThread>)> {
     let (tx, rx) = mpsc::channel::<Batch>();
     let mut threads = Vec::new();
-    let mut shards = Vec::new();
     for id in 0..plan.workers {
-        let worker = Worker::new(id, Arc::clone(&plan), Arc::clone(&clock), tx.clone())
+        let worker = Worker::new(id, Arc::clone(plan), Arc::clone(clock), tx.clone())
             .map_err(|e| Error::refused(format!("worker {id}: {e}")))?;
-        shards.push(worker.flow_count().to_string());
-        let thread = std::thread::Builder::new()
+        let flows = worker.flow_count();
+        let handle = std::thread::Builder::new()
             .name(format!("mx-worker-{id}"))
             .spawn(move || worker.run())
             .map_err(|e| Error::refused(format!("cannot start worker {id}: {e}")))?;
-        threads.push(thread);
+        threads.push(WorkerThread { handle, flows });
     }
-    drop(tx);
+    Ok((rx, threads))
+}
 
-    // 10-11. Banner, then the files that say this agent is up.
+/// The lines that open the agent's log: what it runs, how, and (layered) its
+/// schedule.
+fn banner(config: &AgentConfig, plan: &AgentPlan, threads: &[WorkerThread]) {
     let now = wall_now();
-    let peers: Vec<&str> = {
-        let schedule = plan.schedule();
-        let layer = schedule.layer_at(now).unwrap_or(0);
-        let mut p: Vec<&str> = schedule
-            .layer_flows(me, layer)
-            .map(|c| plan.matrix.hosts()[c.dst as usize].name.as_str())
-            .collect();
-        p.sort_unstable();
-        p
-    };
+    let schedule = plan.schedule();
+    let me_host = &plan.matrix.hosts()[plan.me as usize];
+    let mut peers: Vec<&str> = schedule
+        .layer_flows(plan.me, schedule.layer_at(now).unwrap_or(0))
+        .map(|c| plan.matrix.hosts()[c.dst as usize].name.as_str())
+        .collect();
+    peers.sort_unstable();
     say!(
         "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}",
         env!("CARGO_PKG_VERSION"),
@@ -375,13 +359,14 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         } else {
             peers.join(",")
         },
-        args.flags.streams,
-        flow_sockets,
+        plan.streams,
+        plan.flow_sockets(),
         plan.matrix.config.tx_size,
         plan.matrix.config.rx_size,
         plan.workers,
-        args.report.display()
+        config.report.display()
     );
+    let shards: Vec<String> = threads.iter().map(|t| t.flows.to_string()).collect();
     say!(
         "workers: {} (flow sockets per worker: {})",
         plan.workers,
@@ -396,7 +381,6 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
         }
     );
     if let (Some(key), Some(rotation)) = (plan.matrix.config.shuffle, plan.matrix.config.rotation) {
-        let schedule = plan.schedule();
         say!(
             "mx agent: layered -- {} layers of {} peers{}, dwell {}s, cycle {}; starting in layer {}",
             rotation.layers,
@@ -407,56 +391,6 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
             schedule.layer_at(now).unwrap_or(0)
         );
     }
-    let dir = args
-        .report
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let pid_path = dir.join(PID_FILE);
-    write_file(&pid_path, &format!("{}\n", std::process::id()))?;
-    let fingerprint = stamp::fingerprint(&plan.matrix, me);
-    write_file(
-        &dir.join(STAMP_FILE),
-        &stamp::stamp_text(&fingerprint, &args.flags.to_args()),
-    )?;
-
-    // The start: at once, at --start-at, or (--armed) when the controller
-    // writes it; with --duration the end follows from it.
-    let when = Timing {
-        interval: args.flags.interval,
-        duration: args.flags.duration,
-        grace: args.grace,
-        start_file: args.armed.then_some(start_file),
-        end_file,
-        home: if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir.clone()
-        },
-    };
-    if !args.armed {
-        when.start(&clock, args.start_at);
-    } else {
-        say!(
-            "armed: listening and answering; the flows begin at the fleet's start instant (agent.start)"
-        );
-    }
-    let result = report_loop(&plan, &rx, &mut reporter, &clock, &when);
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    for thread in threads {
-        let _ = thread.join();
-    }
-    remove_pid_file(&pid_path);
-    result?;
-    if reporter.unwritten() > 0 {
-        warn!(
-            "mx agent: {} bytes of the report could not be written: the disk still refuses them",
-            reporter.unwritten()
-        );
-        return Ok(crate::error::EXIT_PROBLEMS);
-    }
-    say!("mx agent: stopped");
-    Ok(0)
 }
 
 /// Removes the pid file if it is still ours (a restart may have replaced it).
@@ -627,13 +561,9 @@ mod tests {
 
     #[test]
     fn workers_auto_is_one_per_core_capped_at_flows_plus_one() {
-        assert_eq!(worker_count(WorkersArg::Auto, 100, 8), 8);
-        assert_eq!(worker_count(WorkersArg::Auto, 3, 8), 4);
-        assert_eq!(worker_count(WorkersArg::Count(32), 3, 8), 4);
-        assert_eq!(worker_count(WorkersArg::Count(2), 0, 8), 2);
-        assert_eq!(parse_workers("auto"), Ok(WorkersArg::Auto));
-        assert_eq!(parse_workers("4"), Ok(WorkersArg::Count(4)));
-        assert_eq!(parse_workers("-1"), Ok(WorkersArg::Count(-1)));
-        assert!(parse_workers("x").is_err());
+        assert_eq!(worker_count(None, 100, 8), 8);
+        assert_eq!(worker_count(None, 3, 8), 4);
+        assert_eq!(worker_count(Some(32), 3, 8), 4);
+        assert_eq!(worker_count(Some(2), 0, 8), 2);
     }
 }

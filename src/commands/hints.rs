@@ -91,6 +91,28 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         "  mx check --nic-gbps 25 --nic-mpps 15    # your NIC's real numbers"
     )?;
     writeln!(out, "  mx run --for 60")?;
+    worker_lines(need, peers, per_host, nic, out)?;
+    writeln!(
+        out,
+        "  a smaller --tx-size raises packets/sec for the same bandwidth;"
+    )?;
+    writeln!(
+        out,
+        "  a bigger --rx-size makes the reply direction the heavy one."
+    )?;
+    Ok(0)
+}
+
+/// The workers a host needs at `per_host` exchanges per second over `peers`
+/// flows, how to ask for them, and what a socket agent or a common NIC
+/// cannot carry.
+fn worker_lines(
+    need: u64,
+    peers: usize,
+    per_host: f64,
+    nic: f64,
+    out: &mut dyn Write,
+) -> Result<()> {
     if need > 1 {
         writeln!(out)?;
         writeln!(
@@ -150,15 +172,7 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
             bits(nic)
         )?;
     }
-    writeln!(
-        out,
-        "  a smaller --tx-size raises packets/sec for the same bandwidth;"
-    )?;
-    writeln!(
-        out,
-        "  a bigger --rx-size makes the reply direction the heavy one."
-    )?;
-    Ok(0)
+    Ok(())
 }
 
 /// `--pps-per-pair max`: nothing to size, so say what is known, the commands,

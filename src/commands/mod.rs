@@ -2,11 +2,29 @@
 //! standard output, prints what the user sees, and returns the exit code (or an
 //! [`Error`](crate::error::Error) that `main` prints as one `mx: ...` line).
 
+pub mod agent;
 pub mod check;
+pub mod clean;
+pub mod collect;
 pub mod demo;
+pub mod doctor;
+pub mod export;
 pub mod generate;
 pub mod help;
 pub mod hints;
+pub mod logs;
+pub mod reload;
+pub mod run;
+pub mod start;
+pub mod status;
+pub mod stop;
+pub mod summarize;
+
+use crate::cli::FleetArgs;
+use crate::error::{Error, Result};
+use crate::fleet::transport::{Local, Rehearsal, Ssh, Transport};
+use crate::fleet::{self, DEFAULT_MATRIX, DEFAULT_REMOTE_DIR, Fleet};
+use crate::matrix::Matrix;
 
 /// How to find what unpaced flows reach, in the words gen, check and hints share:
 /// an unpaced flow has no rate to weigh against a NIC or to size workers from, so
@@ -22,4 +40,126 @@ pub(crate) fn unpaced_ceiling(goal: &str, run: &str) -> [String; 4] {
         "  what to raise). To weigh a rate against your NICs, `mx check` a matrix paced near it."
             .to_string(),
     ]
+}
+
+/// The fleet `args` locate: the matrix, and the transport their flags ask for.
+pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
+    fleet::check_remote_dir(&args.remote_dir)?;
+    let matrix = Matrix::load(&args.matrix)?;
+    let split = |text: &str| {
+        text.split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let user = args
+        .user
+        .clone()
+        .or_else(|| std::env::var("SSH_USER").ok().filter(|u| !u.is_empty()));
+    let ssh_words = split(&args.ssh);
+    // Share connections unless the user's own ssh command already manages
+    // them. A dry run shows the same options, and creates nothing.
+    let sharing = !ssh_words
+        .iter()
+        .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
+    let ssh = Ssh {
+        ssh: ssh_words,
+        scp: split(&args.scp),
+        user,
+        control_dir: match (sharing, args.dry_run) {
+            (false, _) => None,
+            (true, true) => Some(fleet::transport::control_dir_path()),
+            (true, false) => fleet::transport::control_dir(),
+        },
+    };
+    if ssh.ssh.is_empty() || ssh.scp.is_empty() {
+        return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
+    }
+    let local = match &args.local {
+        // Absolute: the scripts run from each host's own directory.
+        Some(root) => Some(Local {
+            root: std::path::absolute(root).map_err(|e| Error::io(root, "cannot use", &e))?,
+        }),
+        None => None,
+    };
+    let transport: Box<dyn Transport> = match (local, args.dry_run) {
+        (Some(local), true) => Box::new(Rehearsal::Local(local)),
+        (Some(local), false) => Box::new(local),
+        (None, true) => Box::new(Rehearsal::Ssh(ssh)),
+        (None, false) => Box::new(ssh),
+    };
+    if args.jobs == 0 {
+        return Err(Error::refused("--jobs must be at least 1"));
+    }
+    Ok(Fleet {
+        matrix,
+        matrix_path: args.matrix.clone(),
+        transport,
+        jobs: args.jobs,
+        remote_dir: args.remote_dir.clone(),
+        dry_run: args.dry_run,
+        locator: locator(args),
+    })
+}
+
+/// The flags a suggested command needs to reach the same fleet as this one
+/// (` --local DIR`, ` --matrix FILE` and ` --remote-dir DIR` when not the
+/// defaults, ` --user USER` when one was given), shell-quoted, each with a
+/// leading space: `mx status` + this is a command that works as typed.
+pub fn locator(args: &FleetArgs) -> String {
+    let mut words: Vec<String> = Vec::new();
+    if let Some(local) = &args.local {
+        words.extend(["--local".to_string(), local.display().to_string()]);
+    }
+    if args.matrix != std::path::Path::new(DEFAULT_MATRIX) {
+        words.extend(["--matrix".to_string(), args.matrix.display().to_string()]);
+    }
+    if args.remote_dir != DEFAULT_REMOTE_DIR {
+        words.extend(["--remote-dir".to_string(), args.remote_dir.clone()]);
+    }
+    if let Some(user) = &args.user {
+        words.extend(["--user".to_string(), user.clone()]);
+    }
+    if words.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", fleet::shell_join(&words))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_locator_carries_what_finds_this_fleet_again_quoted() {
+        let plain = FleetArgs {
+            matrix: DEFAULT_MATRIX.into(),
+            user: None,
+            jobs: 64,
+            remote_dir: DEFAULT_REMOTE_DIR.into(),
+            dry_run: false,
+            local: None,
+            ssh: "ssh".into(),
+            scp: "scp".into(),
+        };
+        assert_eq!(locator(&plain), "");
+        let local = FleetArgs {
+            local: Some("hosts".into()),
+            dry_run: true,
+            jobs: 3,
+            ..plain.clone()
+        };
+        assert_eq!(locator(&local), " --local hosts");
+        let everything = FleetArgs {
+            matrix: "m2.csv".into(),
+            user: Some("ops".into()),
+            remote_dir: "/srv/mx run".into(),
+            local: Some("/tmp/a b".into()),
+            ..plain.clone()
+        };
+        assert_eq!(
+            locator(&everything),
+            " --local '/tmp/a b' --matrix m2.csv --remote-dir '/srv/mx run' --user ops"
+        );
+    }
 }

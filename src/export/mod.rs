@@ -18,11 +18,10 @@ pub mod overlays;
 pub mod samples;
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::cli::ExportArgs;
-use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::error::{Error, Result};
+use crate::matrix::Matrix;
 use crate::summary::aggregate::ReportSet;
 use crate::summary::figures::{self, Context, HostFigures};
 use crate::units;
@@ -70,6 +69,8 @@ pub struct Export {
     pub never: Vec<String>,
     /// `--peers` on a fixed matrix folds the flows into pps/loss/rtt_p99.
     pub fold: bool,
+    /// Which host lost which overlay, and why (said on stderr).
+    pub notes: Vec<String>,
     tx_size: u32,
     rx_size: u32,
     rotation: Option<crate::matrix::Rotation>,
@@ -159,6 +160,7 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
         silent,
         never,
         fold,
+        notes: Vec::new(),
         tx_size: ctx.tx_size,
         rx_size: ctx.rx_size,
         rotation: ctx.matrix.as_ref().and_then(|m| m.config.rotation),
@@ -167,76 +169,14 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
     })
 }
 
-/// `--output` and `--append`: a file written whole by rename, or appended to.
-fn write_output(path: &Path, text: &str, append: bool) -> Result<()> {
-    if append {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| Error::io(path, "cannot append to", &e))?;
-        file.write_all(text.as_bytes())
-            .map_err(|e| Error::io(path, "cannot append to", &e))
-    } else {
-        crate::matrix::write::write_atomically(path, |out| out.write_all(text.as_bytes()))
-    }
-}
-
-/// The options of `args`, checked: what would break a results line is
-/// refused before anything is collected.
-fn options(args: &ExportArgs) -> Result<Options> {
-    let without = "choose one without";
-    names::check_field("--test-prefix", &args.test_prefix, without)?;
-    names::check_field("--target-prefix", &args.target_prefix, without)?;
-    if let Some(run) = &args.run {
-        names::check_field("--run", run, without)?;
-    }
-    Ok(Options {
-        window: args.window,
-        raw: args.raw,
-        peers: args.peers,
-        nic_gbps: args.nic_gbps,
-        names: match &args.names {
-            Some(path) => names::read_names(path)?,
-            None => HashMap::new(),
-        },
-        target_prefix: args.target_prefix.clone(),
-        test_prefix: args.test_prefix.clone(),
-        run: args.run.clone(),
-        no_meta: args.no_meta,
-    })
-}
-
-pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
-    let opts = options(args)?;
-    let reports: &PathBuf = &args.reports.dir;
-    let matrix_path = &args.fleet.matrix;
-    if !args.no_collect {
-        if !matrix_path.exists() {
-            return Err(Error::refused(format!(
-                "matrix not found: {} -- `mx export --no-collect` exports the reports already in {}/ without it",
-                matrix_path.display(),
-                reports.display()
-            )));
-        }
-        let fleet = crate::fleet::Fleet::open(&args.fleet)?;
-        // The samples may be going to stdout: the collect's narration goes to stderr.
-        crate::fleet::commands::collect_reports(&fleet, reports, &mut std::io::stderr())?;
-    }
-    let mut set = ReportSet::read(reports, args.window)?;
-    let matrix = if matrix_path.exists() {
-        Some(crate::matrix::Matrix::load(matrix_path)?)
-    } else {
-        eprintln!(
-            "[mx] export: no matrix at {}: exporting the reports alone (no NO-DATA states, no coverage)",
-            matrix_path.display()
-        );
-        None
-    };
+/// The export of the reports in `dir`: read over `opts.window`, named by
+/// `matrix` when there is one, its notes said. Pure but for reading them.
+pub fn from_reports(dir: &Path, matrix: Option<Matrix>, opts: &Options) -> Result<Export> {
+    let mut set = ReportSet::read(dir, opts.window)?;
     if set.rows_in_window == 0 {
         return Err(Error::refused(format!(
             "no rows in the last {}s -- widen --window, or --window 0 for the whole history",
-            units::g(args.window)
+            units::g(opts.window)
         )));
     }
     if let Some(m) = &matrix {
@@ -248,7 +188,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
     // a name; a report might).
     let fix = format!(
         "no matrix host can be named so: check the reports in {}/",
-        reports.display()
+        dir.display()
     );
     for name in &set.names {
         if !opts.names.contains_key(name) {
@@ -256,37 +196,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
         }
     }
     let ctx = Context::new(&set, matrix);
-    let export = build(&set, &ctx, &opts, reports)?;
-    if !export.measured() {
-        eprintln!(
-            "mx: nothing to export from {}/ -- no measured rows in the window",
-            reports.display()
-        );
-        return Ok(EXIT_PROBLEMS);
-    }
-    let format: Box<dyn format::Format> = if args.json {
-        Box::<format::Ndjson>::default()
-    } else {
-        Box::<format::Tsv>::default()
-    };
-    let text = format::render(&export, &opts, format);
-    let destination = if args.output == Path::new("-") {
-        out.write_all(text.as_bytes())?;
-        "stdout".to_string()
-    } else {
-        write_output(&args.output, &text, args.append)?;
-        args.output.display().to_string()
-    };
-    let overlays_used: std::collections::BTreeSet<&str> =
-        export.samples.iter().map(|s| s.overlay.name).collect();
-    eprintln!(
-        "[mx] export: {} sample(s) over {} overlay(s) on {} host(s) -> {destination}",
-        export.samples.len(),
-        overlays_used.len(),
-        export.hosts.len()
-    );
-    for line in notes::gap_notes(&opts, &set, &export) {
-        eprintln!("[mx] export: {line}");
-    }
-    Ok(0)
+    let mut export = build(&set, &ctx, opts, dir)?;
+    export.notes = notes::gap_notes(opts, &set, &export);
+    Ok(export)
 }

@@ -1,14 +1,20 @@
-//! The fleet commands: every host of the matrix reached through one
-//! [`transport::Transport`], in parallel up to `--jobs`, each step's output
-//! printed afterwards in matrix order, one line per host (facts.md 4.0).
-//! A host that fails (unreachable, refused, timed out) gets its own line and
+//! Moving files and processes to the hosts of a matrix: every host reached
+//! through one [`transport::Transport`] (ssh, a local directory per host, or a
+//! dry run that prints instead), in parallel up to `--jobs`, each step's output
+//! printed afterwards in matrix order, one line per host (facts.md 4.0). A
+//! host that fails (unreachable, refused, timed out) gets its own line and
 //! makes the command exit 1; it never stops the others.
+//!
+//! The steps: [`deploy`] (the agent and the matrix), [`scripts`] (what runs
+//! on a host), [`instants`] (the fleet's one start and end instant),
+//! [`end`], [`collect`]. Which steps a command takes, and what it prints
+//! around them, is the command's business (`crate::commands`).
 
 pub mod bind;
-pub mod commands;
-pub mod doctor;
+pub mod collect;
+pub mod deploy;
+pub mod end;
 pub mod instants;
-pub mod reload;
 pub mod scripts;
 pub mod transport;
 
@@ -16,11 +22,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::cli::FleetArgs;
 use crate::error::{Error, Result};
 use crate::matrix::{Host, Matrix};
 
-use transport::{Local, Outcome, Rehearsal, Ssh, Transport};
+use transport::{Outcome, Transport};
 
 /// How long a generic remote step may take.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -37,34 +42,21 @@ pub struct Fleet {
     pub jobs: usize,
     pub remote_dir: String,
     pub dry_run: bool,
-    /// The flags that locate this fleet, for the commands mx suggests: see
-    /// [`locator`].
+    /// The flags that locate this fleet, each with a leading space, for the
+    /// commands mx suggests (see [`Fleet::hint`]).
     pub locator: String,
 }
 
-/// The flags a suggested command needs to reach the same fleet as this one
-/// (` --local DIR`, ` --matrix FILE` and ` --remote-dir DIR` when not the
-/// defaults, ` --user USER` when one was given), shell-quoted, each with a
-/// leading space: `mx status` + this is a command that works as typed.
-pub fn locator(args: &FleetArgs) -> String {
-    let mut words: Vec<String> = Vec::new();
-    if let Some(local) = &args.local {
-        words.extend(["--local".to_string(), local.display().to_string()]);
-    }
-    if args.matrix != std::path::Path::new(DEFAULT_MATRIX) {
-        words.extend(["--matrix".to_string(), args.matrix.display().to_string()]);
-    }
-    if args.remote_dir != DEFAULT_REMOTE_DIR {
-        words.extend(["--remote-dir".to_string(), args.remote_dir.clone()]);
-    }
-    if let Some(user) = &args.user {
-        words.extend(["--user".to_string(), user.clone()]);
-    }
-    if words.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", crate::stamp::shell_join(&words))
-    }
+/// Joins arguments into one shell-safe line (single quotes only where needed).
+pub fn shell_join<S: AsRef<str>>(args: &[S]) -> String {
+    args.iter()
+        .map(|a| {
+            shlex::try_quote(a.as_ref())
+                .map(|q| q.into_owned())
+                .unwrap_or_else(|_| a.as_ref().replace('\0', ""))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `--matrix` and `--remote-dir` when not given.
@@ -97,65 +89,6 @@ pub fn check_remote_dir(dir: &str) -> Result<()> {
 }
 
 impl Fleet {
-    /// The fleet of `args`: the matrix, and the transport its flags ask for.
-    pub fn open(args: &FleetArgs) -> Result<Fleet> {
-        check_remote_dir(&args.remote_dir)?;
-        let matrix = Matrix::load(&args.matrix)?;
-        let split = |text: &str| {
-            text.split_whitespace()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        };
-        let user = args
-            .user
-            .clone()
-            .or_else(|| std::env::var("SSH_USER").ok().filter(|u| !u.is_empty()));
-        let ssh_words = split(&args.ssh);
-        // Share connections unless the user's own ssh command already manages
-        // them. A dry run shows the same options, and creates nothing.
-        let sharing = !ssh_words
-            .iter()
-            .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
-        let ssh = Ssh {
-            ssh: ssh_words,
-            scp: split(&args.scp),
-            user,
-            control_dir: match (sharing, args.dry_run) {
-                (false, _) => None,
-                (true, true) => Some(transport::control_dir_path()),
-                (true, false) => transport::control_dir(),
-            },
-        };
-        if ssh.ssh.is_empty() || ssh.scp.is_empty() {
-            return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
-        }
-        let local = match &args.local {
-            // Absolute: the scripts run from each host's own directory.
-            Some(root) => Some(Local {
-                root: std::path::absolute(root).map_err(|e| Error::io(root, "cannot use", &e))?,
-            }),
-            None => None,
-        };
-        let transport: Box<dyn Transport> = match (local, args.dry_run) {
-            (Some(local), true) => Box::new(Rehearsal::Local(local)),
-            (Some(local), false) => Box::new(local),
-            (None, true) => Box::new(Rehearsal::Ssh(ssh)),
-            (None, false) => Box::new(ssh),
-        };
-        if args.jobs == 0 {
-            return Err(Error::refused("--jobs must be at least 1"));
-        }
-        Ok(Fleet {
-            matrix,
-            matrix_path: args.matrix.clone(),
-            transport,
-            jobs: args.jobs,
-            remote_dir: args.remote_dir.clone(),
-            dry_run: args.dry_run,
-            locator: locator(args),
-        })
-    }
-
     /// `mx <command>` with the flags that locate this fleet: a suggestion
     /// that works when typed as shown.
     pub fn hint(&self, command: &str) -> String {
@@ -297,39 +230,6 @@ impl Fleet {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_locator_carries_what_finds_this_fleet_again_quoted() {
-        let plain = FleetArgs {
-            matrix: DEFAULT_MATRIX.into(),
-            user: None,
-            jobs: 64,
-            remote_dir: DEFAULT_REMOTE_DIR.into(),
-            dry_run: false,
-            local: None,
-            ssh: "ssh".into(),
-            scp: "scp".into(),
-        };
-        assert_eq!(locator(&plain), "");
-        let local = FleetArgs {
-            local: Some("hosts".into()),
-            dry_run: true,
-            jobs: 3,
-            ..plain.clone()
-        };
-        assert_eq!(locator(&local), " --local hosts");
-        let everything = FleetArgs {
-            matrix: "m2.csv".into(),
-            user: Some("ops".into()),
-            remote_dir: "/srv/mx run".into(),
-            local: Some("/tmp/a b".into()),
-            ..plain.clone()
-        };
-        assert_eq!(
-            locator(&everything),
-            " --local '/tmp/a b' --matrix m2.csv --remote-dir '/srv/mx run' --user ops"
-        );
-    }
 
     #[test]
     fn remote_dirs_mx_may_not_own() {

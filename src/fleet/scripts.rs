@@ -2,7 +2,7 @@
 //! from a file or a flag (a directory, a host name, a flag value) is quoted for
 //! the shell: a token or path can never run a command.
 
-use crate::stamp::shell_join;
+use super::shell_join;
 
 /// One word, quoted for a POSIX shell (single quotes only where needed).
 pub fn q(word: &str) -> String {

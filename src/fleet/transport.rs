@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::shell_join;
 use crate::matrix::Host;
-use crate::stamp::shell_join;
 
 /// What a remote step returned: its exit status and its output (stdout and
 /// stderr together, as a person reading it would see them).

@@ -19,6 +19,7 @@
 pub mod build;
 pub mod cpython_random;
 pub mod read;
+pub mod resolve;
 pub mod schedule;
 pub mod servers;
 pub mod shape;

@@ -7,7 +7,8 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::{FORMAT_VERSION, Matrix, Rate};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::files::write_atomically;
 use crate::units;
 
 /// The text `mx gen` writes for a rate: `max`, an integer from 100 up, and three
@@ -135,33 +136,6 @@ impl Matrix {
     pub fn save(&self, path: &Path) -> Result<()> {
         write_atomically(path, |out| self.write_to(out))
     }
-}
-
-/// Writes a file through `fill` into `<path>.<pid>.tmp` and renames it over `path`.
-/// On any failure the temp file is removed and `path` is left as it was.
-pub fn write_atomically(
-    path: &Path,
-    fill: impl FnOnce(&mut io::BufWriter<std::fs::File>) -> io::Result<()>,
-) -> Result<()> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| Error::refused(format!("{}: not a file name", path.display())))?;
-    let mut tmp_name = file_name.to_os_string();
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = (|| {
-        let file = std::fs::File::create(&tmp)?;
-        let mut out = io::BufWriter::with_capacity(1 << 20, file);
-        fill(&mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?;
-        // No fsync: rename-over-existing is atomic for every reader, and ext4/xfs
-        // flush the data before the rename reaches disk (auto_da_alloc).
-        std::fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, "cannot write", &e)
-    })
 }
 
 #[cfg(test)]

@@ -4,12 +4,9 @@
 //! cells are, and in which unit (`src\dst % lost`, ...).
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use super::aggregate::ReportSet;
 use super::figures::Context;
-use crate::error::Result;
-use crate::matrix::write::write_atomically;
 
 /// Host ids in grid order: the matrix's, else sorted by name; hosts only in
 /// the reports come after the matrix's.
@@ -65,11 +62,11 @@ fn one_decimal(v: f64) -> String {
     s
 }
 
-/// Writes the grids into `dir`; returns the file names written.
-pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<String>> {
-    std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, "cannot create", &e))?;
+/// The grids, by file name: pps, delivered, loss, rtt p99, and coverage on
+/// a layered run.
+pub fn grids(set: &ReportSet, ctx: &Context) -> Vec<(&'static str, String)> {
     let order = order(set, ctx);
-    let mut grids: Vec<(&str, String)> = vec![
+    let mut grids: Vec<(&'static str, String)> = vec![
         (
             "pps_grid.csv",
             grid_text(set, &order, "requests/s sent", |s, d| {
@@ -114,12 +111,5 @@ pub fn write_grids(dir: &Path, set: &ReportSet, ctx: &Context) -> Result<Vec<Str
             }),
         ));
     }
-    let mut written = Vec::new();
-    for (name, text) in grids {
-        write_atomically(&dir.join(name), |out| {
-            std::io::Write::write_all(out, text.as_bytes())
-        })?;
-        written.push(name.to_string());
-    }
-    Ok(written)
+    grids
 }

@@ -19,10 +19,8 @@ pub mod grids;
 pub mod span;
 
 use std::fmt::Write as _;
-use std::io::Write;
 use std::path::Path;
 
-use crate::cli::SummarizeArgs;
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
 use crate::units::{self, bits, micros, pps};
@@ -30,77 +28,67 @@ use crate::units::{self, bits, micros, pps};
 use aggregate::ReportSet;
 use figures::{Context, Figures, percent};
 
-/// Loads the matrix for names, order and layers when it is there; a summary
-/// of reports alone still works without it.
-pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
-    if path.exists() {
-        Matrix::load(path).map(Some)
-    } else {
-        Ok(None)
-    }
+/// What a summary shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Seconds of history read, back from the newest row (0: all of it).
+    pub window: f64,
+    /// Rows of the worst-flows table.
+    pub top: usize,
+    /// Rows of the host table.
+    pub top_hosts: usize,
 }
 
-pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
-    if args.no_collect {
-        return summarize(args, out);
-    }
-    let fleet = crate::fleet::Fleet::open(&args.fleet)?;
-    // A host without a report yet is said, not fatal: summarize what came,
-    // say which hosts it is stale for, and exit 1.
-    let missed = crate::fleet::commands::missed_reports(&fleet, &args.reports.dir, out)?;
-    let summarized = summarize(args, out);
-    if missed.is_empty() {
-        return summarized;
-    }
-    match summarized {
-        Ok(_) => {
-            crate::fleet::commands::stale_note(out, &missed, fleet.matrix.host_count())?;
-            Ok(crate::error::EXIT_PROBLEMS)
-        }
-        // Nothing to summarize because hosts could not be reached: a problem
-        // found, not bad input.
-        Err(e) if e.code() == crate::error::EXIT_REFUSED => Err(Error::problems(e.message())),
-        Err(e) => Err(e),
-    }
+/// The summary of a reports directory: the rows of its span, and every
+/// figure, computed once.
+pub struct Summary {
+    set: ReportSet,
+    ctx: Context,
+    figs: Figures,
+    opts: Options,
 }
 
-/// The summary of the reports in `--reports`.
-fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
-    let mut set = ReportSet::read(&args.reports.dir, args.window)?;
-    let matrix = optional_matrix(&args.fleet.matrix)?;
-    if let Some(m) = &matrix {
-        for host in m.hosts() {
-            set.id(&host.name);
+impl Summary {
+    /// Reads the reports in `dir`; `matrix` gives names, order and layers
+    /// when there is one (a summary of reports alone still works).
+    pub fn read(dir: &Path, matrix: Option<Matrix>, opts: Options) -> Result<Summary> {
+        let mut set = ReportSet::read(dir, opts.window)?;
+        if let Some(m) = &matrix {
+            for host in m.hosts() {
+                set.id(&host.name);
+            }
         }
-    }
-    if set.tx.is_empty() {
-        return Err(Error::refused(format!(
-            "no client rows in the last {}s -- are the agents still running?",
-            units::g(args.window)
-        )));
-    }
-    let ctx = Context::new(&set, matrix);
-    let figs = Figures::compute(&set, &ctx);
-    let mut text = render(&set, &ctx, &figs, args);
-    if let Some(dir) = &args.grid {
-        let written = grids::write_grids(dir, &set, &ctx)?;
-        if ctx.layered {
-            let _ = writeln!(
-                text,
-                "  wrote {}/coverage_grid.csv (cells: intervals measured; empty = never yet)\n",
-                dir.display()
-            );
+        if set.tx.is_empty() {
+            return Err(Error::refused(format!(
+                "no client rows in the last {}s -- are the agents still running?",
+                units::g(opts.window)
+            )));
         }
-        let _ = writeln!(
-            text,
-            "  wrote {}/{{{}}}\n",
-            dir.display(),
-            written.join(",")
-        );
+        let ctx = Context::new(&set, matrix);
+        let figs = Figures::compute(&set, &ctx);
+        Ok(Summary {
+            set,
+            ctx,
+            figs,
+            opts,
+        })
     }
-    text.push_str(&what_to_do_next(&set, &ctx, &figs));
-    out.write_all(text.as_bytes())?;
-    Ok(0)
+
+    /// The text above WHAT TO DO NEXT.
+    pub fn text(&self) -> String {
+        render(&self.set, &self.ctx, &self.figs, &self.opts)
+    }
+
+    /// The N x N grids, by file name, and whether a coverage grid is among
+    /// them (a layered run).
+    pub fn grids(&self) -> (Vec<(&'static str, String)>, bool) {
+        (grids::grids(&self.set, &self.ctx), self.ctx.layered)
+    }
+
+    /// WHAT TO DO NEXT and its advice.
+    pub fn what_to_do_next(&self) -> String {
+        what_to_do_next(&self.set, &self.ctx, &self.figs)
+    }
 }
 
 /// Coverage of a layered run over its whole history: (measured, total, cycle s).
@@ -142,13 +130,13 @@ fn what_to_do_next(set: &ReportSet, ctx: &Context, figs: &Figures) -> String {
 
 /// What the summary covers: the first header line's duration, and a line
 /// saying which span that was, what was left out and why.
-fn span_lines(set: &ReportSet, args: &SummarizeArgs) -> (String, String) {
+fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
     let span = &set.span;
     let interval = set.interval.unwrap_or(1).max(1);
     let count = span.keep.len() as i64;
     if span.no_steady {
-        let window = if args.window > 0.0 {
-            format!("no steady interval in the last {}s", units::g(args.window))
+        let window = if opts.window > 0.0 {
+            format!("no steady interval in the last {}s", units::g(opts.window))
         } else {
             "no steady interval in the whole history".to_string()
         };
@@ -191,15 +179,15 @@ fn span_lines(set: &ReportSet, args: &SummarizeArgs) -> (String, String) {
 
 /// The summary's text above WHAT TO DO NEXT: the header, the fleet lines,
 /// the host table, the worst flows, the layered sections.
-fn render(set: &ReportSet, ctx: &Context, figs: &Figures, args: &SummarizeArgs) -> String {
+fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> String {
     let mut t = String::new();
-    header_lines(&mut t, set, ctx, figs, args);
+    header_lines(&mut t, set, ctx, figs, opts);
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
     t.push('\n');
-    host_table(&mut t, set, &figs.hosts, args.top_hosts);
-    worst_flows(&mut t, set, &figs.flows, args.top);
+    host_table(&mut t, set, &figs.hosts, opts.top_hosts);
+    worst_flows(&mut t, set, &figs.flows, opts.top);
     if ctx.layered {
         layered_sections(&mut t, set, ctx);
     }
@@ -208,14 +196,8 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, args: &SummarizeArgs) 
 
 /// The first line (what was covered, hosts, flows, sizes), the span line,
 /// and the layered line.
-fn header_lines(
-    t: &mut String,
-    set: &ReportSet,
-    ctx: &Context,
-    figs: &Figures,
-    args: &SummarizeArgs,
-) {
-    let (covered, span_line) = span_lines(set, args);
+fn header_lines(t: &mut String, set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) {
+    let (covered, span_line) = span_lines(set, opts);
     let _ = writeln!(
         t,
         "mx summarize -- {covered}, {} hosts, {} flows, {} bytes out -> {} bytes back",

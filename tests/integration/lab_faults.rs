@@ -237,21 +237,26 @@ fn agent_lab_5_percent_dropped_leaving_a_host_is_its_return_leg() {
         ),
     );
     let summary = run_and_summarize(&lab, &sb, 9, "6", &[]);
+    // The lab's own bridge and veths, on a 2-core VM, drop a fraction of a
+    // percent now and then (seen once in ~10 runs: 0.8% into h2, both
+    // senders alike, no socket counting a drop). Misreading the 5% dropped
+    // replies as forward loss would take 5% off the forward leg: the bounds
+    // below tell the two apart with room for the lab's noise.
     for src in ["h1", "h3"] {
         let (delivered, forward) = flow_line(&summary, src, "h2");
-        assert!(forward >= 99.8, "{src} -> h2 forward {forward}\n{summary}");
+        assert!(forward >= 99.0, "{src} -> h2 forward {forward}\n{summary}");
         assert!(
             (delivered - 95.0).abs() <= 0.5,
             "{src} -> h2 delivered {delivered}\n{summary}"
         );
     }
     let (forward, back) = loss_legs(&summary);
-    assert!(forward < 0.1, "{forward}\n{summary}");
+    assert!(forward < 0.5, "{forward}\n{summary}");
     assert!((back - 5.0 / 3.0).abs() <= 0.25, "{back}\n{summary}");
     let loss = grid(&sb, "loss_grid.csv");
     for src in ["h1", "h3"] {
         let v = loss[&(src.to_string(), "h2".to_string())];
-        assert!((v - 5.0).abs() <= 0.5, "the dark column: {src} -> h2 = {v}");
+        assert!((v - 5.0).abs() <= 1.0, "the dark column: {src} -> h2 = {v}");
     }
     others_clean(&loss, "h2", 0.5);
     advises(&summary, "h2 is a sick receiver");

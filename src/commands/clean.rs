@@ -1,0 +1,60 @@
+//! `mx clean`: stop every agent and delete its directory, verifying both;
+//! asks first unless `--yes` (facts.md 4.4).
+
+use std::io::{IsTerminal, Write};
+
+use crate::cli::CleanArgs;
+use crate::error::{EXIT_PROBLEMS, Result};
+use crate::fleet::{STEP_TIMEOUT, scripts};
+
+pub fn run(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = super::open_fleet(&args.fleet)?;
+    if !args.yes && !fleet.dry_run {
+        writeln!(
+            out,
+            "[mx] this stops every agent and deletes {} on {} hosts.",
+            fleet.transport.shown_dir(&fleet.remote_dir),
+            fleet.matrix.host_count()
+        )?;
+        writeln!(
+            out,
+            "[mx] collect anything you want first ({}, {}).",
+            fleet.hint("summarize"),
+            fleet.hint("logs")
+        )?;
+        // Without a terminal no one is there to type: a `yes` piped in is
+        // taken (as the original took it), anything else says what works.
+        let terminal = std::io::stdin().is_terminal();
+        if terminal {
+            write!(out, "[mx] type 'yes' to continue: ")?;
+        }
+        out.flush()?;
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !answer.trim().eq_ignore_ascii_case("yes") {
+            if terminal {
+                writeln!(out, "[mx] nothing done")?;
+            } else {
+                writeln!(
+                    out,
+                    "[mx] nothing done: standard input is not a terminal, so no one can answer -- `{} --yes` cleans without asking",
+                    fleet.hint("clean")
+                )?;
+            }
+            return Ok(EXIT_PROBLEMS);
+        }
+    }
+    let done = fleet.step(out, "removing every trace", &fleet.all(), false, |host| {
+        fleet
+            .transport
+            .run(host, &scripts::clean(&fleet.dir(host)), STEP_TIMEOUT)
+    })?;
+    if done.len() < fleet.matrix.host_count() {
+        return Ok(EXIT_PROBLEMS);
+    }
+    writeln!(
+        out,
+        "[mx] nothing of mx remains on the fleet (no packages, no sysctls, no unit files -- there never were any)"
+    )?;
+    Ok(0)
+}

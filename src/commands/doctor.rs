@@ -1,0 +1,224 @@
+//! `mx doctor`: is the fleet ready? Locally: ssh, scp, the matrix and the agent
+//! binary's architecture. On every host: ssh works, the architecture can run the
+//! agent, cores, the hard open-file limit (FDS-TOO-LOW when below what the
+//! matrix needs of that host), whether an agent already runs, and the host's
+//! clock offset from this machine's (CLOCK-OFF past what `mx start` takes
+//! without widening its margins: the fleet's flows begin and end at one
+//! wall-clock instant).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::cli::DoctorArgs;
+use crate::error::{EXIT_PROBLEMS, Result};
+use crate::fleet::transport::Outcome;
+use crate::fleet::{Fleet, LOOK_TIMEOUT, instants, scripts};
+use crate::matrix::Host;
+use crate::matrix::schedule::Schedule;
+use crate::units::wall_now;
+
+/// The agents' report interval when `mx start` is not told otherwise.
+const DEFAULT_INTERVAL: f64 = 5.0;
+
+/// `uname -m` of an ELF executable, from its header's e_machine field.
+fn elf_arch(path: &Path) -> Option<&'static str> {
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    let machine = u16::from_le_bytes([*bytes.get(18)?, *bytes.get(19)?]);
+    Some(match machine {
+        0x3e => "x86_64",
+        0xb7 => "aarch64",
+        0x03 => "i686",
+        0xf3 => "riscv64",
+        0x15 => "ppc64le",
+        _ => "unknown",
+    })
+}
+
+fn on_path(command: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
+}
+
+/// Descriptors the agent on host `index` needs, for its busiest layer (one
+/// stream per pair).
+fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
+    let schedule = Schedule::new(&fleet.matrix);
+    let flows = (0..schedule.layer_count())
+        .map(|l| schedule.layer_flows(index, l).count())
+        .max()
+        .unwrap_or(0);
+    crate::agent::limits::fds_needed(flows, fleet.matrix.config.rotation.is_some())
+}
+
+/// What the host checks found, gathered as the hosts answer.
+#[derive(Default)]
+struct Findings {
+    wrong_arch: Mutex<Vec<String>>,
+    low_fds: Mutex<Vec<String>>,
+    offsets: Mutex<Vec<instants::Offset>>,
+}
+
+pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = super::open_fleet(&args.fleet)?;
+    fleet.matrix.print_warnings();
+    let binary = args.agent.resolve()?;
+    let arch = elf_arch(&binary).unwrap_or("unknown");
+    local_checks(args, &fleet, &binary, arch, out)?;
+    let all = fleet.all();
+    let findings = Findings::default();
+    let ok = fleet.step(
+        out,
+        "checking hosts (ssh + architecture + fd limit + clock)",
+        &all,
+        false,
+        |host| check_host(&fleet, host, arch, &findings),
+    )?;
+    let wrong_arch = findings.wrong_arch.into_inner().expect("unpoisoned");
+    let low_fds = findings.low_fds.into_inner().expect("unpoisoned");
+    let offsets = findings.offsets.into_inner().expect("unpoisoned");
+    if ok.len() < all.len() {
+        writeln!(
+            out,
+            "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    let wrong = wrong_arch;
+    if !wrong.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) cannot run this {arch} agent: {} -- build mx for them and pass --agent",
+            wrong.len(),
+            wrong.join(", ")
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    let low = low_fds;
+    if !low.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) have a hard open-file limit below the run's need: raise it (limits.conf / systemd LimitNOFILE), or use fewer peers",
+            low.len()
+        )?;
+    }
+    // Clocks: as `mx start` will judge them, at the default interval.
+    match instants::margins(&offsets, DEFAULT_INTERVAL, 0.0) {
+        Err(refusal) => {
+            writeln!(out, "[mx] {}", refusal.message())?;
+            return Ok(EXIT_PROBLEMS);
+        }
+        Ok(margins) if margins.note.is_some() => {
+            let off: Vec<&str> = offsets
+                .iter()
+                .filter(|o| o.seconds.abs() > instants::CLOCK_TOLERANCE)
+                .map(|o| o.host.as_str())
+                .collect();
+            writeln!(
+                out,
+                "[mx] {} host(s) more than {}s off this machine's clock ({}): `mx start` will widen its start and end margins for them; fix time sync (NTP, chrony) to keep runs tight",
+                off.len(),
+                instants::CLOCK_TOLERANCE,
+                off.join(", ")
+            )?;
+        }
+        Ok(_) => {}
+    }
+    writeln!(out, "[mx] fleet looks ready: {}", fleet.hint("start"))?;
+    Ok(0)
+}
+
+/// This machine's side: ssh and scp on the PATH, the matrix, the agent.
+fn local_checks(
+    args: &DoctorArgs,
+    fleet: &Fleet,
+    binary: &Path,
+    arch: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let m = &fleet.matrix;
+    writeln!(out, "[mx] local checks")?;
+    for tool in [&args.fleet.ssh, &args.fleet.scp] {
+        let name = tool.split_whitespace().next().unwrap_or("");
+        let found = if on_path(name) || Path::new(name).is_file() {
+            "found"
+        } else {
+            "MISSING (not on PATH)"
+        };
+        writeln!(out, "  {name:<11} {found}")?;
+    }
+    writeln!(
+        out,
+        "  {:<11} {}: {} hosts, {} flows, {} -> {} bytes, port {}",
+        "matrix",
+        fleet.matrix_path.display(),
+        m.host_count(),
+        m.flow_count(),
+        m.config.tx_size,
+        m.config.rx_size,
+        m.config.port
+    )?;
+    writeln!(
+        out,
+        "  {:<11} {} ({arch}, static)",
+        "agent",
+        binary.display()
+    )?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Probes one host: its line (architecture, cores, fd limit, agent, clock),
+/// with what is wrong noted in `findings`.
+fn check_host(fleet: &Fleet, host: &Host, arch: &str, findings: &Findings) -> Outcome {
+    let probe = fleet
+        .transport
+        .run(host, &scripts::doctor(&fleet.dir(host)), LOOK_TIMEOUT);
+    let returned = wall_now();
+    if !probe.ok() || fleet.dry_run {
+        return probe;
+    }
+    let field = |key: &str| {
+        probe
+            .text
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key).map(str::to_string))
+            .unwrap_or_else(|| "?".to_string())
+    };
+    let (remote_arch, cores, hard, running) = (
+        field("arch="),
+        field("cores="),
+        field("nofile_hard="),
+        field("running="),
+    );
+    let mut line = format!("arch={remote_arch}");
+    if remote_arch != arch {
+        line.push_str(&format!(" CANNOT-RUN-AGENT({arch})"));
+        let mut wrong = findings.wrong_arch.lock().expect("unpoisoned");
+        wrong.push(host.name.clone());
+    }
+    line.push_str(&format!("; cores={cores}; nofile_hard={hard}"));
+    let index = fleet.matrix.index_of(&host.name).expect("a matrix host");
+    let need = fds_needed(fleet, index);
+    if hard != "unlimited" && hard.parse::<u64>().is_ok_and(|h| h < need) {
+        line.push_str(&format!(" FDS-TOO-LOW(need>{need})"));
+        let mut low = findings.low_fds.lock().expect("unpoisoned");
+        low.push(host.name.clone());
+    }
+    line.push_str(&format!("; agent_running={running}"));
+    if let Some(remote) = instants::clock_of(&probe.text) {
+        let offset = instants::Offset::at_return(&host.name, remote, returned);
+        line.push_str(&format!("; clock={}", offset.text()));
+        if offset.seconds.abs() > instants::CLOCK_TOLERANCE {
+            line.push_str(&format!(" CLOCK-OFF({})", offset.text()));
+        }
+        findings.offsets.lock().expect("unpoisoned").push(offset);
+    }
+    Outcome {
+        code: 0,
+        text: line,
+    }
+}

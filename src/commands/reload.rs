@@ -1,0 +1,298 @@
+//! `mx reload`: push an edited matrix onto a running fleet and restart only the
+//! hosts the edit changed, with the flags each was started with (read off its
+//! stamp), keeping their reports (facts.md 4.9).
+//!
+//! | probe                          | action                                   |
+//! |--------------------------------|------------------------------------------|
+//! | stamp, running, same print     | keep (not even re-copied)                |
+//! | stamp, running, new print      | restart                                  |
+//! | stamp, not running             | start with its stamped flags             |
+//! | no stamp, not running          | start (flags of the fleet's other hosts) |
+//! | no stamp, running              | report and leave alone: flags unknown    |
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Parser as _;
+
+use super::start::check_dwell_interval;
+use crate::cli::{AgentFlags, ReloadArgs};
+use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::fleet::deploy::{deploy, stage};
+use crate::fleet::transport::Outcome;
+use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, scripts};
+use crate::matrix::{Host, Matrix};
+use crate::stamp::fingerprint;
+
+/// What the probe found on one host.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Probe {
+    state: String,
+    fingerprint: Option<String>,
+    flags: Option<Vec<String>>,
+}
+
+fn parse_probe(text: &str) -> Probe {
+    let mut p = Probe::default();
+    for line in text.lines() {
+        if let Some(state) = line.strip_prefix("state=") {
+            p.state = state.trim().to_string();
+        } else if let Some(fp) = line.strip_prefix("fp=") {
+            p.fingerprint = Some(fp.trim().to_string());
+        } else if let Some(flags) = line.strip_prefix("flags=") {
+            p.flags = shlex::split(flags);
+        }
+    }
+    p
+}
+
+/// The `--interval` of a flag list (5 s when absent, the agent's default).
+fn interval_of(flags: &[String]) -> f64 {
+    flags
+        .iter()
+        .position(|f| f == "--interval")
+        .and_then(|i| flags.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5.0)
+}
+
+/// What reload does on one host, with the flags it starts the agent with.
+enum Action {
+    Keep,
+    Restart(Vec<String>),
+    Start(Vec<String>),
+    Unstamped,
+}
+
+impl Action {
+    /// The flags to start with, when this host is (re)started.
+    fn flags(&self) -> Option<&[String]> {
+        match self {
+            Action::Restart(f) | Action::Start(f) => Some(f),
+            Action::Keep | Action::Unstamped => None,
+        }
+    }
+}
+
+pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = super::open_fleet(&args.fleet)?;
+    fleet.matrix.print_warnings();
+    let retargeted = match &args.bind {
+        Some(spec) => Some(bind::retarget(&fleet, spec, out)?),
+        None => None,
+    };
+    let target = retargeted.as_ref().unwrap_or(&fleet.matrix);
+    let all = fleet.all();
+    let n = all.len();
+    writeln!(out, "[mx] checking {n} host(s) on {n} hosts")?;
+    let probes = fleet.each(&all, |host| {
+        fleet
+            .transport
+            .run(host, &scripts::probe(&fleet.dir(host)), LOOK_TIMEOUT)
+    });
+    if fleet.print(out, &all, &probes, true)?.len() < n {
+        writeln!(
+            out,
+            "[mx] could not reach every host -- nothing was changed"
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    if fleet.dry_run {
+        writeln!(
+            out,
+            "[mx] dry run: the probes above are what reload would run first"
+        )?;
+        return Ok(0);
+    }
+    let found: Vec<Probe> = probes.iter().map(|o| parse_probe(&o.text)).collect();
+    let actions = actions(&found, target);
+    let act = announce(&fleet, &actions, out)?;
+    if act.is_empty() {
+        writeln!(
+            out,
+            "[mx] every host already matches {} -- nothing to restart",
+            fleet.matrix_path.display()
+        )?;
+        return Ok(0);
+    }
+    let flags_of = |i: usize| actions[i].flags().unwrap_or_default();
+    for &i in &act {
+        check_stamped_flags(&fleet.hosts()[i].name, flags_of(i))?;
+        check_dwell_interval(&fleet, interval_of(flags_of(i)))?;
+    }
+    let (_staging, files) = stage(&fleet, &args.agent.resolve()?, Some(target))?;
+    let label = format!("restarting {} host(s)", act.len());
+    let done = fleet.step(out, &label, &act, false, |host| {
+        let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
+        restart(&fleet, host, &files, flags_of(i))
+    })?;
+    if done.len() < act.len() {
+        writeln!(
+            out,
+            "[mx] some hosts did not come back; `{}` will tell you why",
+            fleet.hint("logs")
+        )?;
+        return Ok(EXIT_PROBLEMS);
+    }
+    let kept = actions.iter().filter(|a| matches!(a, Action::Keep)).count();
+    writeln!(
+        out,
+        "[mx] reloaded: {} restarted, {kept} left running",
+        act.len()
+    )?;
+    fleet.hint_lines(out, "[mx] next: ", "", &[("status", "one line per host")])?;
+    Ok(0)
+}
+
+/// What to do on each host, by what its probe found (the table at the top),
+/// given `target`, the matrix the hosts should run. A host without a stamp
+/// starts with the flags of the first host that has one.
+fn actions(found: &[Probe], target: &Matrix) -> Vec<Action> {
+    let fleet_flags = found
+        .iter()
+        .find_map(|p| p.flags.clone())
+        .unwrap_or_else(|| vec!["--interval".to_string(), "5".to_string()]);
+    let stamped = |p: &Probe| p.flags.clone().unwrap_or_else(|| fleet_flags.clone());
+    found
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let running = p.state == "running";
+            match (&p.fingerprint, running) {
+                (None, true) => Action::Unstamped,
+                (None, false) => Action::Start(fleet_flags.clone()),
+                (Some(_), false) => Action::Start(stamped(p)),
+                (Some(fp), true) if *fp == fingerprint(target, i as u32) => Action::Keep,
+                (Some(_), true) => Action::Restart(stamped(p)),
+            }
+        })
+        .collect()
+}
+
+/// Says what reload will do: the running hosts it cannot touch, those left
+/// alone, restarted and started. Returns the hosts to (re)start.
+fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Vec<usize>> {
+    let name = |i: usize| fleet.hosts()[i].name.as_str();
+    let which = |keep: fn(&Action) -> bool| -> Vec<usize> {
+        (0..actions.len()).filter(|&i| keep(&actions[i])).collect()
+    };
+    for i in which(|a| matches!(a, Action::Unstamped)) {
+        writeln!(
+            out,
+            "[mx] {}: running, and carries no stamp -- `{} && {}` brings it under reload",
+            name(i),
+            fleet.hint("stop"),
+            fleet.hint("start")
+        )?;
+    }
+    let kept = which(|a| matches!(a, Action::Keep)).len();
+    if kept > 0 {
+        writeln!(
+            out,
+            "[mx] unchanged, left running: {kept} of {} host(s)",
+            actions.len()
+        )?;
+    }
+    let names = |list: &[usize]| list.iter().map(|&i| name(i)).collect::<Vec<_>>().join(", ");
+    let restart = which(|a| matches!(a, Action::Restart(_)));
+    if !restart.is_empty() {
+        writeln!(
+            out,
+            "[mx] matrix changed for {} host(s): {}",
+            restart.len(),
+            names(&restart)
+        )?;
+    }
+    let start = which(|a| matches!(a, Action::Start(_)));
+    if !start.is_empty() {
+        writeln!(
+            out,
+            "[mx] not running, will start: {} host(s): {}",
+            start.len(),
+            names(&start)
+        )?;
+    }
+    Ok(which(|a| a.flags().is_some()))
+}
+
+/// Stops the agent on `host`, copies `files` and starts it with `flags`;
+/// the outcome says whether it was running before.
+fn restart(fleet: &Fleet, host: &Host, files: &[PathBuf], flags: &[String]) -> Outcome {
+    // Stop first: a running executable cannot be overwritten (ETXTBSY), and
+    // one unlinked under a running agent would hide it from stop.
+    let dir = fleet.dir(host);
+    let stopped = fleet
+        .transport
+        .run(host, &scripts::stop(&dir), STEP_TIMEOUT);
+    // What the stop script found: `stopped` and `killed` are agents that
+    // were running.
+    let was = match stopped.text.lines().last() {
+        Some("stopped") => "restarted (was running)",
+        Some("killed") => "restarted (was running, and had to be killed)",
+        Some("not-deployed") => "started (was not deployed)",
+        _ => "started (was not running)",
+    };
+    let copied = deploy(fleet, host, files, false);
+    if !copied.ok() {
+        return copied;
+    }
+    let script = scripts::launch(
+        &dir,
+        &host.name,
+        flags,
+        false,
+        scripts::Begin::Now,
+        &fleet.hint("stop"),
+    );
+    let mut started = fleet.transport.run(host, &script, STEP_TIMEOUT);
+    if started.ok() {
+        started.text = was.to_string();
+    }
+    started
+}
+
+/// Refuses flags stamped on host `host` that its agent would refuse, before
+/// anything is copied, with the agent's own words.
+fn check_stamped_flags(host: &str, flags: &[String]) -> Result<()> {
+    #[derive(clap::Parser)]
+    #[command(no_binary_name = true)]
+    struct Stamped {
+        #[command(flatten)]
+        flags: AgentFlags,
+    }
+    let shown = crate::fleet::shell_join(flags);
+    let parsed = Stamped::try_parse_from(flags).map_err(|e| {
+        let first = e.to_string();
+        let first = first
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        Error::refused(format!(
+            "{host}'s agent.stamp (flags={shown}) cannot start an agent: {first}"
+        ))
+    })?;
+    super::agent::check_flags(&parsed.flags).map_err(|e| {
+        Error::refused(format!(
+            "{host}'s agent.stamp (flags={shown}) cannot start an agent: {e}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_and_flags_parse() {
+        let p =
+            parse_probe("state=running\nfp=0123456789abcdef\nflags=--interval 2 --bind 'eth 1'\n");
+        assert_eq!(p.state, "running");
+        assert_eq!(p.fingerprint.as_deref(), Some("0123456789abcdef"));
+        let flags = p.flags.unwrap();
+        assert_eq!(flags, ["--interval", "2", "--bind", "eth 1"]);
+        assert_eq!(interval_of(&flags), 2.0);
+        assert_eq!(interval_of(&[]), 5.0);
+        assert_eq!(parse_probe("state=absent\n").fingerprint, None);
+    }
+}

@@ -1,0 +1,110 @@
+//! `mx run --for S`: start, hold, summarize, stop, in one command (facts.md
+//! 4.8). The flows begin at one instant and end at one, S seconds later.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::start::start_fleet;
+use crate::cli::RunArgs;
+use crate::error::Result;
+use crate::fleet::collect::collect_reports;
+use crate::fleet::end::end_fleet;
+use crate::fleet::transport::Outcome;
+use crate::fleet::{STEP_TIMEOUT, scripts};
+use crate::units::{self, local_clock, wall_now};
+
+/// `run --for S`: start, hold, summarize, stop. The flows begin at one
+/// instant and (unless `--keep`) end at one, S seconds later: the agents end
+/// themselves, and the summary covers the steady part between.
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
+    super::agent::check_flags(&args.run.agent_flags)?;
+    let fleet = super::open_fleet(args.fleet())?;
+    let hold = if args.run.agent_flags.duration > 0.0 {
+        args.run.agent_flags.duration
+    } else {
+        args.for_seconds
+    };
+    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), out)?;
+    let Some(begin) = started.start else {
+        return Ok(started.code);
+    };
+    if started.code != 0 {
+        return Ok(started.code);
+    }
+    if fleet.dry_run {
+        // Nothing ran: show what would, and summarize nothing.
+        writeln!(
+            out,
+            "[mx] then, after {}s: collect every report, summarize, and check that every agent ended",
+            units::g(hold)
+        )?;
+        collect_reports(&fleet, &args.report.reports.dir, out)?;
+        return Ok(0);
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "[mx] running for {}s -- ctrl-c stops the agents and summarizes early",
+        units::g(hold)
+    )?;
+    out.flush()?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
+    // Until the agents have ended themselves (the end, their grace, a breath);
+    // with --keep, until the last interval is written.
+    let interval = args.run.agent_flags.interval;
+    let done_at = match started.end {
+        Some(end) => end + started.grace + 0.5,
+        None => begin + hold + crate::report::hold_seconds(interval) + 1.0,
+    };
+    while wall_now() < done_at && !interrupted.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if interrupted.load(Ordering::Relaxed) {
+        writeln!(
+            out,
+            "[mx] interrupted -- ending every flow now, then summarizing what ran"
+        )?;
+        if !args.keep {
+            end_fleet(&fleet, out, "ending the flows together")?;
+        }
+    } else if let Some(end) = started.end {
+        // Every agent has its end instant: wait for each to exit (an agent
+        // short of CPU writes its last rows late), so that the reports are
+        // whole when collected; one still running 10 s on is stopped.
+        let outcomes = fleet.each(&fleet.all(), |host| {
+            fleet.transport.run(
+                host,
+                &scripts::end(&fleet.dir(host), end, started.grace),
+                STEP_TIMEOUT,
+            )
+        });
+        let late: Vec<usize> = (0..outcomes.len())
+            .filter(|&i| outcomes[i].text.lines().last() != Some("ended"))
+            .collect();
+        if late.is_empty() {
+            writeln!(
+                out,
+                "[mx] every agent ended at {} as planned",
+                local_clock(end)
+            )?;
+        } else {
+            let shown: Vec<Outcome> = late.iter().map(|&i| outcomes[i].clone()).collect();
+            writeln!(out, "[mx] not every agent ended by itself:")?;
+            fleet.print(out, &late, &shown, false)?;
+        }
+    }
+    let mut report = args.report.clone();
+    report.window = report.window.max(hold.min(300.0).floor());
+    let summary = super::summarize::run(&report, out);
+    if !args.keep {
+        writeln!(
+            out,
+            "[mx] reports and logs stay on the hosts ({} removes them)",
+            fleet.hint("clean")
+        )?;
+    }
+    summary
+}

@@ -1,0 +1,352 @@
+//! `mx start`: deploy, launch every agent armed (listening and answering,
+//! sending nothing), then give every host the one start instant, with margins
+//! the clocks and the ssh fan-out allow (facts.md 4.1; design: one start).
+
+use std::io::Write;
+use std::time::Instant;
+
+use crate::cli::{RunFlags, StartArgs};
+use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::fleet::deploy::{deploy, stage};
+use crate::fleet::transport::Outcome;
+use crate::fleet::{Fleet, STEP_TIMEOUT, bind, instants, scripts};
+use crate::matrix::resolve::resolved;
+use crate::units::{self, local_clock, wall_now};
+
+/// A layered matrix switches layers on report ticks: its dwell must be a whole
+/// multiple of the interval.
+pub fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
+    let Some(rotation) = fleet.matrix.config.rotation else {
+        return Ok(());
+    };
+    let Err(suggestion) = rotation.fits_interval(interval) else {
+        return Ok(());
+    };
+    Err(Error::refused(format!(
+        "layered matrix: dwell {}s must be a whole multiple of --interval ({}s) so layer switches land on report ticks. Try --interval {}.",
+        units::g(rotation.dwell),
+        units::g(interval),
+        units::g(suggestion)
+    )))
+}
+
+pub fn run(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
+    super::agent::check_flags(&args.run.agent_flags)?;
+    let fleet = super::open_fleet(&args.fleet)?;
+    Ok(start_fleet(&fleet, &args.run, None, out)?.code)
+}
+
+/// `1 host`, `3 hosts`.
+fn hosts_text(n: usize) -> String {
+    if n == 1 {
+        "1 host".to_string()
+    } else {
+        format!("{n} hosts")
+    }
+}
+
+/// How many of the failed `outcomes` are hosts whose agent already runs.
+fn already_running(outcomes: &[Outcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| {
+            !o.ok()
+                && o.text
+                    .lines()
+                    .last()
+                    .is_some_and(|l| l.starts_with(scripts::ALREADY_RUNNING))
+        })
+        .count()
+}
+
+/// Why no agent was started when `running` hosts already run one: what to do.
+fn already_running_note(fleet: &Fleet, running: usize) -> String {
+    format!(
+        "the agents already run on {} -- `{}` first, or `{}` to push an edited matrix",
+        hosts_text(running),
+        fleet.hint("stop"),
+        fleet.hint("reload")
+    )
+}
+
+/// What a start achieved: its exit code, and the instants it gave the flows.
+pub struct Started {
+    pub code: u8,
+    /// When every flow began (Unix seconds); `None` when none was given.
+    pub start: Option<f64>,
+    /// When they end (`mx run`), and how long the responders answer after.
+    pub end: Option<f64>,
+    pub grace: f64,
+}
+
+/// Deploys, launches every agent armed, then tells every host the one start
+/// instant (and, with `end_after`, the end instant that many seconds later).
+pub fn start_fleet(
+    fleet: &Fleet,
+    run: &RunFlags,
+    end_after: Option<f64>,
+    out: &mut dyn Write,
+) -> Result<Started> {
+    // The agents' own refusals, before anything is copied (`start` and `run`
+    // check before the fleet is even opened: this is for every other caller).
+    super::agent::check_flags(&run.agent_flags)?;
+    let interval = run.agent_flags.interval;
+    fleet.matrix.print_warnings();
+    check_dwell_interval(fleet, interval)?;
+    let failed = |code| Started {
+        code,
+        start: None,
+        end: None,
+        grace: instants::START_MARGIN,
+    };
+    let hosts = if run.no_deploy {
+        fleet.all()
+    } else {
+        match deploy_fleet(fleet, run, out)? {
+            Some(hosts) => hosts,
+            None => return Ok(failed(EXIT_PROBLEMS)),
+        }
+    };
+    // 1. Every agent up, listening and answering, sending nothing yet.
+    let logs_hint = fleet.hint("logs");
+    let launch = launch_armed(fleet, &hosts, &run.agent_flags.to_args(), out)?;
+    // 2. The instants, with margins the clocks allow.
+    let margins = match instants::margins(&launch.offsets, interval, launch.seconds) {
+        Ok(m) => m,
+        Err(refusal) => {
+            // Nothing was sent: the armed agents are stopped, and the run refused.
+            fleet.step(
+                out,
+                "stopping the armed agents",
+                &launch.started,
+                true,
+                |host| {
+                    fleet
+                        .transport
+                        .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT)
+                },
+            )?;
+            return Err(refusal);
+        }
+    };
+    if let Some(note) = &margins.note {
+        writeln!(out, "[mx] {note}")?;
+    }
+    if launch.started.is_empty() {
+        let running = already_running(&launch.outcomes);
+        if running == hosts.len() {
+            writeln!(
+                out,
+                "[mx] no agent was started: {}",
+                already_running_note(fleet, running)
+            )?;
+        } else {
+            writeln!(
+                out,
+                "[mx] some hosts did not start; `{logs_hint}` will tell you why"
+            )?;
+        }
+        return Ok(failed(EXIT_PROBLEMS));
+    }
+    let begin = instants::start_instant(wall_now(), interval, margins.start);
+    let end = end_after.map(|seconds| begin + seconds);
+    // 3. The go: every host learns the one start instant.
+    let went = give_start(fleet, &launch.started, begin, margins.grace, end, out)?;
+    if went.is_empty() {
+        writeln!(
+            out,
+            "[mx] no agent was given the start instant; `{logs_hint}` will tell you why"
+        )?;
+        return Ok(failed(EXIT_PROBLEMS));
+    }
+    let code = if went.len() < fleet.matrix.host_count() {
+        writeln!(
+            out,
+            "[mx] some hosts did not start; `{logs_hint}` will tell you why"
+        )?;
+        EXIT_PROBLEMS
+    } else {
+        0
+    };
+    print_running(fleet, begin, out)?;
+    if code == 0 && end_after.is_none() {
+        fleet.hint_lines(
+            out,
+            "[mx] next: ",
+            "[mx]       ",
+            &[
+                ("status", "one line per host"),
+                ("summarize", "pps / Gbps / loss / rtt"),
+                ("stop", "when you are done"),
+            ],
+        )?;
+    }
+    Ok(Started {
+        code,
+        start: Some(begin),
+        end,
+        grace: margins.grace,
+    })
+}
+
+/// Copies the agent and the matrix (retargeted by `--bind`, or with names
+/// resolved here) to every host. The hosts to start, or `None` when one is
+/// not ready (said why): a fleet starts whole or not at all.
+fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Option<Vec<usize>>> {
+    let retargeted = match &run.agent_flags.bind {
+        Some(spec) => Some(bind::retarget(fleet, spec, out)?),
+        None => resolved(&fleet.matrix)?,
+    };
+    let (_staging, files) = stage(fleet, &run.agent.resolve()?, retargeted.as_ref())?;
+    let hosts = fleet.all();
+    writeln!(
+        out,
+        "[mx] deploying agent + matrix on {} hosts",
+        hosts.len()
+    )?;
+    let outcomes = fleet.each(&hosts, |host| deploy(fleet, host, &files, true));
+    let ready = fleet.print(out, &hosts, &outcomes, true)?;
+    let unready = hosts.len() - ready.len();
+    if unready == 0 {
+        return Ok(Some(ready));
+    }
+    let running = already_running(&outcomes);
+    let why = if running == 0 {
+        "every host needs the agent and the matrix first".to_string()
+    } else if running == unready {
+        already_running_note(fleet, running)
+    } else {
+        format!(
+            "{}; and every host needs the agent and the matrix first",
+            already_running_note(fleet, running)
+        )
+    };
+    writeln!(out, "[mx] no agent was started: {why}")?;
+    Ok(None)
+}
+
+/// The armed launch on every host: what each said, the hosts that came up,
+/// their clocks as read when each answered, and how long the fan-out took.
+struct Launch {
+    outcomes: Vec<Outcome>,
+    started: Vec<usize>,
+    offsets: Vec<instants::Offset>,
+    seconds: f64,
+}
+
+/// Launches the agents armed: listening and answering, sending nothing.
+fn launch_armed(
+    fleet: &Fleet,
+    hosts: &[usize],
+    flags: &[String],
+    out: &mut dyn Write,
+) -> Result<Launch> {
+    let stop_hint = fleet.hint("stop");
+    let offsets = std::sync::Mutex::new(Vec::new());
+    let launched_at = Instant::now();
+    writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
+    let outcomes = fleet.each(hosts, |host| {
+        let script = scripts::launch(
+            &fleet.dir(host),
+            &host.name,
+            flags,
+            true,
+            scripts::Begin::Armed,
+            &stop_hint,
+        );
+        let mut outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
+        let returned = wall_now();
+        if let Some(remote) = instants::clock_of(&outcome.text) {
+            offsets
+                .lock()
+                .expect("unpoisoned")
+                .push(instants::Offset::at_return(&host.name, remote, returned));
+        }
+        outcome.text = instants::without_clock(&outcome.text);
+        outcome
+    });
+    let seconds = launched_at.elapsed().as_secs_f64();
+    let started = fleet.print(out, hosts, &outcomes, true)?;
+    Ok(Launch {
+        outcomes,
+        started,
+        offsets: offsets.into_inner().expect("unpoisoned"),
+        seconds,
+    })
+}
+
+/// Gives every started host the start instant `begin` (and the end, if any);
+/// names a host that had it only after it passed. Returns the hosts told.
+fn give_start(
+    fleet: &Fleet,
+    started: &[usize],
+    begin: f64,
+    grace: f64,
+    end: Option<f64>,
+    out: &mut dyn Write,
+) -> Result<Vec<usize>> {
+    let logs_hint = fleet.hint("logs");
+    let late = std::sync::Mutex::new(Vec::new());
+    let went = fleet.step(out, "", started, true, |host| {
+        let mut outcome = fleet.transport.run(
+            host,
+            &scripts::go(&fleet.dir(host), begin, grace, end, &logs_hint),
+            STEP_TIMEOUT,
+        );
+        let returned = wall_now();
+        if outcome.ok() && returned > begin && !fleet.dry_run {
+            late.lock()
+                .expect("unpoisoned")
+                .push((host.name.clone(), returned - begin));
+        }
+        outcome.text = instants::without_clock(&outcome.text);
+        outcome
+    })?;
+    for (host, by) in late.into_inner().expect("unpoisoned") {
+        writeln!(
+            out,
+            "[mx] {host} had the start instant only {by:.1}s after it passed (slow ssh?): it starts late, and its first interval is left out of summaries"
+        )?;
+    }
+    Ok(went)
+}
+
+/// What now runs, and when its flows begin.
+fn print_running(fleet: &Fleet, begin: f64, out: &mut dyn Write) -> Result<()> {
+    let m = &fleet.matrix;
+    let offered = if m.unpaced_count() > 0 {
+        "unpaced".to_string()
+    } else {
+        units::pps(
+            m.rows()
+                .flat_map(|(_, r)| r.iter())
+                .filter_map(|c| c.rate.pps())
+                .sum(),
+        )
+    };
+    writeln!(
+        out,
+        "[mx] running: {} hosts, {} flows, {} -> {} bytes, {offered}",
+        m.host_count(),
+        m.flow_count(),
+        m.config.tx_size,
+        m.config.rx_size
+    )?;
+    writeln!(
+        out,
+        "[mx] every agent is listening; all flows begin together at {} (in {:.1}s)",
+        local_clock(begin),
+        (begin - wall_now()).max(0.0)
+    )?;
+    if let (Some(key), Some(r)) = (m.config.shuffle, m.config.rotation) {
+        writeln!(
+            out,
+            "[mx] layered: {} layers of {} peers, dwell {}s -- every ordered pair measured once per {} cycle; keep it running at least that long for full coverage",
+            r.layers,
+            key.peers,
+            units::g(r.dwell),
+            units::duration(f64::from(r.layers) * r.dwell)
+        )?;
+    }
+    Ok(())
+}

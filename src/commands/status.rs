@@ -1,0 +1,157 @@
+//! `mx status`: one line per host, the agent's latest status row with its
+//! age and its target labelled; `--watch` looks again and again (facts.md 4.2).
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use crate::cli::StatusArgs;
+use crate::error::{EXIT_PROBLEMS, Result};
+use crate::fleet::{LOOK_TIMEOUT, scripts};
+use crate::units::{self, local_clock, wall_now};
+
+pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = super::open_fleet(&args.fleet)?;
+    let all = fleet.all();
+    // Clear the screen between looks only where there is a screen.
+    let terminal = std::io::stdout().is_terminal();
+    // Each host's row at the last look (its ts), to say which rows are new.
+    let mut last_rows: Vec<Option<i64>> = vec![None; all.len()];
+    let mut first = true;
+    loop {
+        if args.watch > 0.0 {
+            if terminal {
+                write!(out, "\x1b[2J\x1b[H")?;
+            } else if !first {
+                writeln!(out)?;
+            }
+            writeln!(
+                out,
+                "mx status -- {} (every {}s, ctrl-c to stop)",
+                local_clock(wall_now()),
+                units::g(args.watch)
+            )?;
+        }
+        let mut outcomes = fleet.each(&all, |host| {
+            fleet
+                .transport
+                .run(host, &scripts::status(&fleet.dir(host)), LOOK_TIMEOUT)
+        });
+        let now = wall_now();
+        for (outcome, last) in outcomes.iter_mut().zip(last_rows.iter_mut()) {
+            if !outcome.ok() || fleet.dry_run {
+                continue;
+            }
+            let ts = row_ts(&outcome.text);
+            let unchanged = !first && ts.is_some() && ts == *last;
+            outcome.text = status_row(&outcome.text, now, unchanged);
+            *last = ts;
+        }
+        let answered = fleet.print(out, &all, &outcomes, false)?;
+        out.flush()?;
+        if args.watch <= 0.0 {
+            // Hosts that answer, running or not, are a status; one that cannot
+            // be reached is a problem.
+            return Ok(if answered.len() == all.len() {
+                0
+            } else {
+                EXIT_PROBLEMS
+            });
+        }
+        first = false;
+        std::thread::sleep(Duration::from_secs_f64(args.watch));
+    }
+}
+
+/// The ts of an agent's status line (`ts=<unix s> ...`), if it is one.
+fn row_ts(line: &str) -> Option<i64> {
+    let rest = line.strip_prefix("ts=")?;
+    let (ts, _) = rest.split_once(' ')?;
+    ts.parse().ok()
+}
+
+/// An agent's status line as `mx status` shows it: the row's age (seen from
+/// this machine's clock) for its raw ts, `(unchanged since the last look)`
+/// when `--watch` finds the row it showed before, and the target labelled
+/// (`tx=4.0 kpps (target 4.0 kpps)`); the rest as the agent wrote it. Other
+/// lines (NOT-RUNNING, an armed agent's note) are left alone.
+pub fn status_row(line: &str, now: f64, unchanged: bool) -> String {
+    let Some(ts) = row_ts(line) else {
+        return line.to_string();
+    };
+    let rest = &line[line.find(' ').expect("row_ts found one") + 1..];
+    let age = (now - ts as f64).max(0.0);
+    let age = if age < 120.0 {
+        format!("{}s ago", age.floor())
+    } else {
+        format!("{} ago", units::duration(age))
+    };
+    let mark = if unchanged {
+        " (unchanged since the last look)"
+    } else {
+        ""
+    };
+    format!("{age}{mark}: {}", labelled_target(rest))
+}
+
+/// `tx=<sent>/<target>` as `tx=<sent> (target <target>)`, or `(unpaced)`.
+fn labelled_target(fields: &str) -> String {
+    let Some(at) = fields.find("tx=") else {
+        return fields.to_string();
+    };
+    let tx_end = fields[at..].find(" rx=").map_or(fields.len(), |e| at + e);
+    let tx = &fields[at + 3..tx_end];
+    let Some((sent, target)) = tx.rsplit_once('/') else {
+        return fields.to_string();
+    };
+    let target = if target == "max" {
+        "(unpaced)".to_string()
+    } else {
+        format!("(target {target})")
+    };
+    format!("{}tx={sent} {target}{}", &fields[..at], &fields[tx_end..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROW: &str = "ts=1796003022 tx=4.0 kpps/4.0 kpps rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core";
+
+    #[test]
+    fn a_status_row_shows_its_age_and_a_labelled_target() {
+        assert_eq!(
+            status_row(ROW, 1796003024.7, false),
+            "2s ago: tx=4.0 kpps (target 4.0 kpps) rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core"
+        );
+        assert!(status_row(ROW, 1796003029.0, true).starts_with(
+            "7s ago (unchanged since the last look): tx=4.0 kpps (target 4.0 kpps) rx="
+        ));
+        // A clock a little behind the host's: never a negative age.
+        assert!(status_row(ROW, 1796003021.0, false).starts_with("0s ago: "));
+        assert!(status_row(ROW, 1796003022.0 + 600.0, false).starts_with("10m00s ago: "));
+        let unpaced = "ts=1796003022 tx=120.0 kpps/max rx=119.0 kpps serving=1 pps loss=0.83%";
+        assert_eq!(
+            status_row(unpaced, 1796003023.0, false),
+            "1s ago: tx=120.0 kpps (unpaced) rx=119.0 kpps serving=1 pps loss=0.83%"
+        );
+        assert_eq!(
+            status_row(
+                "ts=1796003022 partial interval: 1 of 2 workers reported -- per-peer rows written, host totals skipped",
+                1796003023.0,
+                false
+            ),
+            "1s ago: partial interval: 1 of 2 workers reported -- per-peer rows written, host totals skipped"
+        );
+        for other in [
+            "NOT-RUNNING",
+            "NOT-DEPLOYED",
+            "running (no report yet)",
+            "armed: listening and answering; the flows begin at the fleet's start instant (agent.start)",
+            "",
+        ] {
+            assert_eq!(status_row(other, 1796003023.0, false), other);
+        }
+        assert_eq!(row_ts(ROW), Some(1796003022));
+        assert_eq!(row_ts("NOT-RUNNING"), None);
+    }
+}

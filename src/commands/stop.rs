@@ -1,0 +1,59 @@
+//! `mx stop`: every agent's flows end together, and the reports and logs stay
+//! on the hosts for `summarize` and `logs` (facts.md 4.3).
+
+use std::io::Write;
+
+use crate::cli::StopArgs;
+use crate::error::{EXIT_PROBLEMS, Result};
+use crate::fleet::Fleet;
+use crate::fleet::end::end_fleet;
+use crate::fleet::transport::Outcome;
+
+fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
+    let outcomes = end_fleet(fleet, out, "stopping agents (flows end together)")?;
+    // Hosts that answered that nothing of mx is there.
+    let bare: Vec<&str> = fleet
+        .hosts()
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.ok() && o.text.lines().last() == Some("not-deployed"))
+        .map(|(h, _)| h.name.as_str())
+        .collect();
+    if bare.len() == outcomes.len() {
+        writeln!(
+            out,
+            "[mx] nothing was deployed on these hosts ({} is not there): no agent ran, no report or log was left to collect",
+            fleet.transport.shown_dir(&fleet.remote_dir)
+        )?;
+    } else {
+        if !bare.is_empty() {
+            writeln!(
+                out,
+                "[mx] nothing was deployed on {} ({} is not there): no report or log there",
+                bare.join(", "),
+                fleet.transport.shown_dir(&fleet.remote_dir)
+            )?;
+        }
+        writeln!(out, "[mx] reports and logs are still on the hosts:")?;
+        fleet.hint_lines(
+            out,
+            "[mx]   ",
+            "[mx]   ",
+            &[
+                ("summarize", "collect + analyze"),
+                ("logs", "collect agent logs"),
+                ("clean", "delete every trace"),
+            ],
+        )?;
+    }
+    Ok(outcomes.iter().all(Outcome::ok))
+}
+
+pub fn run(args: &StopArgs, out: &mut dyn Write) -> Result<u8> {
+    let fleet = super::open_fleet(&args.fleet)?;
+    Ok(if stop_fleet(&fleet, out)? {
+        0
+    } else {
+        EXIT_PROBLEMS
+    })
+}

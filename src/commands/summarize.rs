@@ -1,0 +1,118 @@
+//! `mx summarize`: collect every host's report (unless `--no-collect`), then
+//! turn the reports into the answer ([`crate::summary`], pure), write the
+//! grids `--grid` asks for, and say which hosts the summary is stale for.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::SummarizeArgs;
+use crate::error::{EXIT_PROBLEMS, EXIT_REFUSED, Error, Result};
+use crate::files::write_atomically;
+use crate::fleet::collect::{Missed, missed_reports};
+use crate::matrix::Matrix;
+use crate::summary::{Options, Summary};
+use crate::units::local_clock;
+
+pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
+    if args.no_collect {
+        return summarize(args, out);
+    }
+    let fleet = super::open_fleet(&args.fleet)?;
+    // A host without a report yet is said, not fatal: summarize what came,
+    // say which hosts it is stale for, and exit 1.
+    let missed = missed_reports(&fleet, &args.reports.dir, out)?;
+    let summarized = summarize(args, out);
+    if missed.is_empty() {
+        return summarized;
+    }
+    match summarized {
+        Ok(_) => {
+            stale_note(out, &missed, fleet.matrix.host_count())?;
+            Ok(EXIT_PROBLEMS)
+        }
+        // Nothing to summarize because hosts could not be reached: a problem
+        // found, not bad input.
+        Err(e) if e.code() == EXIT_REFUSED => Err(Error::problems(e.message())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Loads the matrix for names, order and layers when it is there; a summary
+/// of reports alone still works without it.
+pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
+    if path.exists() {
+        Matrix::load(path).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The summary of the reports in `--reports`, and the grids `--grid` asks for.
+fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
+    let opts = Options {
+        window: args.window,
+        top: args.top,
+        top_hosts: args.top_hosts,
+    };
+    let matrix = optional_matrix(&args.fleet.matrix)?;
+    let summary = Summary::read(&args.reports.dir, matrix, opts)?;
+    let mut text = summary.text();
+    if let Some(dir) = &args.grid {
+        text.push_str(&write_grids(dir, &summary)?);
+    }
+    text.push_str(&summary.what_to_do_next());
+    out.write_all(text.as_bytes())?;
+    Ok(0)
+}
+
+/// Writes the grids into `dir`; returns the lines that say so.
+fn write_grids(dir: &Path, summary: &Summary) -> Result<String> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", &e))?;
+    let (grids, layered) = summary.grids();
+    let mut written = Vec::new();
+    for (name, text) in grids {
+        write_atomically(&dir.join(name), |out| out.write_all(text.as_bytes()))?;
+        written.push(name);
+    }
+    let mut lines = String::new();
+    if layered {
+        lines.push_str(&format!(
+            "  wrote {}/coverage_grid.csv (cells: intervals measured; empty = never yet)\n\n",
+            dir.display()
+        ));
+    }
+    lines.push_str(&format!(
+        "  wrote {}/{{{}}}\n\n",
+        dir.display(),
+        written.join(",")
+    ));
+    Ok(lines)
+}
+
+/// Says, after a summary, which hosts' reports it could not collect: the
+/// summary is stale for them (an earlier copy) or lacks them (none).
+fn stale_note(out: &mut dyn Write, missed: &[Missed], hosts: usize) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "[mx] {} of {hosts} hosts' reports could not be collected just now, so the summary above is stale for them:",
+        missed.len()
+    )?;
+    let width = missed.iter().map(|m| m.host.len()).max().unwrap_or(0);
+    for m in missed {
+        let what = match &m.earlier {
+            Some((path, when)) => {
+                let at = when
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                format!(
+                    "its earlier copy was summarized ({}, collected at {})",
+                    path.display(),
+                    local_clock(at)
+                )
+            }
+            None => "no report of it was ever collected: it is not in the summary".to_string(),
+        };
+        writeln!(out, "[mx]   {:<width$}  {what}", m.host)?;
+    }
+    Ok(())
+}

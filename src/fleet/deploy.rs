@@ -1,0 +1,60 @@
+//! Putting mx on a host: the agent binary and the matrix staged here, then
+//! copied into the remote directory (made first; a host whose agent runs is
+//! refused, since a running executable cannot be overwritten).
+
+use std::path::{Path, PathBuf};
+
+use super::transport::Outcome;
+use super::{COPY_TIMEOUT, Fleet, STEP_TIMEOUT, scripts};
+use crate::error::{Error, Result};
+use crate::matrix::{Host, Matrix};
+
+/// Copies the agent binary and the matrix, both under their remote names
+/// (`mx`, `matrix.csv`), into a staging directory. `deploy` is the matrix to
+/// send when it differs from the file (retargeted by --bind).
+pub fn stage(
+    fleet: &Fleet,
+    binary: &Path,
+    deploy: Option<&Matrix>,
+) -> Result<(tempfile::TempDir, Vec<PathBuf>)> {
+    let staging =
+        tempfile::tempdir().map_err(|e| Error::refused(format!("cannot stage files: {e}")))?;
+    let to_agent = staging.path().join(scripts::AGENT_BIN);
+    std::fs::copy(binary, &to_agent)
+        .map_err(|e| Error::io(binary, "cannot stage the agent", &e))?;
+    let to_matrix = staging.path().join("matrix.csv");
+    match deploy {
+        Some(matrix) => matrix.save(&to_matrix)?,
+        None => {
+            std::fs::copy(&fleet.matrix_path, &to_matrix)
+                .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
+        }
+    }
+    Ok((staging, vec![to_agent, to_matrix]))
+}
+
+/// Makes the remote dir (refusing a host whose agent runs) and copies `files`.
+pub fn deploy(fleet: &Fleet, host: &Host, files: &[PathBuf], check_running: bool) -> Outcome {
+    let dir = fleet.dir(host);
+    let script = if check_running {
+        scripts::prepare(&dir, &fleet.hint("stop"))
+    } else {
+        scripts::make_dir(&dir)
+    };
+    let ready = fleet.transport.run(host, &script, STEP_TIMEOUT);
+    if !ready.ok() {
+        return ready;
+    }
+    let copied = fleet.transport.push(host, files, &dir, COPY_TIMEOUT);
+    match (fleet.dry_run, copied.ok()) {
+        (true, _) => Outcome {
+            code: 0,
+            text: format!("{}\n{}", ready.text, copied.text),
+        },
+        (false, true) => copied,
+        (false, false) => Outcome {
+            code: copied.code,
+            text: format!("copy failed: {}", copied.text),
+        },
+    }
+}
