@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What an mx agent costs, and the latency it adds, measured side by side.
 
-  bench/agent_costs.py [--rounds N]
+  bench/agent_costs.py [--rounds N] [--baseline MX_BINARY]
 
 Rows, interleaved per round (paired-bench.md):
 
@@ -16,6 +16,10 @@ Rows, interleaved per round (paired-bench.md):
   1k flows  an agent holding 1,000 flow sockets (4 peers x 250 streams at 100
             pps each): achieved rate per peer vs target, and the process's
             peak and final resident memory (flat = no growth over the run).
+
+With --baseline, the latency and light-load rows are measured again with that
+binary in every round, right after this build's, and printed with the paired
+ratio new / baseline.
 
 Needs sockperf (apt-get install sockperf); builds mx in release mode.
 Traffic stays on 127.0.0.0/8.
@@ -48,7 +52,7 @@ def report_rows(path):
     return [dict(zip(header, line.split(","))) for line in lines[1:]]
 
 
-def run_pair(matrix_text, seconds, extra_a=(), extra_b=(), watch=None):
+def run_pair(matrix_text, seconds, extra_a=(), extra_b=(), watch=None, mx=MX):
     """Runs agents a and b; `watch(pid_a)` is sampled while a runs. Returns a's rows."""
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "matrix.csv"), "w") as f:
@@ -57,7 +61,7 @@ def run_pair(matrix_text, seconds, extra_a=(), extra_b=(), watch=None):
         for host, extra in (("b", extra_b), ("a", extra_a)):
             os.makedirs(os.path.join(d, host))
             procs[host] = subprocess.Popen(
-                [MX, "agent", "--matrix", "../matrix.csv", "--host", host, "--interval", "1",
+                [mx, "agent", "--matrix", "../matrix.csv", "--host", host, "--interval", "1",
                  "--duration", str(seconds), *extra],
                 cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         samples = []
@@ -100,17 +104,17 @@ MANY = ("src\\dst,a=127.0.0.1:7301,b=127.0.0.2:7302,c=127.0.0.3:7303,d=127.0.0.4
         "a,,25000,25000,25000,25000\n")
 
 
-def mx_rtt_p50(extra):
+def mx_rtt_p50(extra, mx=MX):
     # One worker each: two spinning agents with two workers would be four
     # busy threads on a 2-core machine.
     extra = ["--workers", "1", *extra]
-    rows, _ = run_pair(PAIR_1K, 5, extra, extra)
+    rows, _ = run_pair(PAIR_1K, 5, extra, extra, mx=mx)
     return statistics.median(float(r["rtt_p50_us"]) for r in full(rows, "tx"))
 
 
-def light_load_cpu(extra=()):
+def light_load_cpu(extra=(), mx=MX):
     one = ["--workers", "1", *extra]
-    rows, samples = run_pair(PAIR_1K, 6, one, one, watch=lambda pid: (time.monotonic(), cpu_seconds(pid)))
+    rows, samples = run_pair(PAIR_1K, 6, one, one, watch=lambda pid: (time.monotonic(), cpu_seconds(pid)), mx=mx)
     (t0, c0), (t1, c1) = samples[0], samples[-1]
     return (c1 - c0) / (t1 - t0) * 100
 
@@ -162,14 +166,23 @@ def thousand_flows():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", metavar="MX_BINARY", help="also measure latency and light load with this mx, paired")
     args = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     rounds = []
+    paired = []  # (rtt, rtt baseline, cpu, cpu baseline) per round
     for i in range(args.rounds):
         sp = sockperf_rtt_p50()
         mx_default = mx_rtt_p50([])
+        if args.baseline:
+            rtt0 = mx_rtt_p50([], args.baseline)
         mx_busy = mx_rtt_p50(["--busy-poll"])
         cpu = light_load_cpu()
+        if args.baseline:
+            cpu0 = light_load_cpu((), args.baseline)
+            paired.append((mx_default, rtt0, cpu, cpu0))
+            print(f"  round {i + 1} vs baseline: RTT p50 {mx_default:.0f} / {rtt0:.0f} us,"
+                  f" CPU {cpu:.2f} / {cpu0:.2f}% of a core", flush=True)
         cpu_no_gso = light_load_cpu(["--no-gso"])
         achieved, peak, rss_early, rss_late = thousand_flows()
         sweep = pacing_sweep()
@@ -193,6 +206,14 @@ def main():
         run = statistics.median(r[9][rate][0] for r in rounds)
         worst = max(r[9][rate][1] for r in rounds)
         print(f"| pacing, one flow at {rate:,} pps: achieved over the run (worst interval off by) | {run:.2f}% ({worst:.2f}%) | target 99-101% |")
+    if paired:
+        p = lambda k: statistics.median(r[k] for r in paired)
+        ratio = lambda a, b: statistics.median(r[a] / r[b] for r in paired)
+        print(f"\nthis build vs {args.baseline}, paired per round:\n")
+        print("| what | this build | baseline | median of the paired ratios |")
+        print("|---|---|---|---|")
+        print(f"| RTT p50 at 1 kpps (default) | {p(0):.0f} us | {p(1):.0f} us | {ratio(0, 1):.2f} |")
+        print(f"| agent CPU at 1 kpps | {p(2):.2f}% | {p(3):.2f}% | {ratio(2, 3):.2f} |")
 
 
 if __name__ == "__main__":

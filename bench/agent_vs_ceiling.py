@@ -2,6 +2,7 @@
 """mx agent against the kernel's request/response ceiling, side by side.
 
   bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES] [--rx-size BYTES]
+                            [--baseline MX_BINARY]
 
 Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md):
 
@@ -25,6 +26,10 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
      way (its server only counts; nothing comes back).
   G  sockperf ping-pong at full speed: round trips per second with one
      message in flight (its latency mode).
+
+With --baseline, every mx row (B, C, E) is measured again right after itself
+with that binary (an older build, say), and the table gains the paired ratio
+new / baseline: the A B A B comparison a change's "no worse" rests on.
 
 Prints the machine, every round, the medians and the paired ratios. Builds what it
 runs (cargo build --release; gcc -O2). Traffic stays on 127.0.0.0/8.
@@ -95,7 +100,7 @@ def sockperf(seconds, size):
         server.wait()
 
 
-def mx_trial(rate, seconds, size, extra):
+def mx_trial(rate, seconds, size, extra, mx=MX):
     """Runs two agents at `rate` per flow; True when both deliver cleanly."""
     with tempfile.TemporaryDirectory() as d:
         matrix = os.path.join(d, "matrix.csv")
@@ -108,7 +113,7 @@ def mx_trial(rate, seconds, size, extra):
         for host in ("a", "b"):
             os.makedirs(os.path.join(d, host))
             procs.append(subprocess.Popen(
-                [MX, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
+                [mx, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
                  "--interval", "1", "--duration", str(seconds)] + extra,
                 cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for p in procs:
@@ -133,32 +138,32 @@ def mx_trial(rate, seconds, size, extra):
         return True
 
 
-def passes(rate, seconds, size, extra):
+def passes(rate, seconds, size, extra, mx=MX):
     """A rate passes if one of two trials is clean: on a 2-core machine a
     single trial can fail for a reason that is not mx's (another process's
     burst), and one such failure would otherwise halve the search."""
-    return mx_trial(rate, seconds, size, extra) or mx_trial(rate, seconds, size, extra)
+    return mx_trial(rate, seconds, size, extra, mx) or mx_trial(rate, seconds, size, extra, mx)
 
 
-def mx_ceiling(start, seconds, size, extra):
+def mx_ceiling(start, seconds, size, extra, mx=MX):
     """Highest per-flow rate delivering >= 99.9%: ramp 1.25x, then bisect."""
     ok, bad = None, None
     rate = start
     while bad is None:
-        if passes(int(rate), seconds, size, extra):
+        if passes(int(rate), seconds, size, extra, mx):
             ok, rate = rate, rate * 1.25
         else:
             bad = rate
             if ok is None:
                 ok, rate = 0, rate / 2
                 while ok == 0 and rate >= 1000:
-                    if passes(int(rate), seconds, size, extra):
+                    if passes(int(rate), seconds, size, extra, mx):
                         ok = rate
                     else:
                         bad, rate = rate, rate / 2
     for _ in range(3):
         mid = (ok + bad) / 2
-        if passes(int(mid), seconds, size, extra):
+        if passes(int(mid), seconds, size, extra, mx):
             ok = mid
         else:
             bad = mid
@@ -172,6 +177,7 @@ def main():
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--rx-size", type=int, default=None, help="reply size (default: --size)")
     ap.add_argument("--only-default", action="store_true", help="rows A, D and E only (skip --no-gso)")
+    ap.add_argument("--baseline", metavar="MX_BINARY", help="also measure B, C, E with this mx, paired")
     args = ap.parse_args()
     size = (args.size, args.rx_size or args.size)
     build()
@@ -181,16 +187,23 @@ def main():
     rows = []
     start = {"B": 80_000, "C": 80_000, "E": 400_000}
     flags = {"B": ["--no-gso"], "C": ["--no-gso", "--busy-poll"], "E": []}
+    def measure(row, key):
+        row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key])
+        if args.baseline:
+            base = key + "0"
+            row[base] = start[base] = mx_ceiling(start.get(base, start[key]), args.seconds, size,
+                                                 flags[key], args.baseline)
+
     for i in range(args.rounds):
         row = {"A": ceiling(args.seconds, size)}
         for key in () if args.only_default else ("B", "C"):
-            row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key])
+            measure(row, key)
         row["D"] = ceiling(args.seconds, size, ["gso"])
-        row["E"] = start["E"] = mx_ceiling(start["E"], args.seconds, size, flags["E"])
+        measure(row, "E")
         if (sp := sockperf(args.seconds, size)) is not None:
             row["F"], row["G"] = sp
         rows.append(row)
-        ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in row.items() if k != "A")
+        ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in row.items() if k != "A" and len(k) == 1)
         print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in row.items())
               + f"   {ratios} E/D {row['E'] / row['D']:.2f}", flush=True)
     med = lambda xs: statistics.median(xs)
@@ -207,10 +220,17 @@ def main():
     print()
     print("| what | median | vs A | vs D |")
     print("|---|---|---|---|")
-    for k in rows[0]:
+    for k in (k for k in rows[0] if len(k) == 1):
         unit = {"A": "k round trips/s", "D": "k round trips/s", "F": "k msg/s", "G": "k round trips/s"}.get(k, "kpps per flow")
         vs_d = f"{ratio(k, 'D'):.2f}" if k in "DE" else ""
         print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} |")
+    if args.baseline:
+        print(f"\nthis build vs {args.baseline}, paired per round:\n")
+        print("| row | this build | baseline | median of the paired ratios |")
+        print("|---|---|---|---|")
+        for k in (k for k in rows[0] if k + "0" in rows[0]):
+            print(f"| {k} | {med(r[k] for r in rows) / 1e3:.1f} kpps | {med(r[k + '0'] for r in rows) / 1e3:.1f} kpps"
+                  f" | {ratio(k, k + '0'):.2f} |")
 
 
 if __name__ == "__main__":

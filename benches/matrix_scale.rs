@@ -25,6 +25,7 @@ fn traffic() -> Traffic {
         tx_size: 64,
         rx_size: 64,
         port: 5300,
+        disk: Default::default(),
     }
 }
 

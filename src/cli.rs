@@ -205,6 +205,18 @@ pub struct GenArgs {
     /// Pad the short last layer with repeats so every layer carries exactly K peers
     #[arg(long)]
     pub equal_layers: bool,
+
+    /// Put disks in the round trip: every request's payload (requests), every
+    /// reply's (replies) or both is read from its sender's disk and written to
+    /// its receiver's
+    #[arg(long, value_name = "MODE", default_value = "off", value_parser = parse_disk_mode)]
+    pub disk: crate::matrix::DiskMode,
+}
+
+/// Parses `--disk`: off, requests, replies or both.
+pub fn parse_disk_mode(text: &str) -> Result<crate::matrix::DiskMode, String> {
+    crate::matrix::DiskMode::parse(text)
+        .ok_or_else(|| format!("--disk wants off, requests, replies or both (got '{text}')"))
 }
 
 #[derive(Debug, Args)]
@@ -333,6 +345,11 @@ pub struct AgentFlags {
     /// where the kernel has them)
     #[arg(long)]
     pub no_gso: bool,
+
+    /// Size of each host's data file in a disk run (K/M/G/T, binary; at least 1M;
+    /// written once, reused by later runs)
+    #[arg(long, value_name = "SIZE")]
+    pub disk_size: Option<String>,
 }
 
 impl AgentFlags {
@@ -363,6 +380,9 @@ impl AgentFlags {
         }
         if self.no_gso {
             flags.push("--no-gso".to_string());
+        }
+        if let Some(size) = &self.disk_size {
+            flags.extend(["--disk-size".to_string(), size.clone()]);
         }
         flags
     }
@@ -406,6 +426,14 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = crate::agent::clock::DEFAULT_GRACE,
           allow_negative_numbers = true)]
     pub grace: f64,
+
+    /// The data file of a disk run (its I/O goes to random blocks of it)
+    #[arg(long, value_name = "FILE", default_value = "disk.dat")]
+    pub disk_file: PathBuf,
+
+    /// Write the data file (or find an earlier one of the right size), then exit
+    #[arg(long)]
+    pub prepare_disk: bool,
 
     #[command(flatten)]
     pub flags: AgentFlags,

@@ -13,7 +13,7 @@
 //! each host that sends or answers one is marked, since its real load is more.
 
 use crate::matrix::schedule::Schedule;
-use crate::matrix::{Matrix, Rate};
+use crate::matrix::{DiskMode, MIN_PACKET_BYTES, Matrix, Rate};
 use crate::units::wire_bits;
 
 /// Requests one agent worker sends or answers per second, each an exchange of two
@@ -30,6 +30,56 @@ pub const WORKER_EXCHANGES_PER_SECOND: f64 = 280_000.0;
 /// `floor(2 * out_pps / WORKER_EXCHANGES_PER_SECOND) + 1`.
 pub fn workers_needed(out_pps: f64) -> u64 {
     (2.0 * out_pps / WORKER_EXCHANGES_PER_SECOND) as u64 + 1
+}
+
+/// The disk block: every disk read and write moves whole, aligned 4 KiB
+/// blocks (O_DIRECT's unit), at random offsets.
+pub const DISK_BLOCK: u64 = 4096;
+
+/// Bytes of a packet's payload that go through a disk: all but the 32-byte
+/// header, rounded up to whole blocks (0 for a header-only packet).
+pub fn disk_bytes(size: u32) -> u64 {
+    u64::from(size.saturating_sub(MIN_PACKET_BYTES)).div_ceil(DISK_BLOCK) * DISK_BLOCK
+}
+
+/// What a disk run asks of one host's disk, per second.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DiskLoad {
+    pub read_iops: f64,
+    pub read_bytes: f64,
+    pub write_iops: f64,
+    pub write_bytes: f64,
+}
+
+impl DiskLoad {
+    /// The disk work of a host that sends `load.out_pps` requests and answers
+    /// `load.in_pps` (facts.md 7): with `requests`, it reads the payload of
+    /// every request it sends and writes the payload of every request it
+    /// answers; with `replies`, it reads the payload of every reply it sends
+    /// and writes the payload of every reply it gets back. A header-only
+    /// payload costs nothing.
+    pub fn of(mode: DiskMode, load: &HostLoad, tx_size: u32, rx_size: u32) -> DiskLoad {
+        let mut disk = DiskLoad::default();
+        let mut add = |bytes: u64, reads: f64, writes: f64| {
+            if bytes > 0 {
+                disk.read_iops += reads;
+                disk.read_bytes += reads * bytes as f64;
+                disk.write_iops += writes;
+                disk.write_bytes += writes * bytes as f64;
+            }
+        };
+        if mode.requests() {
+            add(disk_bytes(tx_size), load.out_pps, load.in_pps);
+        }
+        if mode.replies() {
+            add(disk_bytes(rx_size), load.in_pps, load.out_pps);
+        }
+        disk
+    }
+
+    pub fn ops(&self) -> f64 {
+        self.read_iops + self.write_iops
+    }
 }
 
 /// Paced request rates through one host in one layer.
@@ -71,6 +121,8 @@ pub struct PeakLoad {
     pub out_pps: f64,
     /// Sends or answers an unpaced flow in some layer (see [`HostLoad::unpaced`]).
     pub unpaced: bool,
+    /// What its disk is asked for (a disk matrix; zero otherwise).
+    pub disk: DiskLoad,
 }
 
 /// What the whole matrix offers, for the summary lines.
@@ -98,6 +150,13 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
             peak.in_wire = peak.in_wire.max(load.in_wire(tx, rx));
             peak.out_pps = peak.out_pps.max(load.out_pps);
             peak.unpaced |= load.unpaced;
+            let disk = DiskLoad::of(matrix.config.disk, load, tx, rx);
+            peak.disk = DiskLoad {
+                read_iops: peak.disk.read_iops.max(disk.read_iops),
+                read_bytes: peak.disk.read_bytes.max(disk.read_bytes),
+                write_iops: peak.disk.write_iops.max(disk.write_iops),
+                write_bytes: peak.disk.write_bytes.max(disk.write_bytes),
+            };
         }
     }
     MatrixLoad {

@@ -18,6 +18,10 @@ pub fn fingerprint(matrix: &Matrix, me: u32) -> String {
         format!("rx={}", c.rx_size),
         format!("port={}", c.port),
     ];
+    // Only when on: a matrix without disks keeps the fingerprint it always had.
+    if c.disk.is_on() {
+        terms.push(format!("disk={}", c.disk.name()));
+    }
     if let (Some(key), Some(r)) = (c.shuffle, c.rotation) {
         terms.push(format!(
             "rotation={},{},{},{},{}",

@@ -47,6 +47,17 @@ pub fn bits(value: f64) -> String {
     }
 }
 
+/// A byte rate (disk traffic), decimal: `X.XX GB/s`, `X.X MB/s` or `X kB/s`.
+pub fn byte_rate(value: f64) -> String {
+    if value >= 1e9 {
+        format!("{:.2} GB/s", value / 1e9)
+    } else if value >= 1e6 {
+        format!("{:.1} MB/s", value / 1e6)
+    } else {
+        format!("{:.0} kB/s", value / 1e3)
+    }
+}
+
 /// A time in microseconds: `-` when not measured, `X.XXs`, `X.Xms` or `Xus`.
 pub fn micros(value: Option<f64>) -> String {
     match value {

@@ -28,6 +28,9 @@ pub struct AgentConfig {
     /// Seconds the responders keep answering after the flows end: 0 or more,
     /// finite.
     pub grace: f64,
+    /// The data file of a disk run (`--disk-file`), prepared at start when
+    /// it is not there yet.
+    pub disk_file: PathBuf,
     /// What every agent of the fleet runs alike.
     pub run: RunSettings,
 }
@@ -57,6 +60,9 @@ pub struct RunSettings {
     /// The interface or address every socket binds to (resolved by the agent,
     /// which refuses one the matrix does not give it).
     pub bind: Option<String>,
+    /// Bytes of the data file of a disk run (`--disk-size`): whole blocks,
+    /// at least 1 MiB.
+    pub disk_size: u64,
     /// These settings as the words of an agent command line, written into
     /// the stamp for `mx reload` to pass again.
     pub stamp_words: Vec<String>,

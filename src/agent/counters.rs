@@ -110,6 +110,8 @@ pub struct Batch {
     /// The longest the worker was behind its send schedule in the interval:
     /// a flow's batch was due and the worker did not get to it for this long.
     pub behind_ns: u64,
+    /// What the worker's disk did in the interval (disk runs only).
+    pub disk: Option<crate::agent::disk::stats::DiskStats>,
     /// The worker's last batch (stop, exit): a partial interval.
     pub last: bool,
 }

@@ -34,6 +34,7 @@ pub mod clock;
 pub mod config;
 pub mod counters;
 pub mod cpu;
+pub mod disk;
 pub mod host_counters;
 pub mod identity;
 pub mod limits;
@@ -289,6 +290,7 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     );
     let responder_default = DEFAULT_RESPONDER_RCVBUF.max(RESPONDER_DATAGRAMS * tx_size);
     let flow_default = DEFAULT_FLOW_RCVBUF.max(FLOW_DATAGRAMS * rx_size);
+    let disk = disk_plan(config, &matrix)?;
     Ok(AgentPlan {
         matrix,
         me,
@@ -309,7 +311,34 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
         interval: run.interval,
         busy_poll: run.busy_poll,
         gso: !run.no_gso && kernel_coalesces(),
+        disk,
     })
+}
+
+/// The disk part of the plan, in a disk run: the data file, prepared here
+/// (written once, or an earlier run's reused), and the I/O per packet. `None`
+/// without `disk=`, or when every payload is header-only (said so).
+fn disk_plan(config: &AgentConfig, matrix: &Matrix) -> Result<Option<disk::DiskPlan>> {
+    let c = &matrix.config;
+    let Some(sentence) = c.disk.sentence() else {
+        return Ok(None);
+    };
+    let work = disk::DiskWork::of(c.disk, c.tx_size, c.rx_size);
+    if work.is_none() {
+        say!(
+            "disk={}: the payloads are header-only ({} bytes), so there is nothing to put on disk",
+            c.disk.name(),
+            crate::matrix::MIN_PACKET_BYTES
+        );
+        return Ok(None);
+    }
+    let prepared = disk::file::prepare(&config.disk_file, config.run.disk_size)?;
+    say!("{}", prepared.line());
+    say!("disk={}: {sentence}", c.disk.name());
+    Ok(Some(disk::DiskPlan {
+        path: prepared.path,
+        work,
+    }))
 }
 
 /// A started worker thread, and how many flow sockets it holds.
@@ -350,7 +379,7 @@ fn banner(config: &AgentConfig, plan: &AgentPlan, threads: &[WorkerThread]) {
         .collect();
     peers.sort_unstable();
     say!(
-        "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}",
+        "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}{}",
         env!("CARGO_PKG_VERSION"),
         me_host.name,
         me_host.port,
@@ -364,7 +393,11 @@ fn banner(config: &AgentConfig, plan: &AgentPlan, threads: &[WorkerThread]) {
         plan.matrix.config.tx_size,
         plan.matrix.config.rx_size,
         plan.workers,
-        config.report.display()
+        config.report.display(),
+        match plan.matrix.config.disk {
+            crate::matrix::DiskMode::Off => String::new(),
+            mode => format!(" disk={}", mode.name()),
+        }
     );
     let shards: Vec<String> = threads.iter().map(|t| t.flows.to_string()).collect();
     say!(

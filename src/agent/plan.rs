@@ -43,6 +43,10 @@ pub struct AgentPlan {
     /// Runs of datagrams go as GSO super-datagrams and are read with GRO: the
     /// kernel has both and `--no-gso` was not given.
     pub gso: bool,
+    /// Disks in the round trip: the data file, and the I/O each packet asks
+    /// of this host (`None` without `disk=`, or when every payload is
+    /// header-only).
+    pub disk: Option<crate::agent::disk::DiskPlan>,
 }
 
 impl AgentPlan {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use super::clock::{RunClock, phase_of};
 use super::counters::{Batch, RxCounts, SocketDrops};
 use super::cpu::CpuSampler;
+use super::disk::stats::DiskStats;
 use super::host_counters::{HostCounters, HostDelta};
 use super::plan::AgentPlan;
 use crate::report::row::header_line;
@@ -62,6 +63,35 @@ struct Merged {
     behind_ns: u64,
     busiest_worker: Option<f64>,
     layer: Option<u32>,
+    /// Disk runs: the host's disk figures, summed over the workers.
+    disk: Option<DiskFigures>,
+}
+
+/// A host's disk in one interval: rates summed over the workers (each over
+/// its own elapsed time), latencies from the merged work, and the busiest
+/// worker's share of time in I/O.
+#[derive(Default)]
+struct DiskFigures {
+    stats: DiskStats,
+    read_iops: f64,
+    read_mb_s: f64,
+    write_iops: f64,
+    write_mb_s: f64,
+    busy_pct: f64,
+}
+
+impl DiskFigures {
+    fn add(&mut self, stats: &DiskStats, elapsed: f64) {
+        self.read_iops += stats.read.iops(elapsed);
+        self.read_mb_s += stats.read.mb_s(elapsed);
+        self.write_iops += stats.write.iops(elapsed);
+        self.write_mb_s += stats.write.mb_s(elapsed);
+        self.busy_pct = self
+            .busy_pct
+            .max(stats.busy_seconds() / elapsed * 100.0)
+            .min(100.0);
+        self.stats.merge(stats);
+    }
 }
 
 /// The tx rows' totals, for the host row.
@@ -211,6 +241,9 @@ impl Reporter {
             m.drops.replies += batch.drops.replies;
             m.behind_ns = m.behind_ns.max(batch.behind_ns);
             m.layer = m.layer.or(batch.layer);
+            if let Some(disk) = &batch.disk {
+                m.disk.get_or_insert_default().add(disk, elapsed);
+            }
             m.busiest_worker = Some(
                 m.busiest_worker
                     .unwrap_or(0.0)
@@ -360,6 +393,17 @@ impl Reporter {
         r.nic_rx_drops = host.nic_rx_drops;
         r.behind_ms = Some(m.behind_ns as f64 / 1e6);
         r.throttled_ms = host.throttled_ms;
+        if let Some(d) = &m.disk {
+            r.disk_rd_iops = Some(d.read_iops);
+            r.disk_rd_mb_s = Some(d.read_mb_s);
+            r.disk_rd_avg_us = d.stats.read.avg_us();
+            r.disk_rd_p99_us = d.stats.read.p99_us();
+            r.disk_wr_iops = Some(d.write_iops);
+            r.disk_wr_mb_s = Some(d.write_mb_s);
+            r.disk_wr_avg_us = d.stats.write.avg_us();
+            r.disk_wr_p99_us = d.stats.write.p99_us();
+            r.disk_busy_pct = Some(d.busy_pct);
+        }
         r
     }
 
@@ -411,6 +455,22 @@ impl Reporter {
                 " dropped_here={}",
                 m.drops.requests + m.drops.replies
             ));
+        }
+        if let Some(d) = &m.disk {
+            line.push_str(&format!(
+                " disk=rd {} ({:.0} iops) wr {} ({:.0} iops) busy={:.0}%",
+                units::byte_rate(d.read_mb_s * 1e6),
+                d.read_iops,
+                units::byte_rate(d.write_mb_s * 1e6),
+                d.write_iops,
+                d.busy_pct
+            ));
+            if d.stats.errors > 0 {
+                line.push_str(&format!(" errors={}", d.stats.errors));
+            }
+            if d.stats.skipped > 0 {
+                line.push_str(&format!(" skipped={}", d.stats.skipped));
+            }
         }
         if phase != Phase::Steady {
             line.push_str(&format!(" phase={}", phase.as_str()));

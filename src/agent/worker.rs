@@ -32,6 +32,8 @@ use socket2::Socket;
 
 use super::clock::{ARMED_TIMEOUT, RunClock, Start};
 use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
+use super::disk::engine::{Answer, Disk};
+use super::disk::stats::DiskStats;
 use super::pacing::Pacer;
 use super::plan::{AgentPlan, FlowSpec};
 use super::sequence::{self, Arrival, SeqWindow};
@@ -51,6 +53,8 @@ const MAX_WAIT: Duration = Duration::from_millis(50);
 const MAX_RTT_NS: u64 = 100_000_000_000;
 /// epoll token of the responder socket; flow sockets use their slot index.
 const RESPONDER: u64 = u64::MAX;
+/// epoll token of the disk thread's completions.
+const DISK: u64 = u64::MAX - 1;
 
 /// How long after its tick an interval is reported (the report's hold).
 fn hold(interval: f64) -> Duration {
@@ -118,6 +122,7 @@ struct Pending {
     drops: SocketDrops,
     behind_ns: u64,
     layer: Option<u32>,
+    disk: Option<DiskStats>,
 }
 
 pub struct Worker {
@@ -155,6 +160,11 @@ pub struct Worker {
     pending: Option<Pending>,
     last_report: Instant,
     last_cpu_ns: u64,
+    /// The disk thread, in a disk run.
+    disk: Option<Disk>,
+    /// The responder socket is out of the epoll set: the disk queue has no
+    /// room for another batch of answers.
+    responder_paused: bool,
 }
 
 impl Worker {
@@ -232,8 +242,11 @@ impl Worker {
             pending: None,
             last_report: Instant::now(),
             last_cpu_ns: udp::thread_cpu_ns(),
+            disk: None,
+            responder_paused: false,
             plan,
         };
+        worker.start_disk()?;
         worker.layer = worker.plan.schedule().layer_at(wall_now());
         worker.open_layer(worker.layer)?;
         Ok(worker)
@@ -314,6 +327,7 @@ impl Worker {
             for event in &events[..ready] {
                 match event.data() {
                     RESPONDER => self.serve_requests(),
+                    DISK => self.collect_disk(),
                     slot => self.read_replies(slot as usize),
                 }
             }
@@ -426,6 +440,7 @@ impl Worker {
     /// `--busy-poll`: read every socket every pass, never sleep. Lowest latency
     /// and no wakeups, at the price of a core spinning even when idle.
     fn poll_everything(&mut self) {
+        self.collect_disk();
         self.serve_requests();
         for slot in 0..self.flows.len() {
             self.read_replies(slot);
@@ -494,6 +509,7 @@ impl Worker {
             drops,
             behind_ns: std::mem::take(&mut self.behind_ns),
             layer: self.layer.map(|l| l as u32),
+            disk: self.disk.as_ref().map(Disk::take_stats),
         });
         self.number += 1;
         self.began_ns = udp::monotonic_ns();
@@ -551,6 +567,7 @@ impl Worker {
             layer: p.layer,
             drops: p.drops,
             behind_ns: p.behind_ns,
+            disk: p.disk,
             last: false,
         });
     }
@@ -586,8 +603,81 @@ impl Worker {
             layer: self.layer.map(|l| l as u32),
             drops,
             behind_ns: self.behind_ns,
+            disk: self.disk.as_ref().map(Disk::take_stats),
             last: true,
         });
+    }
+
+    /// Starts the disk thread of a disk run, and fills the request padding
+    /// with file data (what a request read from disk carries).
+    fn start_disk(&mut self) -> std::io::Result<()> {
+        let Some(plan) = self.plan.disk.clone() else {
+            return Ok(());
+        };
+        let disk = Disk::start(self.id, &plan.path, plan.work, self.responder.as_ref())?;
+        if !self.plan.busy_poll {
+            self.epoll
+                .add(disk.wake_fd(), EpollEvent::new(EpollFlags::EPOLLIN, DISK))?;
+        }
+        if plan.work.request_read > 0 {
+            use std::os::unix::fs::FileExt;
+            let file = std::fs::File::open(&plan.path)?;
+            let _ = file.read_at(&mut self.padding, 0);
+        }
+        self.disk = Some(disk);
+        Ok(())
+    }
+
+    /// Takes in what the disk thread finished: counts the replies it sent in
+    /// the interval of their requests (when that one is not reported yet),
+    /// and lets the responder read again once there is room.
+    fn collect_disk(&mut self) {
+        let Some(disk) = self.disk.as_mut() else {
+            return;
+        };
+        let (current, pending) = (self.number, self.pending.as_ref().map(|p| p.number));
+        let rx = &mut self.rx;
+        disk.collect(|answer, sent| {
+            let Some(n) = answer.interval.filter(|_| sent) else {
+                return;
+            };
+            // A reply whose interval was reported already is not counted:
+            // its rx row counted the replies to the requests it counted.
+            if n >= current || pending == Some(n) {
+                let counts = &mut rx[slots::rx_slot(n)][answer.peer as usize];
+                counts.replies += 1;
+                counts.reply_bytes += answer.size as u64;
+            }
+        });
+        if self.responder_paused && disk.can_answer() {
+            self.pause_responder(false);
+            self.serve_requests();
+        }
+    }
+
+    /// Takes the responder out of the epoll set (`pause`) or puts it back.
+    fn pause_responder(&mut self, pause: bool) {
+        if self.responder_paused == pause {
+            return;
+        }
+        self.responder_paused = pause;
+        let Some(responder) = self.responder.as_ref() else {
+            return;
+        };
+        if self.plan.busy_poll {
+            return;
+        }
+        let result = if pause {
+            self.epoll.delete(responder.as_fd())
+        } else {
+            self.epoll.add(
+                responder.as_fd(),
+                EpollEvent::new(EpollFlags::EPOLLIN, RESPONDER),
+            )
+        };
+        if let Err(e) = result {
+            warn!("mx agent: worker {}: epoll: {e}", self.id);
+        }
     }
 
     /// Sends what each live flow may; returns when the next send is due.
@@ -613,6 +703,12 @@ impl Worker {
                     pacer.available(now, MAX_SENDS_PER_PASS)
                 }
                 None => MAX_SENDS_PER_PASS,
+            };
+            // With `requests`, a request goes only against a payload read
+            // from disk for it.
+            let allowed = match self.disk.as_ref() {
+                Some(disk) if disk.work.request_read > 0 => allowed.min(disk.reads_ready()),
+                _ => allowed,
             };
             let gso = flow.gso;
             let (sent, refused) = send_requests(
@@ -643,6 +739,9 @@ impl Worker {
                     self.id
                 );
             }
+            if let Some(disk) = self.disk.as_mut() {
+                disk.spend_reads(sent);
+            }
             match flow.pacer.as_mut() {
                 Some(pacer) => {
                     pacer.spend(sent);
@@ -664,7 +763,13 @@ impl Worker {
         let hosts = self.plan.matrix.host_count();
         let me = self.plan.me as u16;
         let pending = self.pending.as_ref().map(|p| p.number);
+        let answers_wait = self.disk.as_ref().is_some_and(|d| d.work.answers_wait());
         for _ in 0..MAX_READS_PER_PASS {
+            if answers_wait && !self.disk.as_ref().is_some_and(Disk::can_answer) {
+                // The requests wait in the kernel until the disk catches up.
+                self.pause_responder(true);
+                return;
+            }
             let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
                 Err(_) => continue,
@@ -717,11 +822,23 @@ impl Worker {
                     counts.requests += 1;
                     counts.request_bytes += d.len as u64;
                 }
+                let reply = Header::reply_to(&request, me);
+                if answers_wait && let Some(disk) = self.disk.as_mut() {
+                    let mut header = [0u8; HEADER_LEN];
+                    reply.encode(&mut header);
+                    disk.answer(Answer {
+                        to: d.from,
+                        header,
+                        size: reply.packet_len as usize,
+                        peer: peer as u32,
+                        interval: (!late).then(|| counted_interval(slot, self.number)),
+                    });
+                    continue;
+                }
                 if self.send.is_full() {
                     self.replies
                         .flush(fd, &mut self.send, &self.padding, &mut self.rx);
                 }
-                let reply = Header::reply_to(&request, me);
                 self.replies.queue(
                     &mut self.send,
                     peer as u32,
@@ -795,6 +912,11 @@ impl Worker {
                     s.counts.replies += 1;
                     s.counts.reply_bytes += d.len as u64;
                 }
+                if let Some(disk) = self.disk.as_mut()
+                    && disk.work.reply_write > 0
+                {
+                    disk.write_reply();
+                }
                 if let Some(rtt) = now_ns.checked_sub(reply.t_send).filter(|&r| r < MAX_RTT_NS) {
                     s.counts.rtt_sum_ns += rtt;
                     s.counts.rtt_count += 1;
@@ -807,6 +929,16 @@ impl Worker {
             }
         }
     }
+}
+
+/// The number of the interval whose rx slot is `slot`, with interval
+/// `current` in progress: the request was counted in the previous one (while
+/// it waits out its hold), this one, or the next ([`slots::rx_slot_of`]).
+fn counted_interval(slot: usize, current: u64) -> u64 {
+    [current, current + 1, current.saturating_sub(1)]
+        .into_iter()
+        .find(|&n| slots::rx_slot(n) == slot)
+        .unwrap_or(current)
 }
 
 /// The non-empty per-peer counts of one rx slot, which is left empty.

@@ -8,7 +8,7 @@
 //! the same words.
 
 use crate::agent::config::{AgentConfig, MAX_STREAMS, RunSettings};
-use crate::agent::{self};
+use crate::agent::{self, disk};
 use crate::cli::{AgentArgs, AgentFlags, WorkersArg};
 use crate::error::{Error, Result};
 use crate::units;
@@ -20,7 +20,13 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     if let Some(log) = &args.log {
         agent::log_to(log)?;
     }
-    agent::run(&config(args)?)
+    let config = config(args)?;
+    if args.prepare_disk {
+        let prepared = agent::disk::file::prepare(&config.disk_file, config.run.disk_size)?;
+        println!("{}", prepared.line());
+        return Ok(0);
+    }
+    agent::run(&config)
 }
 
 /// Refuses the agent flags no agent could run with: the settings they make,
@@ -39,6 +45,7 @@ fn config(args: &AgentArgs) -> Result<AgentConfig> {
         armed: args.armed,
         start_at: args.start_at,
         grace: grace(args.grace)?,
+        disk_file: args.disk_file.clone(),
         run,
     })
 }
@@ -88,6 +95,10 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
     };
     let sndbuf = bytes("--sndbuf", flags.sndbuf, "the kernel's default")?;
     let rcvbuf = bytes("--rcvbuf", flags.rcvbuf, "sized for the packets")?;
+    let disk_size = match &flags.disk_size {
+        None => disk::file::DEFAULT_SIZE,
+        Some(text) => disk::file::parse_size(text).map_err(Error::refused)?,
+    };
     Ok(RunSettings {
         interval: flags.interval,
         duration: flags.duration,
@@ -98,6 +109,7 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
         busy_poll: flags.busy_poll,
         no_gso: flags.no_gso,
         bind: flags.bind.clone(),
+        disk_size,
         stamp_words: flags.to_args(),
     })
 }

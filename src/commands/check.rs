@@ -10,9 +10,11 @@ use std::io::Write;
 
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
-use crate::matrix::Matrix;
-use crate::plan::{MatrixLoad, WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed};
-use crate::units::{self, bits, pps};
+use crate::matrix::{MIN_PACKET_BYTES, Matrix};
+use crate::plan::{
+    self, DiskLoad, MatrixLoad, WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed,
+};
+use crate::units::{self, bits, byte_rate, pps};
 
 use super::unpaced_ceiling;
 
@@ -74,6 +76,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         }
     }
     let over_hosts = table_and_caps(args, &matrix, &load, out)?;
+    disk_table(args, &matrix, &load, out)?;
     verdict(args, &load, unpaced, over_hosts, out)?;
     if unpaced > 0 {
         writeln!(out)?;
@@ -136,13 +139,7 @@ fn table_and_caps(
     let mut order: Vec<usize> = (0..n).collect();
     let heavier = |i: usize| load.hosts[i].out_wire.max(load.hosts[i].in_wire);
     order.sort_by(|&a, &b| heavier(b).total_cmp(&heavier(a)).then(a.cmp(&b)));
-    let width = matrix
-        .hosts()
-        .iter()
-        .map(|h| h.name.len() + 2)
-        .max()
-        .unwrap_or(0)
-        .max(24);
+    let width = name_width(matrix);
     writeln!(out)?;
     writeln!(
         out,
@@ -203,6 +200,70 @@ fn table_and_caps(
 }
 
 /// The fleet's offer, the verdict on the caps and the CPU side, for the paced
+/// A disk matrix: what each host's disk is asked for, busiest first, from
+/// the same paced loads as the table above.
+fn disk_table(
+    args: &CheckArgs,
+    matrix: &Matrix,
+    load: &MatrixLoad,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let c = &matrix.config;
+    let Some(sentence) = c.disk.sentence() else {
+        return Ok(());
+    };
+    let disks: Vec<DiskLoad> = load.hosts.iter().map(|h| h.disk).collect();
+    writeln!(out)?;
+    writeln!(out, "  disk: {sentence}")?;
+    if disks.iter().all(|d| d.ops() == 0.0) {
+        writeln!(
+            out,
+            "  ...but those payloads are header-only ({MIN_PACKET_BYTES} bytes): nothing to put on disk"
+        )?;
+        return Ok(());
+    }
+    let mut order: Vec<usize> = (0..disks.len()).collect();
+    order.sort_by(|&a, &b| disks[b].ops().total_cmp(&disks[a].ops()).then(a.cmp(&b)));
+    let width = name_width(matrix);
+    writeln!(
+        out,
+        "  {:<width$}{:>13}{:>12}{:>13}{:>12}",
+        "host", "read IOPS", "read", "write IOPS", "write"
+    )?;
+    for &i in order.iter().take(args.top) {
+        let d = &disks[i];
+        writeln!(
+            out,
+            "  {:<width$}{:>13.0}{:>12}{:>13.0}{:>12}",
+            matrix.hosts()[i].name,
+            d.read_iops,
+            byte_rate(d.read_bytes),
+            d.write_iops,
+            byte_rate(d.write_bytes)
+        )?;
+    }
+    if disks.len() > args.top {
+        writeln!(out, "  ... {} more (raise --top)", disks.len() - args.top)?;
+    }
+    writeln!(
+        out,
+        "  whole {}-byte blocks at random offsets; the queue depth is each agent's --workers",
+        plan::DISK_BLOCK
+    )?;
+    Ok(())
+}
+
+/// The host column's width: the longest name and two spaces, at least 24.
+fn name_width(matrix: &Matrix) -> usize {
+    matrix
+        .hosts()
+        .iter()
+        .map(|h| h.name.len() + 2)
+        .max()
+        .unwrap_or(0)
+        .max(24)
+}
+
 /// flows (the original's lines when every flow is paced).
 fn verdict(
     args: &CheckArgs,

@@ -10,9 +10,11 @@ use crate::matrix::build::{Shape, Traffic, build};
 use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
-use crate::matrix::{Host, Matrix, Rate, shared_endpoint, shared_endpoint_message};
+use crate::matrix::{
+    DiskMode, Host, MIN_PACKET_BYTES, Matrix, Rate, shared_endpoint, shared_endpoint_message,
+};
 use crate::plan::{self, per_host, pps_for_gbps};
-use crate::units::{self, bits, payload_bits, pps, wire_bits};
+use crate::units::{self, bits, byte_rate, payload_bits, pps, wire_bits};
 
 use super::unpaced_ceiling;
 
@@ -46,6 +48,7 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
         tx_size,
         rx_size,
         port: args.port,
+        disk: args.disk,
     };
     let matrix = build(hosts, shape, traffic);
 
@@ -259,6 +262,7 @@ fn print_summary(
             )?;
         }
     }
+    print_disk(out, matrix)?;
     let (first, why) = if rate.is_unpaced() {
         (run, "# how far do the senders get?")
     } else {
@@ -272,6 +276,61 @@ fn print_summary(
     writeln!(out)?;
     writeln!(out, "next: {first:<width$}{why}")?;
     writeln!(out, "      {start:<width$}# deploy and run it")?;
+    Ok(())
+}
+
+/// The disk line of a disk matrix: what the mode means, and what it asks of
+/// each host's disk (every host alike in what gen draws; from the heaviest
+/// layer's load, as the NIC line), or why it asks nothing.
+fn print_disk(out: &mut dyn Write, matrix: &Matrix) -> std::io::Result<()> {
+    let c = &matrix.config;
+    let Some(sentence) = c.disk.sentence() else {
+        return Ok(());
+    };
+    writeln!(out, "  disk     : {sentence}")?;
+    const INDENT: &str = "             ";
+    let load = plan::layer_loads(matrix, 0)
+        .into_iter()
+        .max_by(|a, b| a.packets().total_cmp(&b.packets()))
+        .unwrap_or_default();
+    let disk = plan::DiskLoad::of(c.disk, &load, c.tx_size, c.rx_size);
+    let header_only = |size: u32| size <= MIN_PACKET_BYTES;
+    let empty = match (
+        c.disk.requests() && !header_only(c.tx_size),
+        c.disk.replies() && !header_only(c.rx_size),
+    ) {
+        (false, false) => Some(match c.disk {
+            DiskMode::Requests => "--tx-size",
+            DiskMode::Replies => "--rx-size",
+            _ => "--tx-size or --rx-size",
+        }),
+        _ => None,
+    };
+    if let Some(flag) = empty {
+        writeln!(
+            out,
+            "{INDENT}...but those payloads are header-only ({MIN_PACKET_BYTES} bytes), so there is nothing to put on disk: raise {flag}"
+        )?;
+    } else if load.unpaced && disk.ops() == 0.0 {
+        writeln!(
+            out,
+            "{INDENT}as many reads and writes as the unpaced flows send packets"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{INDENT}per host {:.0} IOPS / {} read, {:.0} IOPS / {} written",
+            disk.read_iops,
+            byte_rate(disk.read_bytes),
+            disk.write_iops,
+            byte_rate(disk.write_bytes)
+        )?;
+        writeln!(
+            out,
+            "{INDENT}(whole {}-byte blocks, random offsets; `mx check` has it per host)",
+            plan::DISK_BLOCK
+        )?;
+    }
     Ok(())
 }
 

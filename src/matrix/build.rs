@@ -28,6 +28,7 @@ pub struct Traffic {
     pub tx_size: u32,
     pub rx_size: u32,
     pub port: u16,
+    pub disk: super::DiskMode,
 }
 
 /// Builds the matrix for `hosts` in `shape`. The caller has validated the shape
@@ -40,6 +41,7 @@ pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
         port: traffic.port,
         shuffle: None,
         rotation: None,
+        disk: traffic.disk,
     };
     let receivers: Vec<Vec<u32>> = match shape {
         Shape::FullMesh => (0..n as u32)

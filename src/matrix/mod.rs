@@ -116,6 +116,70 @@ pub struct ShuffleKey {
     pub seed: i64,
 }
 
+/// Where disks sit in the round trip (the original's `--disk`, disk.md): every
+/// request's payload, every reply's, or both, is read from its sender's disk
+/// and written to its receiver's. The 32-byte header is never on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiskMode {
+    #[default]
+    Off,
+    Requests,
+    Replies,
+    Both,
+}
+
+impl DiskMode {
+    pub const NAMES: [&'static str; 4] = ["off", "requests", "replies", "both"];
+
+    /// The mode a `disk=` value or `--disk` names (trimmed, any case).
+    pub fn parse(text: &str) -> Option<DiskMode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "off" => Some(DiskMode::Off),
+            "requests" => Some(DiskMode::Requests),
+            "replies" => Some(DiskMode::Replies),
+            "both" => Some(DiskMode::Both),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn is_on(self) -> bool {
+        self != DiskMode::Off
+    }
+
+    /// Request payloads go through disks: read by the requester before it
+    /// sends, written by the responder before it replies.
+    pub fn requests(self) -> bool {
+        matches!(self, DiskMode::Requests | DiskMode::Both)
+    }
+
+    /// Reply payloads go through disks: read by the responder before it
+    /// replies, written by the requester once the reply is timed.
+    pub fn replies(self) -> bool {
+        matches!(self, DiskMode::Replies | DiskMode::Both)
+    }
+
+    /// What the mode means, in the words the matrix comment and the logs use
+    /// (facts.md 7).
+    pub fn sentence(self) -> Option<&'static str> {
+        match self {
+            DiskMode::Off => None,
+            DiskMode::Requests => Some(
+                "every request's payload is read from the requester's disk and written to the responder's",
+            ),
+            DiskMode::Replies => Some(
+                "every reply's payload is read from the responder's disk and written to the requester's",
+            ),
+            DiskMode::Both => {
+                Some("every payload is read from its sender's disk and written to its receiver's")
+            }
+        }
+    }
+}
+
 /// The `--dwell` rotation: `layers` edge-disjoint layers held `dwell` seconds each.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rotation {
@@ -152,6 +216,8 @@ pub struct Config {
     pub shuffle: Option<ShuffleKey>,
     /// Present when the matrix is layered (`layers` > 1); then `shuffle` is too.
     pub rotation: Option<Rotation>,
+    /// Disks in the round trip (`disk=`; off when absent).
+    pub disk: DiskMode,
 }
 
 impl Default for Config {
@@ -162,6 +228,7 @@ impl Default for Config {
             port: DEFAULT_PORT,
             shuffle: None,
             rotation: None,
+            disk: DiskMode::Off,
         }
     }
 }

@@ -36,8 +36,7 @@ use super::{
 use super::{Host, token::TokenError};
 use crate::error::{Error, Result};
 
-/// The config keys a matrix header may set. `disk` is the original's `--disk` mode,
-/// recognised so that such a matrix is refused with a reason rather than run wrong.
+/// The config keys a matrix header may set.
 const CONFIG_KEYS: [&str; 9] = [
     "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk",
 ];
@@ -476,27 +475,15 @@ impl<'a> GridReader<'a> {
             config.port = port as u16;
         }
         if let Some(raw) = self.config.get("disk") {
-            let mode = raw.text.trim().to_ascii_lowercase();
-            match mode.as_str() {
-                "off" => {}
-                "requests" | "replies" | "both" => {
-                    return Err(self.refuse_at(
-                        raw.line,
-                        format!(
-                            "disk={mode}: this mx does not put disks in the loop (the original's --disk mode); regenerate the matrix without --disk"
-                        ),
-                    ));
-                }
-                _ => {
-                    return Err(self.refuse_at(
-                        raw.line,
-                        format!(
-                            "bad disk='{}' in the config header (want one of: off, requests, replies, both)",
-                            raw.text
-                        ),
-                    ));
-                }
-            }
+            config.disk = super::DiskMode::parse(&raw.text).ok_or_else(|| {
+                self.refuse_at(
+                    raw.line,
+                    format!(
+                        "bad disk='{}' in the config header (want one of: off, requests, replies, both)",
+                        raw.text
+                    ),
+                )
+            })?;
         }
         let peers = self.int("peers")?;
         let seed = self.int("seed")?;
@@ -899,6 +886,7 @@ mod tests {
             tx_size: 64,
             rx_size: 64,
             port: 5300,
+            disk: Default::default(),
         };
         let m = crate::matrix::build::build(hosts, crate::matrix::build::Shape::FullMesh, traffic);
         assert_eq!(

@@ -40,9 +40,14 @@ impl Matrix {
             out,
             "# mx matrix v{FORMAT_VERSION} -- rows send, columns receive, cells are packets/sec"
         )?;
+        let disk = if c.disk.is_on() {
+            format!(" disk={}", c.disk.name())
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "# tx_size={} rx_size={} port={}",
+            "# tx_size={} rx_size={} port={}{disk}",
             c.tx_size, c.rx_size, c.port
         )?;
         writeln!(
@@ -50,6 +55,9 @@ impl Matrix {
             "# every request of {} bytes is answered with a reply of {} bytes",
             c.tx_size, c.rx_size
         )?;
+        if let Some(sentence) = c.disk.sentence() {
+            writeln!(out, "# {sentence}")?;
+        }
         if let Some(key) = c.shuffle {
             writeln!(
                 out,

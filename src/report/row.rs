@@ -72,6 +72,15 @@ pub struct ReportRow {
     pub behind_ms: Option<f64>,
     pub throttled_ms: Option<f64>,
     pub rtt_hist: Option<String>,
+    pub disk_rd_iops: Option<f64>,
+    pub disk_rd_mb_s: Option<f64>,
+    pub disk_rd_avg_us: Option<f64>,
+    pub disk_rd_p99_us: Option<f64>,
+    pub disk_wr_iops: Option<f64>,
+    pub disk_wr_mb_s: Option<f64>,
+    pub disk_wr_avg_us: Option<f64>,
+    pub disk_wr_p99_us: Option<f64>,
+    pub disk_busy_pct: Option<f64>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -128,16 +137,16 @@ impl ReportRow {
             C::AgentCpuPct => fixed(out, self.agent_cpu_pct, 1),
             C::Workers => int(out, self.workers.map(u64::from)),
             C::Layer => int(out, self.layer.map(u64::from)),
-            // The original's nine disk columns: this mx has no --disk mode.
-            C::DiskRdIops
-            | C::DiskRdMbS
-            | C::DiskRdAvgUs
-            | C::DiskRdP99Us
-            | C::DiskWrIops
-            | C::DiskWrMbS
-            | C::DiskWrAvgUs
-            | C::DiskWrP99Us
-            | C::DiskBusyPct => {}
+            // Host rows of disk runs only (facts.md 7): blank otherwise.
+            C::DiskRdIops => fixed(out, self.disk_rd_iops, 1),
+            C::DiskRdMbS => fixed(out, self.disk_rd_mb_s, 3),
+            C::DiskRdAvgUs => fixed(out, self.disk_rd_avg_us, 0),
+            C::DiskRdP99Us => fixed(out, self.disk_rd_p99_us, 0),
+            C::DiskWrIops => fixed(out, self.disk_wr_iops, 1),
+            C::DiskWrMbS => fixed(out, self.disk_wr_mb_s, 3),
+            C::DiskWrAvgUs => fixed(out, self.disk_wr_avg_us, 0),
+            C::DiskWrP99Us => fixed(out, self.disk_wr_p99_us, 0),
+            C::DiskBusyPct => fixed(out, self.disk_busy_pct, 1),
             C::DupPkts => int(out, self.dup_pkts),
             C::OooPkts => int(out, self.ooo_pkts),
             C::RttP999Us => fixed(out, self.rtt_p999_us, 0),

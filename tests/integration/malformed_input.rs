@@ -227,10 +227,10 @@ fn layered_header_with_an_edited_layer_count() {
 }
 
 #[test]
-fn disk_mode_of_the_original_is_refused_with_the_reason() {
+fn a_bad_disk_mode_is_refused_naming_the_modes() {
     refuses_matrix(
-        "# tx_size=4096 disk=requests\nsrc\\dst,a,b\na,,5\n",
-        "m.csv:1: disk=requests: this mx does not put disks in the loop (the original's --disk mode); regenerate the matrix without --disk",
+        "# tx_size=4096 disk=sometimes\nsrc\\dst,a,b\na,,5\n",
+        "m.csv:1: bad disk='sometimes' in the config header (want one of: off, requests, replies, both)",
     );
 }
 

@@ -72,6 +72,7 @@ fn matrix() -> impl Strategy<Value = Matrix> {
                         seed,
                     }),
                     rotation: None,
+                    disk: Default::default(),
                 };
                 Some(Matrix::from_parts(config, hosts, rows))
             },
@@ -90,6 +91,7 @@ fn traffic() -> Traffic {
         tx_size: 64,
         rx_size: 64,
         port: 5300,
+        disk: Default::default(),
     }
 }
 
