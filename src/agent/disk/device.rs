@@ -2,8 +2,9 @@
 //! blocks at a random block-aligned offset, with O_DIRECT so the page cache
 //! cannot absorb it. Where the filesystem refuses O_DIRECT (tmpfs, some
 //! network and overlay filesystems: a probe at open finds out), the I/O is
-//! buffered instead, with random-access advice, and each block is dropped
-//! from the cache after use, so the next touch of it goes to the device again.
+//! buffered instead, with random-access advice, each write synced, and each
+//! block dropped from the cache after use, so the next touch of it goes to
+//! the device again.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -78,11 +79,7 @@ impl Device {
             .filter(probe);
         let (file, direct) = match direct {
             Some(file) => (file, true),
-            None => {
-                let file = OpenOptions::new().read(true).write(true).open(path)?;
-                let _ = posix_fadvise(file.as_fd(), 0, 0, PosixFadviseAdvice::POSIX_FADV_RANDOM);
-                (file, false)
-            }
+            None => (open_buffered(path)?, false),
         };
         Ok(Device {
             file,
@@ -105,13 +102,23 @@ impl Device {
         self.finish(started, offset, moved, len, ok)
     }
 
-    /// Writes `len` bytes of `buf` at a random block.
+    /// Writes `len` bytes of `buf` at a random block. A buffered write is
+    /// synced before it counts as done: it reaches the device, as an
+    /// O_DIRECT write does, and a clean page can be dropped from the cache (a
+    /// dirty one cannot).
     pub fn write(&mut self, buf: &AlignedBuf, len: usize) -> Op {
         let (offset, moved) = self.place(len);
         let started = Instant::now();
         let ok = self
             .file
             .write_all_at(&buf.as_slice()[..moved], offset)
+            .and_then(|()| {
+                if self.direct {
+                    Ok(())
+                } else {
+                    self.file.sync_data()
+                }
+            })
             .is_ok();
         self.finish(started, offset, moved, len, ok)
     }
@@ -134,10 +141,13 @@ impl Device {
         let nanos = started.elapsed().as_nanos() as u64;
         if !self.direct {
             // Out of the page cache, so the next touch of it is the device's.
+            // Whole blocks: the kernel keeps a page the range only partly
+            // covers.
+            let span = (len as u64).div_ceil(DISK_BLOCK).max(1) * DISK_BLOCK;
             let _ = posix_fadvise(
                 self.file.as_fd(),
                 offset as libc::off_t,
-                len.max(1) as libc::off_t,
+                span as libc::off_t,
                 PosixFadviseAdvice::POSIX_FADV_DONTNEED,
             );
         }
@@ -147,6 +157,14 @@ impl Device {
             ok,
         }
     }
+}
+
+/// The file for buffered I/O: random access, so the kernel reads no more
+/// than each I/O asks (no readahead to serve the next one from memory).
+fn open_buffered(path: &Path) -> std::io::Result<File> {
+    let file = OpenOptions::new().read(true).write(true).open(path)?;
+    let _ = posix_fadvise(file.as_fd(), 0, 0, PosixFadviseAdvice::POSIX_FADV_RANDOM);
+    Ok(file)
 }
 
 /// Whether O_DIRECT I/O works on `file`: one aligned block read, and written
@@ -168,6 +186,42 @@ mod tests {
             assert_eq!(buf.as_slice().as_ptr() as usize % DISK_BLOCK as usize, 0);
             assert_eq!(buf.as_slice().len(), len);
         }
+    }
+
+    /// Bytes of `path` in the page cache, as util-linux's fincore sees them.
+    fn cached_bytes(path: &Path) -> u64 {
+        let out = std::process::Command::new("fincore")
+            .args(["--bytes", "--noheadings", "--output", "RES"])
+            .arg(path)
+            .output()
+            .expect("fincore (util-linux)");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    }
+
+    #[test]
+    fn buffered_io_drops_each_block_from_the_cache_after_use() {
+        // On the test's own filesystem (a real page cache, unlike tmpfs),
+        // with the buffered path forced: the fallback where O_DIRECT is refused.
+        let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target")).unwrap();
+        let path = dir.path().join("disk.dat");
+        super::super::file::prepare(&path, 4 << 20).unwrap();
+        let whole = File::open(&path).unwrap();
+        posix_fadvise(whole.as_fd(), 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
+        let mut device = Device {
+            file: open_buffered(&path).unwrap(),
+            blocks: (4 << 20) / DISK_BLOCK,
+            direct: false,
+            random: rand_mt::Mt64::new(3),
+        };
+        let mut buf = AlignedBuf::new(4096);
+        for _ in 0..200 {
+            assert!(device.read(&mut buf, 4000).ok);
+            assert!(device.write(&buf, 4000).ok);
+        }
+        // 200 reads and writes touched ~180 of 1024 blocks: without the drop
+        // after use they would all sit in the cache.
+        let cached = cached_bytes(&path);
+        assert!(cached <= 8 * DISK_BLOCK, "{cached} bytes still cached");
     }
 
     #[test]

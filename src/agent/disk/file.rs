@@ -134,8 +134,9 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
     let replaced = existing
         .filter(|m| m.is_file())
         .map_or(0, |m| m.blocks() * 512);
-    let free = free_bytes(&dir)? + replaced;
-    if size as f64 > MOST_OF_FREE * free as f64 {
+    if let Some(free) = free_bytes(&dir)?.map(|f| f + replaced)
+        && size as f64 > MOST_OF_FREE * free as f64
+    {
         return Err(Error::refused(format!(
             "{}: a {} data file would leave its filesystem all but full ({} free) -- pass a smaller --disk-size, or free space",
             path.display(),
@@ -191,11 +192,16 @@ fn write_data(path: &Path, size: u64) -> Result<()> {
         .map_err(|e| Error::io(path, "cannot sync", &e))
 }
 
-/// Bytes an unprivileged writer may still use on the filesystem of `dir`.
-pub fn free_bytes(dir: &Path) -> Result<u64> {
+/// Bytes an unprivileged writer may still use on the filesystem of `dir`;
+/// `None` for one that reports no size at all (ramfs grows until memory runs
+/// out, and says it has 0 blocks).
+pub fn free_bytes(dir: &Path) -> Result<Option<u64>> {
     let stats = nix::sys::statvfs::statvfs(dir)
         .map_err(|errno| Error::io(dir, "cannot read the free space of", &errno.into()))?;
-    Ok(stats.blocks_available() as u64 * stats.fragment_size() as u64)
+    Ok(
+        (stats.blocks() > 0)
+            .then(|| stats.blocks_available() as u64 * stats.fragment_size() as u64),
+    )
 }
 
 /// The name of `dir`'s filesystem when it keeps files in memory.
@@ -286,7 +292,7 @@ mod tests {
     fn a_file_too_big_for_the_filesystem_is_refused_with_nothing_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("disk.dat");
-        let free = free_bytes(dir.path()).unwrap();
+        let free = free_bytes(dir.path()).unwrap().unwrap();
         let too_big = (free / DISK_BLOCK + 1) * DISK_BLOCK;
         let e = prepare(&path, too_big).unwrap_err().to_string();
         assert!(e.contains("would leave its filesystem all but full"), "{e}");

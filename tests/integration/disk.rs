@@ -1,0 +1,261 @@
+//! Disks in the round trip (`disk=`, disk.md), seen from the agents: who
+//! reads and who writes in each mode, header-only packets costing nothing,
+//! and (root) the I/O reaching a real block device, or the buffered path
+//! where O_DIRECT is refused.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::agents::{Fleet, PORT, Row, RowExt, addr};
+
+/// One flow, h1 -> h2, at `rate` requests/s, with disks in `mode`.
+fn one_way(net: u8, rate: u32, sizes: (u32, u32), mode: &str) -> String {
+    format!(
+        "# tx_size={} rx_size={} port={PORT} disk={mode}\nsrc\\dst,h1={},h2={}\nh1,,{rate}\nh2,,\n",
+        sizes.0,
+        sizes.1,
+        addr(net, 1),
+        addr(net, 2)
+    )
+}
+
+const RUN: [&str; 6] = ["--interval", "1", "--duration", "4", "--disk-size", "2M"];
+
+/// The host rows of `host` from the intervals in which the flow sent
+/// throughout (not the first, nor the one the run ended in).
+fn steady_host_rows(fleet: &Fleet, host: &str) -> Vec<Row> {
+    let rows: Vec<Row> = fleet
+        .report(host)
+        .into_iter()
+        .filter(|r| r.s("dir") == "host")
+        .collect();
+    assert!(
+        rows.len() >= 3,
+        "{host}: {} host rows\n{}",
+        rows.len(),
+        fleet.log(host)
+    );
+    rows[1..rows.len() - 1].to_vec()
+}
+
+/// The mean of `column` over `rows`; every cell must be measured.
+fn mean(rows: &[Row], column: &str) -> f64 {
+    let cells: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            r.f(column)
+                .unwrap_or_else(|| panic!("{column} blank in a disk run"))
+        })
+        .collect();
+    cells.iter().sum::<f64>() / cells.len() as f64
+}
+
+/// Asserts `host` read and wrote at these rates (requests/s; 0 = none),
+/// within 10%, and moved whole 4 KiB blocks per operation (O_DIRECT).
+fn assert_disk(fleet: &Fleet, host: &str, reads: f64, writes: f64, block_bytes: f64) {
+    let rows = steady_host_rows(fleet, host);
+    for (dir, want) in [("rd", reads), ("wr", writes)] {
+        let iops = mean(&rows, &format!("disk_{dir}_iops"));
+        if want == 0.0 {
+            assert_eq!(iops, 0.0, "{host} {dir}: {iops} IOPS\n{}", fleet.log(host));
+        } else {
+            assert!(
+                (iops - want).abs() <= 0.1 * want,
+                "{host} {dir}: {iops} IOPS, want {want}\n{}",
+                fleet.log(host)
+            );
+            let mb_s = mean(&rows, &format!("disk_{dir}_mb_s"));
+            let per_op = mb_s * 1e6 / iops;
+            assert!(
+                (per_op - block_bytes).abs() <= 0.02 * block_bytes,
+                "{host} {dir}: {per_op} bytes per operation"
+            );
+            assert!(mean(&rows, &format!("disk_{dir}_avg_us")) > 0.0);
+            assert!(mean(&rows, &format!("disk_{dir}_p99_us")) > 0.0);
+        }
+    }
+    assert!(mean(&rows, "disk_busy_pct") > 0.0);
+}
+
+/// Runs h1 and h2 on `matrix` with [`RUN`] and `extra` flags.
+fn run(matrix: &str, extra: &[&str]) -> Fleet {
+    let mut fleet = Fleet::new(matrix);
+    let flags = [&RUN[..], extra].concat();
+    fleet.run_all(&["h2", "h1"], &flags);
+    fleet
+}
+
+#[test]
+fn agent_disk_replies_the_responder_reads_and_the_requester_writes() {
+    let fleet = run(&one_way(61, 400, (64, 4096), "replies"), &[]);
+    assert_disk(&fleet, "h2", 400.0, 0.0, 4096.0);
+    assert_disk(&fleet, "h1", 0.0, 400.0, 4096.0);
+    assert!(fleet.log("h1").contains("disk=replies: every reply's payload is read from the responder's disk and written to the requester's"));
+}
+
+#[test]
+fn agent_disk_requests_the_requester_reads_and_the_responder_writes() {
+    let fleet = run(&one_way(62, 400, (4096, 64), "requests"), &[]);
+    assert_disk(&fleet, "h1", 400.0, 0.0, 4096.0);
+    assert_disk(&fleet, "h2", 0.0, 400.0, 4096.0);
+}
+
+#[test]
+fn agent_disk_both_every_payload_is_read_by_its_sender_and_written_by_its_receiver() {
+    // Payloads of 8,160 bytes: two blocks per operation.
+    let fleet = run(&one_way(63, 300, (8192, 8192), "both"), &[]);
+    assert_disk(&fleet, "h1", 300.0, 300.0, 8192.0);
+    assert_disk(&fleet, "h2", 300.0, 300.0, 8192.0);
+}
+
+#[test]
+fn agent_disk_header_only_packets_cost_no_io() {
+    let fleet = run(&one_way(64, 400, (32, 32), "both"), &[]);
+    for host in ["h1", "h2"] {
+        assert!(
+            fleet
+                .log(host)
+                .contains("header-only (32 bytes), so there is nothing to put on disk"),
+            "{}",
+            fleet.log(host)
+        );
+        assert!(!fleet.dir(host).join("disk.dat").exists(), "no data file");
+        for row in fleet.report(host) {
+            for column in ["disk_rd_iops", "disk_wr_iops", "disk_busy_pct"] {
+                assert_eq!(row.s(column), "", "{host} {column}: not measured, never 0");
+            }
+        }
+    }
+    // Header-only on one side only: the other still goes through the disks.
+    let fleet = run(&one_way(64, 400, (32, 4096), "both"), &[]);
+    assert_disk(&fleet, "h1", 0.0, 400.0, 4096.0);
+    assert_disk(&fleet, "h2", 400.0, 0.0, 4096.0);
+}
+
+/// A loop device with an ext4 filesystem on it, mounted; unmounted and
+/// detached on drop.
+struct LoopDisk {
+    image: std::path::PathBuf,
+    device: String,
+    mount: std::path::PathBuf,
+}
+
+impl LoopDisk {
+    fn new(dir: &Path, megabytes: u32) -> LoopDisk {
+        let image = dir.join("disk.img");
+        let mount = dir.join("mnt");
+        std::fs::create_dir_all(&mount).unwrap();
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(u64::from(megabytes) << 20)
+            .unwrap();
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "losetup: {out:?}");
+        let device = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let ok = |cmd: &mut Command| assert!(cmd.status().unwrap().success(), "{cmd:?}");
+        ok(Command::new("mkfs.ext4").args(["-q", &device]));
+        ok(Command::new("mount").arg(&device).arg(&mount));
+        LoopDisk {
+            image,
+            device,
+            mount,
+        }
+    }
+
+    /// Reads and writes the device completed so far (/sys/block/<dev>/stat).
+    fn completed(&self) -> (u64, u64) {
+        let name = self.device.trim_start_matches("/dev/");
+        let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+        let fields: Vec<u64> = stat
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect();
+        (fields[0], fields[4])
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mount).status();
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[test]
+#[ignore = "needs root: a loop device (CI runs it: --run-ignored all)"]
+fn agent_disk_io_reaches_the_block_device() {
+    crate::util::require_root("a loop device");
+    let mut fleet = Fleet::new(&one_way(65, 300, (64, 4096), "replies"));
+    let disk = LoopDisk::new(fleet.sandbox.path(), 64);
+    let files: Vec<String> = ["h1", "h2"]
+        .iter()
+        .map(|h| disk.mount.join(format!("{h}.dat")).display().to_string())
+        .collect();
+    // Prepared first and synced, so the run's own I/O is all the device sees.
+    for file in &files {
+        let out = fleet.agent_here(&["--prepare-disk", "--disk-file", file, "--disk-size", "2M"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert!(Command::new("sync").status().unwrap().success());
+    let before = disk.completed();
+    fleet.start("h2", &[&RUN[..], &["--disk-file", &files[1]]].concat());
+    fleet.start("h1", &[&RUN[..], &["--disk-file", &files[0]]].concat());
+    fleet.wait_ok();
+    let after = disk.completed();
+    let (reads, writes) = (after.0 - before.0, after.1 - before.1);
+    // Over the whole run (4 s of sending): the responder's reads and the
+    // requester's writes, each ~300/s, reached the device itself.
+    for (what, count) in [("reads", reads), ("writes", writes)] {
+        assert!(
+            (1000..=1500).contains(&count),
+            "{what} on {}: {count}\n{}\n{}",
+            disk.device,
+            fleet.log("h1"),
+            fleet.log("h2")
+        );
+    }
+    assert!(!fleet.log("h2").contains("refuses O_DIRECT"));
+}
+
+#[test]
+#[ignore = "needs root: mounting a ramfs (CI runs it: --run-ignored all)"]
+fn agent_disk_buffered_where_o_direct_is_refused() {
+    crate::util::require_root("mounting a ramfs");
+    let mut fleet = Fleet::new(&one_way(66, 300, (64, 4096), "replies"));
+    let mount = fleet.sandbox.path().join("ram");
+    std::fs::create_dir_all(&mount).unwrap();
+    assert!(
+        Command::new("mount")
+            .args(["-t", "ramfs", "ramfs"])
+            .arg(&mount)
+            .status()
+            .unwrap()
+            .success()
+    );
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mount);
+    for host in ["h2", "h1"] {
+        let file = mount.join(format!("{host}.dat")).display().to_string();
+        fleet.start(host, &[&RUN[..], &["--disk-file", &file]].concat());
+    }
+    fleet.wait_ok();
+    let log = fleet.log("h2");
+    assert!(
+        log.contains("refuses O_DIRECT: the I/O is buffered"),
+        "{log}"
+    );
+    assert!(log.contains("ramfs, a memory filesystem"), "{log}");
+    // Buffered: exact bytes (the 4,064-byte payload), not whole blocks.
+    assert_disk(&fleet, "h2", 300.0, 0.0, 4064.0);
+    assert_disk(&fleet, "h1", 0.0, 300.0, 4064.0);
+}
