@@ -471,6 +471,9 @@ impl Reporter {
             if d.stats.skipped > 0 {
                 line.push_str(&format!(" skipped={}", d.stats.skipped));
             }
+            if d.stats.unanswered > 0 {
+                line.push_str(&format!(" unanswered={}", d.stats.unanswered));
+            }
         }
         if phase != Phase::Steady {
             line.push_str(&format!(" phase={}", phase.as_str()));

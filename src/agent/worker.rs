@@ -162,9 +162,8 @@ pub struct Worker {
     last_cpu_ns: u64,
     /// The disk thread, in a disk run.
     disk: Option<Disk>,
-    /// The responder socket is out of the epoll set: the disk queue has no
-    /// room for another batch of answers.
-    responder_paused: bool,
+    /// The log said the disk queue overflowed (once is enough).
+    said_disk_full: bool,
 }
 
 impl Worker {
@@ -243,7 +242,7 @@ impl Worker {
             last_report: Instant::now(),
             last_cpu_ns: udp::thread_cpu_ns(),
             disk: None,
-            responder_paused: false,
+            said_disk_full: false,
             plan,
         };
         worker.start_disk()?;
@@ -649,35 +648,6 @@ impl Worker {
                 counts.reply_bytes += answer.size as u64;
             }
         });
-        if self.responder_paused && disk.can_answer() {
-            self.pause_responder(false);
-            self.serve_requests();
-        }
-    }
-
-    /// Takes the responder out of the epoll set (`pause`) or puts it back.
-    fn pause_responder(&mut self, pause: bool) {
-        if self.responder_paused == pause {
-            return;
-        }
-        self.responder_paused = pause;
-        let Some(responder) = self.responder.as_ref() else {
-            return;
-        };
-        if self.plan.busy_poll {
-            return;
-        }
-        let result = if pause {
-            self.epoll.delete(responder.as_fd())
-        } else {
-            self.epoll.add(
-                responder.as_fd(),
-                EpollEvent::new(EpollFlags::EPOLLIN, RESPONDER),
-            )
-        };
-        if let Err(e) = result {
-            warn!("mx agent: worker {}: epoll: {e}", self.id);
-        }
     }
 
     /// Sends what each live flow may; returns when the next send is due.
@@ -765,11 +735,6 @@ impl Worker {
         let pending = self.pending.as_ref().map(|p| p.number);
         let answers_wait = self.disk.as_ref().is_some_and(|d| d.work.answers_wait());
         for _ in 0..MAX_READS_PER_PASS {
-            if answers_wait && !self.disk.as_ref().is_some_and(Disk::can_answer) {
-                // The requests wait in the kernel until the disk catches up.
-                self.pause_responder(true);
-                return;
-            }
             let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
                 Err(_) => continue,
@@ -826,13 +791,20 @@ impl Worker {
                 if answers_wait && let Some(disk) = self.disk.as_mut() {
                     let mut header = [0u8; HEADER_LEN];
                     reply.encode(&mut header);
-                    disk.answer(Answer {
+                    let queued = disk.answer(Answer {
                         to: d.from,
                         header,
                         size: reply.packet_len as usize,
                         peer: peer as u32,
                         interval: (!late).then(|| counted_interval(slot, self.number)),
                     });
+                    if !queued && !self.said_disk_full {
+                        self.said_disk_full = true;
+                        warn!(
+                            "mx agent: worker {}: the disk cannot keep up: requests that arrived go unanswered while its queue is full (the status line counts them: unanswered=n)",
+                            self.id
+                        );
+                    }
                     continue;
                 }
                 if self.send.is_full() {

@@ -101,8 +101,15 @@ impl Fleet {
 
     /// Starts `host`'s agent with `extra` flags.
     pub fn start(&mut self, host: &str, extra: &[&str]) {
+        self.spawn(host, extra);
+    }
+
+    /// Starts `host`'s agent with `extra` flags; returns its pid.
+    pub fn spawn(&mut self, host: &str, extra: &[&str]) -> u32 {
         let child = self.command(host, extra).spawn().expect("spawn mx agent");
+        let pid = child.id();
         self.children.push((host.to_string(), child));
+        pid
     }
 
     /// Waits for every agent to exit (they run with --duration); returns their codes.

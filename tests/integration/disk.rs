@@ -259,3 +259,104 @@ fn agent_disk_buffered_where_o_direct_is_refused() {
     assert_disk(&fleet, "h2", 300.0, 0.0, 4064.0);
     assert_disk(&fleet, "h1", 0.0, 300.0, 4064.0);
 }
+
+/// A blkio cgroup (v1) that holds its processes to `iops` reads per second on
+/// one block device; removed on drop.
+struct Throttle(std::path::PathBuf);
+
+impl Throttle {
+    fn reads(device: &str, iops: u32) -> Option<Throttle> {
+        let root = Path::new("/sys/fs/cgroup/blkio");
+        if !root.join("blkio.throttle.read_iops_device").exists() {
+            return None;
+        }
+        let dir = root.join(format!("mx-slow-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = device.trim_start_matches("/dev/");
+        let numbers = std::fs::read_to_string(format!("/sys/block/{name}/dev")).unwrap();
+        std::fs::write(
+            dir.join("blkio.throttle.read_iops_device"),
+            format!("{} {iops}", numbers.trim()),
+        )
+        .unwrap();
+        Some(Throttle(dir))
+    }
+
+    fn hold(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for Throttle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+#[ignore = "needs root: a loop device held to 150 reads/s by a blkio cgroup (CI runs it: --run-ignored all)"]
+fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
+    crate::util::require_root("a throttled loop device");
+    let net = 67;
+    let mut fleet = Fleet::new(&one_way(net, 600, (64, 4096), "replies"));
+    let disk = LoopDisk::new(fleet.sandbox.path(), 64);
+    let Some(throttle) = Throttle::reads(&disk.device, 150) else {
+        panic!("this kernel has no blkio throttle (cgroup v1) to slow the disk with");
+    };
+    let file = |h: &str| disk.mount.join(format!("{h}.dat")).display().to_string();
+    let start = (matrix_orchestrator::units::wall_now() + 1.5)
+        .ceil()
+        .to_string();
+    for host in ["h2", "h1"] {
+        let flags = [
+            "--interval",
+            "1",
+            "--duration",
+            "6",
+            "--disk-size",
+            "2M",
+            "--start-at",
+            &start,
+            "--disk-file",
+            &file(host),
+        ];
+        let child = fleet.spawn(host, &flags);
+        // The responder's reads go to the slow disk; the requester's writes
+        // are not held.
+        if host == "h2" {
+            throttle.hold(child);
+        }
+    }
+    fleet.wait_ok();
+    let reports = fleet.sandbox.file("reports");
+    std::fs::create_dir_all(&reports).unwrap();
+    for h in ["h1", "h2"] {
+        std::fs::copy(
+            fleet.dir(h).join("report.csv"),
+            reports.join(format!("{h}.csv")),
+        )
+        .unwrap();
+    }
+    // The device did what the cgroup allows: h2's reads ~150/s, and it was
+    // busy on them nearly all the time.
+    let rows = steady_host_rows(&fleet, "h2");
+    let reads = mean(&rows, "disk_rd_iops");
+    assert!((100.0..=170.0).contains(&reads), "h2 reads {reads}/s");
+    assert!(
+        mean(&rows, "disk_busy_pct") >= 75.0,
+        "{}",
+        fleet.report_text("h2")
+    );
+    let run = fleet.sandbox.mx(&[
+        "summarize",
+        "--no-collect",
+        "--matrix",
+        "matrix.csv",
+        "--window",
+        "0",
+    ]);
+    let out = run.stdout;
+    assert!(out.contains("DISK READ"), "{out}");
+    assert!(out.contains("waiting on the disk"), "{out}");
+    assert!(out.contains("h2"), "{out}");
+}

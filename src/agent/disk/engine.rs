@@ -17,11 +17,12 @@
 //!   reply is timed: queued, never waited for. A disk too far behind to take
 //!   one has it counted as skipped instead.
 //!
-//! The queue holds at most [`QUEUE`] jobs. When it cannot take a full batch
-//! of answers, the worker stops reading its responder socket until it can:
-//! requests wait in the kernel, as at a storage server whose disk is busy,
-//! and one that overflows the socket buffer is the host's own drop, counted
-//! in its row. Writes carry the payload's length of file data with every
+//! The queue holds at most [`QUEUE`] jobs, about seconds of work for a slow
+//! disk. The worker reads and counts every request as it arrives, so the
+//! forward leg reads true; a request that finds the queue full goes
+//! unanswered and is counted as such (its reply is missing on the way back,
+//! and the host's disk figures say why). Reads ahead and reply writes keep
+//! [`ANSWER_ROOM`] free for answers. Writes carry the payload's length of file data with every
 //! block stamped unique (the receive path keeps headers only, and a
 //! deduplicating array must not skip the write).
 
@@ -44,8 +45,7 @@ use crate::wire::HEADER_LEN;
 /// Jobs queued to one disk thread, at most: deep enough to keep a device
 /// busy, shallow enough that a reply never waits behind seconds of I/O.
 pub const QUEUE: usize = 1024;
-/// Answers a worker must be able to queue before it reads a batch of
-/// requests (one receive batch).
+/// Queue room kept for answers: reads ahead and reply writes leave it free.
 const ANSWER_ROOM: usize = crate::agent::udp::BATCH;
 /// Payload reads the requester keeps done ahead of its sends.
 const READ_AHEAD: usize = 128;
@@ -209,15 +209,17 @@ impl Disk {
         self.wake.as_fd()
     }
 
-    /// A batch of requests can be read: the queue has room for their answers.
-    pub fn can_answer(&self) -> bool {
-        QUEUE - self.in_flight >= ANSWER_ROOM
-    }
-
-    /// Queues a reply that waits on the disk (the caller checked
-    /// [`can_answer`](Self::can_answer) before reading its batch).
-    pub fn answer(&mut self, answer: Answer) {
-        self.queue(Job::Answer(answer));
+    /// Queues a reply that waits on the disk. With the queue full, the
+    /// request goes unanswered and is counted so: it arrived (its rx row
+    /// says so), and the shortfall is this host's disk, never the network.
+    pub fn answer(&mut self, answer: Answer) -> bool {
+        if self.in_flight < QUEUE {
+            self.queue(Job::Answer(answer));
+            true
+        } else {
+            self.stats.lock().expect("unpoisoned").unanswered += 1;
+            false
+        }
     }
 
     /// Queues the write of a timed reply's payload, or counts it skipped

@@ -80,6 +80,8 @@ pub struct DiskStats {
     /// take: the network side never waits for a disk, so they are counted
     /// instead of done.
     pub skipped: u64,
+    /// Requests that arrived while the disk queue was full: not answered.
+    pub unanswered: u64,
 }
 
 impl DiskStats {
@@ -98,6 +100,7 @@ impl DiskStats {
         self.write.merge(&other.write);
         self.errors += other.errors;
         self.skipped += other.skipped;
+        self.unanswered += other.unanswered;
     }
 
     /// Seconds spent in I/O.
