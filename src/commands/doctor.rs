@@ -10,13 +10,14 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::agent::disk::file;
 use crate::cli::DoctorArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, instants, scripts};
 use crate::matrix::Host;
 use crate::matrix::schedule::Schedule;
-use crate::units::wall_now;
+use crate::units::{self, wall_now};
 
 /// The agents' report interval when `mx start` is not told otherwise.
 const DEFAULT_INTERVAL: f64 = 5.0;
@@ -59,6 +60,7 @@ fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
 struct Findings {
     wrong_arch: Mutex<Vec<String>>,
     low_fds: Mutex<Vec<String>>,
+    low_disk: Mutex<Vec<String>>,
     offsets: Mutex<Vec<instants::Offset>>,
 }
 
@@ -70,15 +72,18 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     local_checks(args, &fleet, &binary, arch, out)?;
     let all = fleet.all();
     let findings = Findings::default();
-    let ok = fleet.step(
-        out,
-        "checking hosts (ssh + architecture + fd limit + clock)",
-        &all,
-        false,
-        |host| check_host(&fleet, host, arch, &findings),
-    )?;
+    let disk = super::data_files_needed(&fleet.matrix);
+    let label = if disk {
+        "checking hosts (ssh + architecture + fd limit + clock + disk space)"
+    } else {
+        "checking hosts (ssh + architecture + fd limit + clock)"
+    };
+    let ok = fleet.step(out, label, &all, false, |host| {
+        check_host(&fleet, host, arch, disk, &findings)
+    })?;
     let wrong_arch = findings.wrong_arch.into_inner().expect("unpoisoned");
     let low_fds = findings.low_fds.into_inner().expect("unpoisoned");
+    let low_disk = findings.low_disk.into_inner().expect("unpoisoned");
     let offsets = findings.offsets.into_inner().expect("unpoisoned");
     if ok.len() < all.len() {
         writeln!(
@@ -105,6 +110,16 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
             low.len()
         )?;
     }
+    if !low_disk.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) have too little free space in {} for a {} data file (mx start's default --disk-size): {} -- free space there, or start with a smaller --disk-size",
+            low_disk.len(),
+            fleet.transport.shown_dir(&fleet.remote_dir),
+            file::size_text(file::DEFAULT_SIZE),
+            low_disk.join(", ")
+        )?;
+    }
     // Clocks: as `mx start` will judge them, at the default interval.
     match instants::margins(&offsets, DEFAULT_INTERVAL, 0.0) {
         Err(refusal) => {
@@ -126,6 +141,10 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
             )?;
         }
         Ok(_) => {}
+    }
+    if !low_disk.is_empty() {
+        // `mx start` would refuse: the data files are written before any agent.
+        return Ok(EXIT_PROBLEMS);
     }
     writeln!(out, "[mx] fleet looks ready: {}", fleet.hint("start"))?;
     Ok(0)
@@ -171,12 +190,43 @@ fn local_checks(
     Ok(())
 }
 
-/// Probes one host: its line (architecture, cores, fd limit, agent, clock),
-/// with what is wrong noted in `findings`.
-fn check_host(fleet: &Fleet, host: &Host, arch: &str, findings: &Findings) -> Outcome {
+/// Share of the free space the agent lets its data file take (as
+/// `agent::disk::file::prepare` refuses a bigger one).
+const MOST_OF_FREE: f64 = 0.95;
+
+/// `; disk_free=<GiB>G[ DISK-SPACE-LOW(need><size>)]` from the doctor
+/// script's `disk_free_kb=` and `disk_file_kb=`, and whether the default data
+/// file would not fit. The free space counts an earlier data file's blocks,
+/// as the agent does: a new file replaces it, one of the same size is reused.
+fn disk_free(text: &str) -> (String, bool) {
+    let kib = |key: &str| {
+        text.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let Some(free) = kib("disk_free_kb=") else {
+        return ("; disk_free=?".to_string(), false);
+    };
+    let room = (free + kib("disk_file_kb=").unwrap_or(0)) * 1024;
+    let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
+    let mut part = format!("; disk_free={:.1}G", gib(room));
+    let low = file::DEFAULT_SIZE as f64 > MOST_OF_FREE * room as f64;
+    if low {
+        part.push_str(&format!(
+            " DISK-SPACE-LOW(need>{}G)",
+            units::g(gib(file::DEFAULT_SIZE))
+        ));
+    }
+    (part, low)
+}
+
+/// Probes one host: its line (architecture, cores, fd limit, agent, clock,
+/// and with `disk` the room for a data file), with what is wrong noted in
+/// `findings`.
+fn check_host(fleet: &Fleet, host: &Host, arch: &str, disk: bool, findings: &Findings) -> Outcome {
     let probe = fleet
         .transport
-        .run(host, &scripts::doctor(&fleet.dir(host)), LOOK_TIMEOUT);
+        .run(host, &scripts::doctor(&fleet.dir(host), disk), LOOK_TIMEOUT);
     let returned = wall_now();
     if !probe.ok() || fleet.dry_run {
         return probe;
@@ -217,8 +267,45 @@ fn check_host(fleet: &Fleet, host: &Host, arch: &str, findings: &Findings) -> Ou
         }
         findings.offsets.lock().expect("unpoisoned").push(offset);
     }
+    if disk {
+        let (part, low) = disk_free(&probe.text);
+        line.push_str(&part);
+        if low {
+            let mut low = findings.low_disk.lock().expect("unpoisoned");
+            low.push(host.name.clone());
+        }
+    }
     Outcome {
         code: 0,
         text: line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_free_counts_an_earlier_data_file_and_flags_room_the_agent_would_refuse() {
+        assert_eq!(
+            disk_free("arch=x86_64 disk_free_kb=73400320 disk_file_kb="),
+            ("; disk_free=70.0G".to_string(), false)
+        );
+        assert_eq!(
+            disk_free("disk_free_kb=524288 disk_file_kb="),
+            ("; disk_free=0.5G DISK-SPACE-LOW(need>1G)".to_string(), true)
+        );
+        // 1 GiB free is not enough: the agent keeps 5% of it free.
+        assert!(disk_free("disk_free_kb=1048576 disk_file_kb=").1);
+        // The earlier 1 GiB file is reused (or replaced): its blocks count.
+        assert_eq!(
+            disk_free("disk_free_kb=524288 disk_file_kb=1048576"),
+            ("; disk_free=1.5G".to_string(), false)
+        );
+        // No df there: unknown, and nothing flagged on a guess.
+        assert_eq!(
+            disk_free("disk_free_kb= disk_file_kb="),
+            ("; disk_free=?".to_string(), false)
+        );
     }
 }

@@ -42,6 +42,14 @@ pub(crate) fn unpaced_ceiling(goal: &str, run: &str) -> [String; 4] {
     ]
 }
 
+/// Whether `matrix` runs its packets through the hosts' disks, so that every
+/// host needs its data file: a disk matrix whose payloads are not all
+/// header-only (the agent leaves its file alone otherwise).
+pub(crate) fn data_files_needed(matrix: &Matrix) -> bool {
+    let c = &matrix.config;
+    !crate::agent::disk::DiskWork::of(c.disk, c.tx_size, c.rx_size).is_none()
+}
+
 /// The fleet `args` locate: the matrix, and the transport their flags ask for.
 pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
     fleet::check_remote_dir(&args.remote_dir)?;

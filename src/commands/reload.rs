@@ -46,12 +46,18 @@ fn parse_probe(text: &str) -> Probe {
     p
 }
 
-/// The `--interval` of a flag list (5 s when absent, the agent's default).
-fn interval_of(flags: &[String]) -> f64 {
+/// The value of `flag` in a flag list, when there.
+fn value_of<'a>(flags: &'a [String], flag: &str) -> Option<&'a str> {
     flags
         .iter()
-        .position(|f| f == "--interval")
+        .position(|f| f == flag)
         .and_then(|i| flags.get(i + 1))
+        .map(String::as_str)
+}
+
+/// The `--interval` of a flag list (5 s when absent, the agent's default).
+fn interval_of(flags: &[String]) -> f64 {
+    value_of(flags, "--interval")
         .and_then(|v| v.parse().ok())
         .unwrap_or(5.0)
 }
@@ -122,10 +128,21 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let (_staging, files) = stage(&fleet, &args.agent.resolve()?, Some(target))?;
     let label = format!("restarting {} host(s)", act.len());
-    let done = fleet.step(out, &label, &act, false, |host| {
-        let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
-        restart(&fleet, host, &files, flags_of(i))
-    })?;
+    let done = if super::data_files_needed(target) {
+        let Some(done) = restart_with_disks(&fleet, &act, &files, &flags_of, &label, out)? else {
+            return Ok(EXIT_PROBLEMS);
+        };
+        done
+    } else {
+        fleet.step(out, &label, &act, false, |host| {
+            let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
+            let stopped = stop_and_deploy(&fleet, host, &files);
+            if !stopped.ok() {
+                return stopped;
+            }
+            relaunch(&fleet, host, flags_of(i), &stopped.text)
+        })?
+    };
     if done.len() < act.len() {
         writeln!(
             out,
@@ -215,15 +232,14 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
     Ok(which(|a| a.flags().is_some()))
 }
 
-/// Stops the agent on `host`, copies `files` and starts it with `flags`;
-/// the outcome says whether it was running before.
-fn restart(fleet: &Fleet, host: &Host, files: &[PathBuf], flags: &[String]) -> Outcome {
+/// Stops the agent on `host` and copies `files`; on success the outcome's
+/// text says what the host was (`restarted (was running)`, ...).
+fn stop_and_deploy(fleet: &Fleet, host: &Host, files: &[PathBuf]) -> Outcome {
     // Stop first: a running executable cannot be overwritten (ETXTBSY), and
     // one unlinked under a running agent would hide it from stop.
-    let dir = fleet.dir(host);
     let stopped = fleet
         .transport
-        .run(host, &scripts::stop(&dir), STEP_TIMEOUT);
+        .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT);
     // What the stop script found: `stopped` and `killed` are agents that
     // were running.
     let was = match stopped.text.lines().last() {
@@ -236,8 +252,17 @@ fn restart(fleet: &Fleet, host: &Host, files: &[PathBuf], flags: &[String]) -> O
     if !copied.ok() {
         return copied;
     }
+    Outcome {
+        code: 0,
+        text: was.to_string(),
+    }
+}
+
+/// Starts the agent on `host` with `flags`, at once; on success the outcome
+/// says `was`.
+fn relaunch(fleet: &Fleet, host: &Host, flags: &[String], was: &str) -> Outcome {
     let script = scripts::launch(
-        &dir,
+        &fleet.dir(host),
         &host.name,
         flags,
         false,
@@ -249,6 +274,41 @@ fn restart(fleet: &Fleet, host: &Host, files: &[PathBuf], flags: &[String]) -> O
         started.text = was.to_string();
     }
     started
+}
+
+/// A disk run's restart, in three steps over the hosts in `act`: stop and
+/// copy, write every data file (each with the `--disk-size` its host was
+/// started with), then launch, so that no restarted agent sends while a
+/// peer's disk is still busy writing. The hosts that came back, or `None`
+/// when a data file could not be written (said so; none was launched).
+fn restart_with_disks<'a>(
+    fleet: &Fleet,
+    act: &[usize],
+    files: &[PathBuf],
+    flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
+    label: &str,
+    out: &mut dyn Write,
+) -> Result<Option<Vec<usize>>> {
+    writeln!(
+        out,
+        "[mx] stopping, then deploying agent + matrix on {} hosts",
+        act.len()
+    )?;
+    let stopped = fleet.each(act, |host| stop_and_deploy(fleet, host, files));
+    let deployed = fleet.print(out, act, &stopped, true)?;
+    let size_of = |i: usize| value_of(flags_of(i), "--disk-size");
+    if !super::start::prepare_disks(fleet, &deployed, &size_of, out)? {
+        return Ok(None);
+    }
+    let was = |i: usize| {
+        let at = act.iter().position(|&a| a == i).expect("an acted host");
+        stopped[at].text.as_str()
+    };
+    let done = fleet.step(out, label, &deployed, false, |host| {
+        let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
+        relaunch(fleet, host, flags_of(i), was(i))
+    })?;
+    Ok(Some(done))
 }
 
 /// Refuses flags stamped on host `host` that its agent would refuse, before

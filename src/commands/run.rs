@@ -100,9 +100,14 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     report.window = report.window.max(hold.min(300.0).floor());
     let summary = super::summarize::run(&report, out);
     if !args.keep {
+        let disk = if super::data_files_needed(&fleet.matrix) {
+            ", and so does each host's disk.dat data file, which the next start reuses"
+        } else {
+            ""
+        };
         writeln!(
             out,
-            "[mx] reports and logs stay on the hosts ({} removes them)",
+            "[mx] reports and logs stay on the hosts{disk} ({} removes them)",
             fleet.hint("clean")
         )?;
     }

@@ -5,11 +5,12 @@
 use std::io::Write;
 use std::time::Instant;
 
+use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{deploy, stage};
 use crate::fleet::transport::Outcome;
-use crate::fleet::{Fleet, STEP_TIMEOUT, bind, instants, scripts};
+use crate::fleet::{Fleet, PREPARE_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
 use crate::matrix::resolve::resolved;
 use crate::units::{self, local_clock, wall_now};
 
@@ -99,13 +100,8 @@ pub fn start_fleet(
         end: None,
         grace: instants::START_MARGIN,
     };
-    let hosts = if run.no_deploy {
-        fleet.all()
-    } else {
-        match deploy_fleet(fleet, run, out)? {
-            Some(hosts) => hosts,
-            None => return Ok(failed(EXIT_PROBLEMS)),
-        }
+    let Some(hosts) = ready_hosts(fleet, run, out)? else {
+        return Ok(failed(EXIT_PROBLEMS));
     };
     // 1. Every agent up, listening and answering, sending nothing yet.
     let logs_hint = fleet.hint("logs");
@@ -187,6 +183,67 @@ pub fn start_fleet(
         end,
         grace: margins.grace,
     })
+}
+
+/// Every host made ready to launch: deployed (unless `--no-deploy`), and with
+/// its data file in a disk run. `None` when one is not (said why): a fleet
+/// starts whole or not at all.
+fn ready_hosts(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Option<Vec<usize>>> {
+    let hosts = if run.no_deploy {
+        fleet.all()
+    } else {
+        match deploy_fleet(fleet, run, out)? {
+            Some(hosts) => hosts,
+            None => return Ok(None),
+        }
+    };
+    let size = run.agent_flags.disk_size.as_deref();
+    if super::data_files_needed(&fleet.matrix) && !prepare_disks(fleet, &hosts, &|_| size, out)? {
+        return Ok(None);
+    }
+    Ok(Some(hosts))
+}
+
+/// Writes the data file on each of `hosts` (or finds an earlier run's), all
+/// before any agent starts: an agent would write its own at start, while its
+/// peers already send to it, and a gigabyte takes a while. `size_of(h)` is
+/// host `h`'s `--disk-size` as given (checked). Returns whether every host
+/// has its file; says so when not.
+pub(super) fn prepare_disks<'a>(
+    fleet: &Fleet,
+    hosts: &[usize],
+    size_of: &(dyn Fn(usize) -> Option<&'a str> + Sync),
+    out: &mut dyn Write,
+) -> Result<bool> {
+    if hosts.is_empty() {
+        return Ok(true);
+    }
+    let mut sizes = Vec::with_capacity(hosts.len());
+    for &h in hosts {
+        sizes.push(match size_of(h) {
+            Some(text) => file::parse_size(text).map_err(Error::refused)?,
+            None => file::DEFAULT_SIZE,
+        });
+    }
+    sizes.dedup();
+    let what = match sizes[..] {
+        [size] => format!("a {} data file", file::size_text(size)),
+        _ => "each host's data file at the --disk-size it runs with".to_string(),
+    };
+    let label = format!("disk: preparing {what} (written once, reused by later runs)");
+    let index = |name: &str| fleet.matrix.index_of(name).expect("a matrix host") as usize;
+    let prepared = fleet.step(out, &label, hosts, false, |host| {
+        let script = scripts::prepare_disk(&fleet.dir(host), size_of(index(&host.name)));
+        fleet.transport.run(host, &script, PREPARE_TIMEOUT)
+    })?;
+    if prepared.len() < hosts.len() {
+        writeln!(
+            out,
+            "[mx] no agent was started: every host needs its data file first"
+        )?;
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Copies the agent and the matrix (retargeted by `--bind`, or with names
@@ -324,9 +381,14 @@ fn print_running(fleet: &Fleet, begin: f64, out: &mut dyn Write) -> Result<()> {
                 .sum(),
         )
     };
+    let disk = if m.config.disk.is_on() {
+        format!(", disk={}", m.config.disk.name())
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "[mx] running: {} hosts, {} flows, {} -> {} bytes, {offered}",
+        "[mx] running: {} hosts, {} flows, {} -> {} bytes, {offered}{disk}",
         m.host_count(),
         m.flow_count(),
         m.config.tx_size,

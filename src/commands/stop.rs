@@ -45,6 +45,13 @@ fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
                 ("clean", "delete every trace"),
             ],
         )?;
+        if super::data_files_needed(&fleet.matrix) {
+            writeln!(
+                out,
+                "[mx] so is each host's disk.dat data file, which the next start reuses; {} removes it too",
+                fleet.hint("clean")
+            )?;
+        }
     }
     Ok(outcomes.iter().all(Outcome::ok))
 }

@@ -31,6 +31,8 @@ use transport::{Outcome, Transport};
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long copying the agent and matrix may take.
 pub const COPY_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long writing a host's data file may take (a slow disk, a big file).
+pub const PREPARE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long a quick look (status) may take.
 pub const LOOK_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -120,6 +120,23 @@ pub fn launch(
     )
 }
 
+/// Writes the host's data file with the deployed agent (or finds an earlier
+/// run's of the right size), so that no agent of the run starts while a
+/// peer's disk is still busy writing it. `disk_size` is `--disk-size` as
+/// given (the agent's default when `None`).
+pub fn prepare_disk(dir: &str, disk_size: Option<&str>) -> String {
+    let exe = format!("{dir}/{AGENT_BIN}");
+    let mut command = vec![exe.as_str(), "agent", "--prepare-disk"];
+    if let Some(size) = disk_size {
+        command.extend(["--disk-size", size]);
+    }
+    format!(
+        "cd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n{command}",
+        d = q(dir),
+        command = shell_join(&command),
+    )
+}
+
 /// A control file's words: `at=<unix s>[ grace=<s>]`.
 fn instant_words(at: f64, grace: Option<f64>) -> String {
     match grace {
@@ -174,12 +191,36 @@ pub fn probe(dir: &str) -> String {
 
 /// What doctor reports: architecture, cores, the hard fd limit, agent
 /// running, and the host's clock (for its offset from the controller's).
-pub fn doctor(dir: &str) -> String {
+/// With `disk`, also the space a data file could take in `dir`
+/// ([`disk_room`]).
+pub fn doctor(dir: &str, disk: bool) -> String {
+    let room = if disk {
+        format!("{}\n", disk_room(dir))
+    } else {
+        String::new()
+    };
     format!(
-        "{pids}\necho \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"\n{CLOCK}",
+        "{pids}\n{room}echo \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"\n{CLOCK}",
         pids = agent_pids(dir)
     )
 }
+
+/// Prints `disk_free_kb=<free> disk_file_kb=<held>`: the free KiB of the
+/// filesystem `dir` is on (or will be: its nearest existing parent before
+/// the first start), and the KiB an earlier data file there holds, which
+/// a new one would replace.
+fn disk_room(dir: &str) -> String {
+    format!(
+        "room={d}; while [ ! -d \"$room\" ]; do room=$(dirname -- \"$room\"); done\n\
+         echo \"disk_free_kb=$(df -Pk -- \"$room\" 2>/dev/null | awk 'NR==2 {{print $4}}') disk_file_kb=$(du -k -- {file} 2>/dev/null | cut -f1)\"",
+        d = q(dir),
+        file = q(&format!("{dir}/{DATA_FILE}")),
+    )
+}
+
+/// The data file's name inside the remote directory (the agent's
+/// `--disk-file` default, which the fleet never changes).
+pub const DATA_FILE: &str = "disk.dat";
 
 /// The address of the first interface line of `ip -o -4 addr show` that
 /// contains `spec` (what `--bind` means on that host), or nothing.
@@ -254,6 +295,19 @@ pub fn clean(dir: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prepare_step_runs_the_deployed_agent_in_its_dir_quoted() {
+        let dir = "/var/tmp/mx $(touch x)";
+        assert_eq!(
+            prepare_disk(dir, Some("512 M")),
+            "cd '/var/tmp/mx $(touch x)' 2>/dev/null || { echo 'not deployed (drop --no-deploy)'; exit 1; }\n\
+             '/var/tmp/mx $(touch x)/mx' agent --prepare-disk --disk-size '512 M'"
+        );
+        assert!(
+            prepare_disk("/var/tmp/mx", None).ends_with("\n/var/tmp/mx/mx agent --prepare-disk")
+        );
+    }
 
     #[test]
     fn hostile_words_are_quoted() {

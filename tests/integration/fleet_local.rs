@@ -27,6 +27,12 @@ fn agents_under(root: &Path) -> Vec<String> {
 }
 
 fn fleet_dir(net: u8, names: &[&str]) -> Sandbox {
+    fleet_dir_with(net, names, &["--pps", "1000"])
+}
+
+/// A sandbox whose hosts `names` sit on 127.`net`.0.x, its matrix made by
+/// `mx gen` with `gen_args`.
+fn fleet_dir_with(net: u8, names: &[&str], gen_args: &[&str]) -> Sandbox {
     let sb = Sandbox::new();
     let servers: String = names
         .iter()
@@ -34,7 +40,7 @@ fn fleet_dir(net: u8, names: &[&str]) -> Sandbox {
         .map(|(i, n)| format!("{n}=127.{net}.0.{}\n", i + 1))
         .collect();
     sb.write("servers.txt", &servers);
-    let run = sb.mx(&["gen", "--pps", "1000"]);
+    let run = sb.mx(&[&["gen"][..], gen_args].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     sb
 }
@@ -1029,4 +1035,352 @@ fn stop_and_clean_say_what_is_true_and_name_the_way_back_to_this_fleet() {
     let clean = typed_in(&sb, &typed);
     assert_eq!(clean.code, 0, "{typed}\n{}{}", clean.stdout, clean.stderr);
     assert!(!dir.exists(), "{typed}");
+}
+
+/// `mx gen` flags for a small disk matrix: every reply's 4 KiB payload read
+/// from the responder's disk and written to the requester's.
+const DISK_GEN: [&str; 6] = ["--pps", "200", "--disk", "replies", "--rx-size", "4096"];
+
+/// Host `host`'s data file in the default remote dir, and its size if there.
+fn data_file(sb: &Sandbox, host: &str) -> Option<u64> {
+    let path = sb.file(&format!("hosts/{host}/var/tmp/mx/disk.dat"));
+    std::fs::metadata(path).ok().map(|m| m.len())
+}
+
+/// Where `line` starts in `text`, which must hold it.
+fn at(text: &str, line: &str) -> usize {
+    text.find(line)
+        .unwrap_or_else(|| panic!("no {line:?} in:\n{text}"))
+}
+
+#[test]
+fn agent_fleet_disk_files_are_written_before_any_agent_starts_kept_by_stop_removed_by_clean() {
+    let sb = fleet_dir_with(65, &["h1", "h2", "h3"], &DISK_GEN);
+    let local = ["--local", "hosts"];
+    let start = sb.mx(&[
+        &["start", "--interval", "1", "--disk-size", "2M"][..],
+        &local,
+    ]
+    .concat());
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let out = &start.stdout;
+    // Every host's file written, and said so, before any agent is launched.
+    let prepare = at(
+        out,
+        "[mx] disk: preparing a 2.0 MiB data file (written once, reused by later runs) on 3 hosts\n",
+    );
+    let launch = at(out, "[mx] starting agents on 3 hosts\n");
+    assert!(at(out, "[mx] deploying agent + matrix on 3 hosts\n") < prepare);
+    for h in ["h1", "h2", "h3"] {
+        let wrote = at(
+            out,
+            &format!("  {h}  disk: wrote disk.dat (2.0 MiB of random data"),
+        );
+        assert!(prepare < wrote && wrote < launch, "{out}");
+        assert_eq!(data_file(&sb, h), Some(2 << 20), "{h}");
+        // So each agent found its file there when it started.
+        let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
+        assert!(
+            log.contains("disk: reusing disk.dat (2.0 MiB"),
+            "{h}: {log}"
+        );
+        assert!(!log.contains("disk: wrote"), "{h}: {log}");
+    }
+    assert!(
+        out.contains("[mx] running: 3 hosts, 6 flows, 64 -> 4096 bytes, 1.2 kpps, disk=replies\n"),
+        "{out}"
+    );
+    let stop = sb.mx(&[&["stop"][..], &local].concat());
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    assert!(
+        stop.stdout.ends_with(
+            "[mx]   mx clean --local hosts       # delete every trace\n\
+             [mx] so is each host's disk.dat data file, which the next start reuses; mx clean --local hosts removes it too\n"
+        ),
+        "{}",
+        stop.stdout
+    );
+    assert_eq!(data_file(&sb, "h2"), Some(2 << 20), "stop keeps it");
+    // `mx run` prepares the same way, finds the files kept, and says they stay.
+    let run = sb.mx(&[
+        &["run", "--for", "2", "--interval", "1", "--disk-size", "2M"][..],
+        &local,
+    ]
+    .concat());
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let reused = at(&run.stdout, "  h3  disk: reusing disk.dat (2.0 MiB");
+    assert!(reused < at(&run.stdout, "[mx] starting agents on 3 hosts\n"));
+    assert!(
+        run.stdout.ends_with(
+            "[mx] reports and logs stay on the hosts, and so does each host's disk.dat data file, which the next start reuses (mx clean --local hosts removes them)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    let clean = sb.mx(&[&["clean", "--yes"][..], &local].concat());
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    for h in ["h1", "h2", "h3"] {
+        assert_eq!(data_file(&sb, h), None, "{h}: clean removes it");
+    }
+}
+
+#[test]
+fn disk_size_a_bad_one_touches_nothing_and_a_file_too_big_starts_no_agent() {
+    let sb = fleet_dir_with(66, &["h1", "h2"], &DISK_GEN);
+    for cmd in ["start", "run"] {
+        let run = sb.mx(&[cmd, "--local", "hosts", "--disk-size", "12Q"]);
+        assert_eq!(run.code, 2, "{cmd}: {}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.stderr, "mx: --disk-size wants a size like 1G, 512M or 4096K (got '12Q')\n",
+            "{cmd}"
+        );
+        assert_eq!(run.stdout, "", "{cmd}");
+        assert!(!sb.file("hosts").exists(), "{cmd}: nothing copied");
+    }
+    // A size no filesystem here can hold: every host refuses it, with
+    // nothing written, and no agent starts anywhere.
+    let start = sb.mx(&[
+        "start",
+        "--local",
+        "hosts",
+        "--interval",
+        "1",
+        "--disk-size",
+        "500T",
+    ]);
+    assert_eq!(start.code, 1, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stdout.contains(
+            "  h2  mx: disk.dat: a 500.0 TiB data file would leave its filesystem all but full ("
+        ),
+        "{}",
+        start.stdout
+    );
+    assert!(
+        start.stdout.ends_with(
+            "[mx] FAILED on 2/2 hosts: h1 h2\n\
+             [mx] no agent was started: every host needs its data file first\n"
+        ),
+        "{}",
+        start.stdout
+    );
+    assert!(
+        !start.stdout.contains("starting agents"),
+        "{}",
+        start.stdout
+    );
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+    assert_eq!(data_file(&sb, "h1"), None);
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}
+
+/// Whether `report` holds a host row whose disk columns (22 to 30) are all
+/// filled in.
+fn host_row_with_disk(report: &str) -> bool {
+    report.lines().any(|row| {
+        let cols: Vec<&str> = row.split(',').collect();
+        cols.get(2) == Some(&"host")
+            && cols.len() > 30
+            && cols[21..30].iter().all(|c| !c.is_empty())
+    })
+}
+
+#[test]
+fn agent_fleet_reload_brings_disk_into_a_running_fleet_files_first() {
+    let sb = fleet_dir_with(
+        67,
+        &["h1", "h2", "h3"],
+        &["--pps", "200", "--rx-size", "4096"],
+    );
+    let local = ["--local", "hosts"];
+    let start = sb.mx(&[
+        &["start", "--interval", "1", "--disk-size", "2M"][..],
+        &local,
+    ]
+    .concat());
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert!(!start.stdout.contains("disk"), "{}", start.stdout);
+    assert_eq!(data_file(&sb, "h1"), None, "no disk, no file");
+    // h3 was started with another size (as by a start of its own).
+    let stamp = sb.file("hosts/h3/var/tmp/mx/agent.stamp");
+    let text = std::fs::read_to_string(&stamp).unwrap();
+    assert!(
+        text.contains("flags=--interval 1 --disk-size 2M\n"),
+        "{text}"
+    );
+    std::fs::write(&stamp, text.replace("--disk-size 2M", "--disk-size 3M")).unwrap();
+    let regen = sb.mx(&[&["gen"][..], &DISK_GEN].concat());
+    assert_eq!(regen.code, 0, "{}", regen.stderr);
+    let reload = sb.mx(&[&["reload"][..], &local].concat());
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    let out = &reload.stdout;
+    // Every host stopped and copied, then every file written (the size each
+    // host was started with, off its stamp), then every agent launched.
+    let deploy = at(
+        out,
+        "[mx] stopping, then deploying agent + matrix on 3 hosts\n",
+    );
+    let prepare = at(
+        out,
+        "[mx] disk: preparing each host's data file at the --disk-size it runs with (written once, reused by later runs) on 3 hosts\n",
+    );
+    let launch = at(out, "[mx] restarting 3 host(s) on 3 hosts\n");
+    assert!(deploy < prepare && prepare < launch, "{out}");
+    for (h, mib) in [("h1", 2), ("h2", 2), ("h3", 3)] {
+        let wrote = at(out, &format!("  {h}  disk: wrote disk.dat ({mib}.0 MiB"));
+        assert!(prepare < wrote && wrote < launch, "{out}");
+        assert!(
+            out.contains(&format!("  {h}  restarted (was running)\n")),
+            "{out}"
+        );
+        assert_eq!(data_file(&sb, h), Some(mib << 20), "{h}");
+    }
+    assert!(
+        out.contains("[mx] reloaded: 3 restarted, 0 left running\n"),
+        "{out}"
+    );
+    // The agents run the disk matrix: their host rows fill the disk columns.
+    let began = std::time::Instant::now();
+    for h in ["h1", "h2", "h3"] {
+        let report = format!("hosts/{h}/var/tmp/mx/report.csv");
+        while !host_row_with_disk(&sb.read(&report)) {
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "{h}: no host row with disk columns:\n{}",
+                sb.read(&report)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
+        assert!(log.contains("disk: reusing disk.dat ("), "{h}: {log}");
+        assert!(!log.contains("disk: wrote"), "{h}: {log}");
+    }
+    assert_eq!(sb.mx(&[&["clean", "-y"][..], &local].concat()).code, 0);
+}
+
+/// A PATH whose `df` says local host `host` (its scripts run in
+/// hosts/<host>) has `kib` KiB free, as a host with a small disk would.
+fn small_disk(sb: &Sandbox, host: &str, kib: u64) -> String {
+    let bin = sb.file("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let df = bin.join("df");
+    std::fs::write(
+        &df,
+        format!(
+            "#!/bin/sh\n\
+             case \"$PWD/\" in */hosts/{host}/*) echo 'Filesystem 1024-blocks Used Available Capacity Mounted on'; echo '/dev/small 4194304 1 {kib} 1% /'; exit 0 ;; esac\n\
+             exec /bin/df \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&df)
+        .status()
+        .unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+#[test]
+fn doctor_reports_each_hosts_disk_free_in_a_disk_run_and_flags_one_short_of_it() {
+    let sb = fleet_dir_with(68, &["h1", "h2"], &DISK_GEN);
+    // h2 has half a GiB free: too little for the default 1 GiB file.
+    let path = small_disk(&sb, "h2", 512 * 1024);
+    let run = sb.mx_env(&["doctor", "--local", "hosts"], &[("PATH", &path)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let line = |h: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("  {h}  ")))
+            .unwrap_or_else(|| panic!("{h}: {}", run.stdout))
+            .to_string()
+    };
+    assert!(
+        line("h2").ends_with("; disk_free=0.5G DISK-SPACE-LOW(need>1G)"),
+        "{}",
+        line("h2")
+    );
+    // h1's is measured where its remote dir will be (its nearest parent
+    // now: nothing is deployed yet).
+    let h1 = line("h1");
+    let free: f64 = h1
+        .split("; disk_free=")
+        .nth(1)
+        .and_then(|v| {
+            v.strip_suffix('G')
+                .or_else(|| v.split_once("G ").map(|(g, _)| g))
+        })
+        .unwrap_or_else(|| panic!("{h1}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{h1}"));
+    assert!(free > 0.0, "{h1}");
+    assert_eq!(h1.contains("DISK-SPACE-LOW"), free < 1.1, "{h1}");
+    assert!(
+        run.stdout.contains(&format!(
+            "[mx] {} host(s) have too little free space in {}/<host>/var/tmp/mx for a 1.0 GiB data file (mx start's default --disk-size): ",
+            if free < 1.1 { 2 } else { 1 },
+            sb.file("hosts").display()
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("fleet looks ready"), "{}", run.stdout);
+    // A matrix without disk= asks nothing of the disks.
+    assert_eq!(sb.mx(&["gen", "--pps", "200", "-o", "plain.csv"]).code, 0);
+    let plain = sb.mx_env(
+        &["doctor", "--local", "hosts", "--matrix", "plain.csv"],
+        &[("PATH", &path)],
+    );
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    assert!(!plain.stdout.contains("disk_free"), "{}", plain.stdout);
+    assert!(!plain.stdout.contains("disk space"), "{}", plain.stdout);
+}
+
+#[test]
+fn dry_run_shows_the_disk_prepare_step_and_touches_nothing() {
+    let sb = fleet_dir_with(69, &["h1", "h2"], &DISK_GEN);
+    let before = walk(sb.path());
+    let run = sb.mx(&[
+        "start",
+        "--local",
+        "hosts",
+        "--dry-run",
+        "--disk-size",
+        "2M",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let out = &run.stdout;
+    let prepare = at(
+        out,
+        "[mx] disk: preparing a 2.0 MiB data file (written once, reused by later runs) on 2 hosts\n",
+    );
+    let launch = at(out, "[mx] starting agents on 2 hosts\n");
+    let command = at(
+        out,
+        &format!(
+            "  h2  DRY-RUN {}/h2/var/tmp/mx/mx agent --prepare-disk --disk-size 2M",
+            sb.file("hosts").display()
+        ),
+    );
+    assert!(prepare < command && command < launch, "{out}");
+    assert_eq!(walk(sb.path()), before, "dry run wrote files");
+    // Through ssh, the same command in the remote dir; the default size
+    // goes unsaid, as the agent's own default.
+    let run = sb.mx(&["start", "--dry-run"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(
+            "[mx] disk: preparing a 1.0 GiB data file (written once, reused by later runs) on 2 hosts\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    let command = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("  h1  DRY-RUN /var/tmp/mx/mx agent --prepare-disk"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(!command.contains("--disk-size"), "{command}");
+    assert_eq!(walk(sb.path()), before, "dry run wrote files");
+    assert!(agents_under(sb.path()).is_empty());
 }
