@@ -239,6 +239,12 @@ ASYMMETRIC REQUEST/RESPONSE (small ask, large answer)
   mx gen --servers servers.txt --pps 5000 --tx-size 128 --rx-size 8192
   mx summarize                           # the two directions are reported apart
 
+PUT THE DISKS IN THE LOOP (what a storage client sees: network + the server's disk)
+  mx gen --servers servers.txt --pps 2000 --rx-size 4096 --disk replies   # a storage read
+  mx gen --servers servers.txt --pps 2000 --tx-size 4096 --disk requests  # a storage write
+  mx check                               # the IOPS and MB/s each host's disk is asked for
+  mx run --for 60 --disk-size 4G         # each host's data file: written once, reused
+
 A FIXED BANDWIDTH INSTEAD OF A FIXED PACKET RATE
   mx gen --servers servers.txt --gbps 10 --tx-size 1400   # per host, on the wire
 

@@ -465,3 +465,41 @@ fn gen_says_what_each_nic_carries_as_check_counts_it() {
         );
     }
 }
+
+#[test]
+fn gen_disk_writes_the_mode_and_its_sentence_and_sizes_the_disks() {
+    gen_golden(
+        "gen_disk",
+        THREE_IPS,
+        &["--pps", "500", "--rx-size", "4096", "--disk", "replies"],
+    );
+}
+
+#[test]
+fn gen_disk_with_header_only_payloads_says_there_is_nothing_to_put_on_disk() {
+    gen_golden(
+        "gen_disk_header_only",
+        THREE_IPS,
+        &["--pps", "500", "--tx-size", "32", "--disk", "requests"],
+    );
+}
+
+#[test]
+fn check_disk_lists_each_hosts_iops_and_bytes() {
+    check_golden("check_disk", include_str!("../golden/gen_disk.csv"), &[], 0);
+}
+
+#[test]
+fn gen_refuses_an_unknown_disk_mode() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE_IPS);
+    let run = sb.mx(&["gen", "--disk", "always"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("--disk wants off, requests, replies or both (got 'always')"),
+        "{}",
+        run.stderr
+    );
+    assert!(!sb.file("matrix.csv").exists());
+}
