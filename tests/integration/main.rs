@@ -11,6 +11,7 @@ mod agent_traffic;
 mod bad_files;
 mod cli_help;
 mod cpython_vectors;
+mod disk_reports;
 mod export;
 mod fleet_local;
 mod fuzz;
