@@ -58,6 +58,17 @@ pub fn byte_rate(value: f64) -> String {
     }
 }
 
+/// An operation count or rate (disk IOPS): `X.XXM`, `X.Xk` or `X`.
+pub fn ops(value: f64) -> String {
+    if value >= 1e6 {
+        format!("{:.2}M", value / 1e6)
+    } else if value >= 1e3 {
+        format!("{:.1}k", value / 1e3)
+    } else {
+        format!("{value:.0}")
+    }
+}
+
 /// A time in microseconds: `-` when not measured, `X.XXs`, `X.Xms` or `Xus`.
 pub fn micros(value: Option<f64>) -> String {
     match value {
@@ -184,6 +195,17 @@ mod tests {
         assert_eq!(bits(2.75e9), "2.75 Gbps");
         assert_eq!(bits(3_120_000.0), "3.1 Mbps");
         assert_eq!(bits(83_200.0), "83 kbps");
+    }
+
+    #[test]
+    fn disk_rates_and_operation_counts_are_decimal() {
+        assert_eq!(byte_rate(2_345_000_000.0), "2.35 GB/s");
+        assert_eq!(byte_rate(12_300_000.0), "12.3 MB/s");
+        assert_eq!(byte_rate(45_600.0), "46 kB/s");
+        assert_eq!(ops(2_500_000.0), "2.50M");
+        assert_eq!(ops(3010.0), "3.0k");
+        assert_eq!(ops(999.0), "999");
+        assert_eq!(ops(0.0), "0");
     }
 
     #[test]

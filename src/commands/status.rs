@@ -151,6 +151,12 @@ mod tests {
         ] {
             assert_eq!(status_row(other, 1796003023.0, false), other);
         }
+        // A disk run's status line keeps its disk part as the agent wrote it.
+        let disk = "ts=1796003022 tx=500 pps/500 pps rx=500 pps serving=500 pps loss=0.00% rtt_p50=180us rtt_p99=2.1ms cpu=12%(max 15%) workers=1 peers=1 disk=rd 2.0 MB/s (500 iops) wr 2.0 MB/s (500 iops) busy=9% errors=2";
+        assert_eq!(
+            status_row(disk, 1796003023.0, false),
+            "1s ago: tx=500 pps (target 500 pps) rx=500 pps serving=500 pps loss=0.00% rtt_p50=180us rtt_p99=2.1ms cpu=12%(max 15%) workers=1 peers=1 disk=rd 2.0 MB/s (500 iops) wr 2.0 MB/s (500 iops) busy=9% errors=2"
+        );
         assert_eq!(row_ts(ROW), Some(1796003022));
         assert_eq!(row_ts("NOT-RUNNING"), None);
     }

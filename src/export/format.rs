@@ -55,6 +55,8 @@ pub struct Header<'a> {
     pub tx_size: u32,
     pub rx_size: u32,
     pub rotation: Option<crate::matrix::Rotation>,
+    /// The disk mode of a disk run (its matrix's `disk=`), else `None`.
+    pub disk: Option<&'static str>,
     /// Earliest and latest ts in the window.
     pub from: i64,
     pub to: i64,
@@ -88,9 +90,10 @@ impl Header<'_> {
         let layers = self.rotation.map_or(String::new(), |r| {
             format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
         });
+        let disk = self.disk.map_or(String::new(), |d| format!(", disk={d}"));
         let _ = writeln!(
             t,
-            "# run shape: {} bytes out -> {} bytes back{layers}",
+            "# run shape: {} bytes out -> {} bytes back{layers}{disk}",
             self.tx_size, self.rx_size
         );
         let _ = writeln!(
@@ -127,7 +130,7 @@ impl Header<'_> {
     }
 
     /// One object, keys sorted like every line of the NDJSON:
-    /// `{"!export": "mx <version>", "dwell_s", "from", "from_ts", "hosts", "layers",
+    /// `{"!export": "mx <version>", "disk", "dwell_s", "from", "from_ts", "hosts", "layers",
     /// "never_reported", "nic_gbps", "rx_size", "samples", "silent", "to", "to_ts",
     /// "tx_size", "window", "window_s"}`; the optional keys only when they apply, the
     /// host lists whole.
@@ -154,6 +157,9 @@ impl Header<'_> {
         if let Some(r) = self.rotation {
             put("layers", r.layers.into());
             put("dwell_s", whole(r.dwell));
+        }
+        if let Some(d) = self.disk {
+            put("disk", d.into());
         }
         if let Some(g) = self.nic_gbps {
             put("nic_gbps", whole(g));

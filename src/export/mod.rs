@@ -74,6 +74,7 @@ pub struct Export {
     tx_size: u32,
     rx_size: u32,
     rotation: Option<crate::matrix::Rotation>,
+    disk: Option<&'static str>,
     from: i64,
     to: i64,
 }
@@ -92,6 +93,7 @@ impl Export {
             tx_size: self.tx_size,
             rx_size: self.rx_size,
             rotation: self.rotation,
+            disk: self.disk,
             from: self.from,
             to: self.to,
             nic_gbps: opts.nic_gbps,
@@ -164,6 +166,7 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
         tx_size: ctx.tx_size,
         rx_size: ctx.rx_size,
         rotation: ctx.matrix.as_ref().and_then(|m| m.config.rotation),
+        disk: ctx.disk_mode().map(crate::matrix::DiskMode::name),
         from: set.earliest_in_window.unwrap_or(set.latest),
         to: set.latest,
     })

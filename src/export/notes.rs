@@ -12,7 +12,8 @@ const NOTES_PER_KIND: usize = 10;
 
 /// Which host lost which overlays, and why (after the summary line, facts.md 6):
 /// no rx rows of its own (served, egress, line utilization); the loss split,
-/// naming the peers that left it unknown; nothing but a SILENT or NO-DATA state.
+/// naming the peers that left it unknown; in a disk run, no disk figures;
+/// nothing but a SILENT or NO-DATA state.
 pub fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String> {
     let (hosts, silent, never) = (&export.hosts, &export.silent, &export.never);
     let name = |o: &Overlay| format!("{}{}", opts.test_prefix, o.name);
@@ -59,6 +60,7 @@ pub fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String
             )
         })
         .collect();
+    let no_disk = no_disk_notes(set, &by_name, &names);
     let silent_notes: Vec<(String, String)> = silent
         .iter()
         .map(|host| {
@@ -90,7 +92,7 @@ pub fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String
         })
         .collect();
     let mut lines = Vec::new();
-    for notes in [no_rx, no_split, silent_notes, never_notes] {
+    for notes in [no_rx, no_split, no_disk, silent_notes, never_notes] {
         let shown = notes.len().min(NOTES_PER_KIND);
         lines.extend(notes[..shown].iter().map(|(_, line)| line.clone()));
         if notes.len() > shown {
@@ -103,4 +105,36 @@ pub fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String
         }
     }
     lines
+}
+
+/// In a disk run, the hosts whose disk cells are blank: they have no disk
+/// overlays (not measured, never 0).
+fn no_disk_notes(
+    set: &ReportSet,
+    by_name: &[&HostFigures],
+    names: &dyn Fn(&[Overlay]) -> String,
+) -> Vec<(String, String)> {
+    if !by_name.iter().any(|h| h.disk.is_some()) {
+        return Vec::new();
+    }
+    let disk = names(&[
+        overlays::DISK_READ_MBS,
+        overlays::DISK_WRITE_MBS,
+        overlays::DISK_READ_IOPS,
+        overlays::DISK_WRITE_IOPS,
+        overlays::DISK_READ_P99,
+        overlays::DISK_WRITE_P99,
+        overlays::DISK_BUSY,
+    ]);
+    by_name
+        .iter()
+        .filter(|h| h.disk.is_none())
+        .map(|h| {
+            let host = set.name(h.id);
+            (
+                host.to_string(),
+                format!("{host} has no {disk}: its host rows in the window carry no disk figures"),
+            )
+        })
+        .collect()
 }

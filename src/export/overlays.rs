@@ -254,6 +254,72 @@ pub const AGENT_CPU: Overlay = agg(
     ),
     "max",
 );
+const MBS: Option<&str> = Some("MB/s");
+const IOPS: Option<&str> = Some("IOPS");
+
+// A host's disk in a disk run (facts.md 6): rates are host means, summed
+// over a rack; p99 is the host's worst interval's.
+pub const DISK_READ_MBS: Overlay = agg(
+    overlay("disk_read_mbs", MBS, GOOD, Some(1), "DRD", "Disk read"),
+    "sum",
+);
+pub const DISK_WRITE_MBS: Overlay = agg(
+    overlay("disk_write_mbs", MBS, GOOD, Some(1), "DWR", "Disk write"),
+    "sum",
+);
+pub const DISK_READ_IOPS: Overlay = agg(
+    overlay(
+        "disk_read_iops",
+        IOPS,
+        GOOD,
+        Some(0),
+        "RIOP",
+        "Disk read operations",
+    ),
+    "sum",
+);
+pub const DISK_WRITE_IOPS: Overlay = agg(
+    overlay(
+        "disk_write_iops",
+        IOPS,
+        GOOD,
+        Some(0),
+        "WIOP",
+        "Disk write operations",
+    ),
+    "sum",
+);
+pub const DISK_READ_P99: Overlay = agg(
+    overlay("disk_read_p99", US, BAD, Some(0), "DRP99", "Disk read p99"),
+    "max",
+);
+pub const DISK_WRITE_P99: Overlay = agg(
+    overlay(
+        "disk_write_p99",
+        US,
+        BAD,
+        Some(0),
+        "DWP99",
+        "Disk write p99",
+    ),
+    "max",
+);
+pub const DISK_BUSY: Overlay = agg(
+    pinned(
+        overlay(
+            "disk_busy",
+            PCT,
+            BAD,
+            Some(0),
+            "DISK",
+            "Busiest mx worker, time blocked on disk",
+        ),
+        "0",
+        "100",
+    ),
+    "max",
+);
+
 pub const PEERS: Overlay = agg(
     overlay(
         "peers",

@@ -10,7 +10,7 @@ use crate::report::Column;
 use crate::report::read::{for_each_row, report_files};
 use crate::report::row::Dir;
 use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::{Context, FlowFigures, HostFigures};
+use crate::summary::figures::{Context, FlowFigures, HostDisk, HostFigures};
 use crate::units::wire_bits;
 
 pub struct Builder<'a> {
@@ -123,6 +123,9 @@ pub fn host_samples(
                 own.and_then(|o| o.agent_cpu.get()),
                 vec![],
             );
+            if let Some(d) = h.disk {
+                disk_samples(b, name, &d);
+            }
         }
         if h.sent > 0.0 {
             let gbps = wire_bits(h.sent, ctx.tx_size) / 1e9;
@@ -169,6 +172,23 @@ pub fn host_samples(
     }
 }
 
+/// A host's seven disk overlays, each only where measured (a blank disk
+/// cell is not a zero; a non-disk run has none of them).
+fn disk_samples(b: &mut Builder<'_>, name: &str, d: &HostDisk) {
+    let mb = |v: Option<f64>| v.map(|bytes| bytes / 1e6);
+    for (overlay, value) in [
+        (overlays::DISK_READ_MBS, mb(d.read.bytes_per_s)),
+        (overlays::DISK_WRITE_MBS, mb(d.write.bytes_per_s)),
+        (overlays::DISK_READ_IOPS, d.read.iops),
+        (overlays::DISK_WRITE_IOPS, d.write.iops),
+        (overlays::DISK_READ_P99, d.read.p99_us),
+        (overlays::DISK_WRITE_P99, d.write.p99_us),
+        (overlays::DISK_BUSY, d.busy),
+    ] {
+        b.push(overlay, name, value, vec![]);
+    }
+}
+
 /// `--raw`: every windowed host row's own figures, tagged `ts=`.
 pub fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<()> {
     for file in report_files(dir)? {
@@ -187,6 +207,13 @@ pub fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<(
                 (overlays::CPU, Column::CpuPct),
                 (overlays::CPU_CORE, Column::CpuMaxPct),
                 (overlays::AGENT_CPU, Column::AgentCpuPct),
+                (overlays::DISK_READ_MBS, Column::DiskRdMbS),
+                (overlays::DISK_WRITE_MBS, Column::DiskWrMbS),
+                (overlays::DISK_READ_IOPS, Column::DiskRdIops),
+                (overlays::DISK_WRITE_IOPS, Column::DiskWrIops),
+                (overlays::DISK_READ_P99, Column::DiskRdP99Us),
+                (overlays::DISK_WRITE_P99, Column::DiskWrP99Us),
+                (overlays::DISK_BUSY, Column::DiskBusyPct),
             ] {
                 let value = row.num(column).map(|v| {
                     if column == Column::LossPct {

@@ -1,10 +1,17 @@
 //! WHAT TO DO NEXT: read the numbers, name the knob (facts.md 5, the rules in
-//! their order; the original's disk rules have no place here). Each group adds
-//! at most its first matching entry.
+//! their order). Each group adds at most its first matching entry.
+//!
+//! In a disk run a responder answers only once its disk has done its part,
+//! so a disk that cannot keep up shows as a shortfall, as requests lost in the
+//! responder's sockets and as a tail: the disk rules (facts.md 5: 1, 3c, 4a,
+//! 5a, 6a) say that the disk, not the fabric, is short, from the hosts' own
+//! `disk_busy_pct` (the busiest worker's share of time in disk I/O) and disk
+//! p99. Where the CPU fits as well, both are named.
 
 use super::aggregate::ReportSet;
-use super::evidence::{self, HostLoss};
+use super::evidence::{self, DISK_SUSPECT_PCT, HostLoss};
 use super::figures::{Context, Fleet, FlowFigures, HostFigures, percent};
+use crate::matrix::DiskMode;
 use crate::plan::WORKER_EXCHANGES_PER_SECOND;
 use crate::units::{self, bits, pps, wire_bits};
 
@@ -12,6 +19,11 @@ use crate::units::{self, bits, pps, wire_bits};
 const HOT_CORE_PCT: f64 = 85.0;
 /// An agent worker this busy is the ceiling of its host.
 const BUSY_WORKER_PCT: f64 = 75.0;
+/// A disk that held a worker this much of its time is the host's ceiling.
+const DISK_BOUND_PCT: f64 = 75.0;
+/// A disk p99 at least this share of the tail's lift over the p50 makes
+/// the tail; below it the disk's own time is a small part of it.
+const DISK_TAIL_SHARE: f64 = 0.5;
 /// Loss on one leg worth a hint.
 const LEG_LOSS_PCT: f64 = 1.0;
 /// A row or column is sick when its loss is this many times the fleet's typical.
@@ -99,20 +111,28 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures], losses: &[HostLoss]) -> Ve
     let mut receivers = sick(|f| f.peer);
     senders.retain(|&h, _| !explained(h, false));
     receivers.retain(|&h, _| !explained(h, true));
-    // Where the host's agent was short of CPU, the evidence fits two causes:
-    // what it could not read in time is lost in the host as well. Both are said.
-    let look_at = |host: u32, what: &str| match losses
-        .iter()
-        .find(|h| h.id == host && h.starved())
-        .and_then(evidence::starvation)
-    {
-        Some(why) => {
-            let name = set.name(host);
-            format!(
+    // Where the host's agent was short of CPU, or waited on its disk, the
+    // evidence fits two causes: what it could not read in time is lost in the
+    // host as well. Both are said. (A disk holds up a host's reading of
+    // requests, so it is named where requests into the host are lost.)
+    let look_at = |host: u32, receiving: bool, what: &str| {
+        let loss = losses.iter().find(|h| h.id == host);
+        let name = set.name(host);
+        match (
+            loss.filter(|h| h.starved()).and_then(evidence::starvation),
+            loss.and_then(HostLoss::disk_waits).filter(|_| receiving),
+        ) {
+            (Some(why), None) => format!(
                 "but {name}'s agent {why}, so what it could not read in time was lost in {name} too: give it the CPU first; if the loss stays, look at {what}"
-            )
+            ),
+            (None, Some(busy)) => format!(
+                "but {name}'s busiest worker spent {busy:.0}% of its time in disk I/O, so requests it could not read while it waited on its disk were lost in {name} too: compare a run without --disk; if the loss stays, look at {what}"
+            ),
+            (Some(why), Some(busy)) => format!(
+                "but {name}'s agent {why} and its busiest worker spent {busy:.0}% of its time in disk I/O, so what it could not read in time was lost in {name} too: give it the CPU and compare a run without --disk; if the loss stays, look at {what}"
+            ),
+            (None, None) => format!("look at {what}"),
         }
-        None => format!("look at {what}"),
     };
     let mut lines = Vec::new();
     for (host, (out_flows, least_out, typical)) in &senders {
@@ -120,12 +140,12 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures], losses: &[HostLoss]) -> Ve
         lines.push(match receivers.get(host) {
             Some((_, least_in, _)) => format!(
                 "{name} is the bottleneck: every flow it sends loses at least {least_out:.1}% and every flow into it at least {least_in:.1}%, while a typical flow loses {typical:.2}% -- {} (a dark row and column in `mx summarize --grid`)",
-                look_at(*host, &format!("{name}'s own link: a rate cap, a saturated or failing NIC or switch port"))
+                look_at(*host, true, &format!("{name}'s own link: a rate cap, a saturated or failing NIC or switch port"))
             ),
             None => format!(
                 "{name} is a sick sender: every flow it sends loses at least {least_out:.1}% while a typical flow loses {typical:.2}%{} -- {} (a dark row in `mx summarize --grid`)",
                 leg(out_flows, false),
-                look_at(*host, &format!("{name}'s NIC, cable and switch port"))
+                look_at(*host, false, &format!("{name}'s NIC, cable and switch port"))
             ),
         });
     }
@@ -137,7 +157,7 @@ fn sick_lines(set: &ReportSet, flows: &[FlowFigures], losses: &[HostLoss]) -> Ve
         lines.push(format!(
             "{name} is a sick receiver: every flow into it loses at least {least_in:.1}% while a typical flow loses {typical:.2}%{} -- {} (a dark column in `mx summarize --grid`)",
             leg(in_flows, true),
-            look_at(*host, &format!("{name}'s NIC, cable and switch port"))
+            look_at(*host, true, &format!("{name}'s NIC, cable and switch port"))
         ));
     }
     lines
@@ -216,6 +236,8 @@ struct Reading<'a> {
     /// The busiest agent worker at >= BUSY_WORKER_PCT, and its load.
     busy: Option<(&'a HostFigures, f64)>,
     losses: Vec<HostLoss>,
+    /// Hosts by mean `disk_busy_pct`, highest first (disk runs only).
+    disk_busy: Vec<(&'a HostFigures, f64)>,
 }
 
 impl Reading<'_> {
@@ -227,6 +249,71 @@ impl Reading<'_> {
     fn cpu_bound(&self) -> bool {
         !self.hot.is_empty() || self.busy.is_some() || self.starved().next().is_some()
     }
+
+    /// Hosts whose busiest worker spent most of its time in disk I/O.
+    fn disk_bound(&self) -> &[(&HostFigures, f64)] {
+        let n = self
+            .disk_busy
+            .iter()
+            .take_while(|(_, b)| *b >= DISK_BOUND_PCT)
+            .count();
+        &self.disk_busy[..n]
+    }
+
+    /// The busiest disk, when it held its worker enough to matter.
+    fn disk_suspect(&self) -> Option<(&HostFigures, f64)> {
+        self.disk_busy
+            .first()
+            .copied()
+            .filter(|(_, b)| *b >= DISK_SUSPECT_PCT)
+    }
+
+    /// The disk named beside another cause (the disk-bound hosts have a
+    /// line of their own): "; h2's busiest worker also spent 30% ...".
+    fn disk_too(&self) -> String {
+        match self.disk_suspect() {
+            Some((h, busy)) if self.disk_bound().is_empty() => format!(
+                "; {}'s busiest worker also spent {busy:.0}% of its time in disk I/O, so its disk may hold the rate down too",
+                self.set.name(h.id)
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// The disk p99 the round trip includes: the responders' reads
+    /// (`replies`), writes (`requests`), else the larger; with its host and
+    /// what it is.
+    fn disk_p99(&self) -> Option<(u32, f64, &'static str)> {
+        let d = self.fleet.disk.as_ref()?;
+        let read = d
+            .read_p99_host
+            .zip(d.read.p99_us)
+            .map(|(h, v)| (h, v, "read"));
+        let write = d
+            .write_p99_host
+            .zip(d.write.p99_us)
+            .map(|(h, v)| (h, v, "write"));
+        let larger = match (read, write) {
+            (Some(r), Some(w)) => Some(if w.1 > r.1 { w } else { r }),
+            (r, w) => r.or(w),
+        };
+        match self.ctx.disk_mode() {
+            Some(DiskMode::Replies) => read,
+            Some(DiskMode::Requests) => write,
+            _ => larger,
+        }
+        .filter(|(_, v, _)| *v > 0.0)
+    }
+}
+
+/// Hosts by mean `disk_busy_pct`, highest first (ties in table order).
+fn disk_busy(hosts: &[HostFigures]) -> Vec<(&HostFigures, f64)> {
+    let mut busy: Vec<(&HostFigures, f64)> = hosts
+        .iter()
+        .filter_map(|h| h.disk.and_then(|d| d.busy).map(|b| (h, b)))
+        .collect();
+    busy.sort_by(|a, b| b.1.total_cmp(&a.1));
+    busy
 }
 
 /// The advice lines, in facts.md 5's order.
@@ -250,10 +337,13 @@ pub fn advice(
             .collect(),
         busy: worst_by(hosts, |h| h.agent_cpu.filter(|&a| a >= BUSY_WORKER_PCT)),
         losses: evidence::host_losses(set, flows),
+        disk_busy: disk_busy(hosts),
     };
     let mut out = Vec::new();
-    // 1. Hosts gone quiet come first: their peers' numbers depend on it.
+    // Hosts gone quiet come first: their peers' numbers depend on it.
     out.extend(silent_lines(set, ctx));
+    // 1. Disks that cannot keep up.
+    out.extend(disk_bound_line(&r));
     // 2. A layered run that has not yet measured every pair.
     out.extend(coverage.and_then(coverage_line));
     // 3. The tool or the CPU is the ceiling.
@@ -271,6 +361,38 @@ pub fn advice(
         out.push(all_clear_line(fleet));
     }
     out
+}
+
+/// Rule 1: hosts whose busiest worker spent most of its time in disk I/O;
+/// the worst one named with its busy share, what its disk did and its
+/// workers (each keeps one disk I/O in flight: the queue depth).
+fn disk_bound_line(r: &Reading<'_>) -> Option<String> {
+    let bound = r.disk_bound();
+    let &(h, busy) = bound.first()?;
+    let name = r.set.name(h.id);
+    let did = h.disk.map_or(String::new(), |d| {
+        let ops = d.read.iops.unwrap_or(0.0) + d.write.iops.unwrap_or(0.0);
+        let weighted: f64 = [d.read, d.write]
+            .iter()
+            .filter_map(|s| Some(s.avg_us? * s.iops?))
+            .sum();
+        let avg = (ops > 0.0).then(|| weighted / ops);
+        format!(
+            " ({} IOPS at {} each on average)",
+            units::ops(ops),
+            units::micros(avg)
+        )
+    });
+    let workers = h.workers.map_or("its".to_string(), |w| w.to_string());
+    let raise = h
+        .workers
+        .map_or("raise `mx start --workers`".to_string(), |w| {
+            format!("raise `mx start --workers {}`", w * 2)
+        });
+    Some(format!(
+        "{} host(s) mostly waiting on the disk: {name}'s busiest worker spent {busy:.0}% of its time in disk I/O{did}, with {workers} worker(s) keeping one I/O in flight each. The disk, not the fabric, is short: {raise} for a deeper disk queue, use a faster disk, or lower --pps",
+        bound.len()
+    ))
 }
 
 fn coverage_line((measured, total, cycle): (usize, usize, f64)) -> Option<String> {
@@ -296,8 +418,9 @@ fn ceiling_lines(r: &Reading<'_>) -> Vec<String> {
             String::new()
         };
         let first = format!(
-            "{prefix}the busiest agent worker on {name} is at {agent:.0}% of a core: the tool is the ceiling here, not the network (one worker sends or answers ~{} of requests)",
-            pps(WORKER_EXCHANGES_PER_SECOND)
+            "{prefix}the busiest agent worker on {name} is at {agent:.0}% of a core: the tool is the ceiling here, not the network (one worker sends or answers ~{} of requests){}",
+            pps(WORKER_EXCHANGES_PER_SECOND),
+            r.disk_too()
         );
         let workers = h.workers.unwrap_or(1);
         let second = if workers as usize <= h.peers + 1 {
@@ -319,15 +442,32 @@ fn ceiling_lines(r: &Reading<'_>) -> Vec<String> {
     let line = if !r.hot.is_empty() {
         let names: Vec<&str> = r.hot.iter().take(3).map(|h| r.set.name(h.id)).collect();
         format!(
-            "sending {achieved:.1}% of target and {} host(s) have a core at >= {HOT_CORE_PCT:.0}% ({}): the senders are CPU bound, not the network",
+            "sending {achieved:.1}% of target and {} host(s) have a core at >= {HOT_CORE_PCT:.0}% ({}): the senders are CPU bound, not the network{}",
             r.hot.len(),
-            names.join(", ")
+            names.join(", "),
+            r.disk_too()
         )
     } else if let Some(h) = r.starved().next() {
         let why = evidence::starvation(h).unwrap_or_default();
+        let name = r.set.name(h.id);
+        match r.disk_suspect() {
+            // A disk run's requests wait for their payload's read, which
+            // puts a sender behind its schedule as surely as a lack of CPU.
+            Some((d, busy)) => format!(
+                "sending only {achieved:.1}% of target: {name}'s agent {why}, and {}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the CPU or the disk, not the network; a run without --disk tells which",
+                r.set.name(d.id)
+            ),
+            None => format!(
+                "sending only {achieved:.1}% of target: {name}'s agent {why}: it did not get the CPU to keep its schedule, so the shortfall is {name}'s CPU, not the network"
+            ),
+        }
+    } else if !r.disk_bound().is_empty() {
+        // Rule 1 said it: the disk is short.
+        return Vec::new();
+    } else if let Some((h, busy)) = r.disk_suspect() {
         format!(
-            "sending only {achieved:.1}% of target: {name}'s agent {why}: it did not get the CPU to keep its schedule, so the shortfall is {name}'s CPU, not the network",
-            name = r.set.name(h.id)
+            "sending only {achieved:.1}% of target with CPU to spare, and {}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the disk's, not the network's. A faster disk or more `mx start --workers` (one I/O in flight each) would lift it",
+            r.set.name(h.id)
         )
     } else {
         format!(
@@ -346,7 +486,19 @@ fn leg_lines(r: &Reading<'_>) -> Vec<String> {
     let explained_back: f64 = r.losses.iter().map(HostLoss::explained_back).sum();
     let forward = r.fleet.forward_loss().unwrap_or(0.0) - explained_in / requests * 100.0;
     if forward > LEG_LOSS_PCT {
-        out.push(if !r.cpu_bound() {
+        out.push(if let Some((h, busy)) = r.disk_suspect() {
+            let cpu = r.starved().next().map_or(String::new(), |s| {
+                format!(
+                    "; {}'s agent also {}, so its CPU fits too",
+                    r.set.name(s.id),
+                    evidence::starvation(s).unwrap_or_default()
+                )
+            });
+            format!(
+                "{forward:.2}% of requests never reached their receiver while {}'s busiest worker spent {busy:.0}% of its time in disk I/O: a responder waiting on its disk stops reading, and requests are likely lost on the receiving host{cpu}. Compare a run without --disk to tell the disk's share from the fabric's",
+                r.set.name(h.id)
+            )
+        } else if !r.cpu_bound() {
             format!(
                 "{forward:.2}% of requests never reached their receiver, with CPU to spare everywhere: the fabric is dropping. Lower --pps until it stops, or `mx summarize --grid g` and look for a dark row or column"
             )
@@ -370,17 +522,25 @@ fn leg_lines(r: &Reading<'_>) -> Vec<String> {
     }
     let back = r.fleet.return_loss().unwrap_or(0.0) - explained_back / requests * 100.0;
     if back > LEG_LOSS_PCT {
-        out.push(format!(
+        out.push(if let Some((h, busy)) = r.disk_suspect() {
+            format!(
+                "{back:.2}% of replies were lost on the way back while the requests arrived, and {}'s busiest worker spent {busy:.0}% of its time in disk I/O: replies wait for the disk, and one it holds past its interval's report counts as lost there. Compare a run without --disk to tell the disk's share from the reply path's",
+                r.set.name(h.id)
+            )
+        } else {
+            format!(
             "{back:.2}% of replies were lost on the way back while the requests arrived: the reply path only. Replies are {} bytes ({} on the wire); a smaller --rx-size would tell whether size is the problem",
             r.ctx.rx_size,
             bits(wire_bits(r.fleet.replies, r.ctx.rx_size))
-        ));
+        )
+        });
     }
     out
 }
 
-/// A p99 far above the p50: queues in the fabric, or agents that answered
-/// late while short of CPU (their own lines name them).
+/// A p99 far above the p50: the responders' own disk in a disk run (its
+/// p99 is in every round trip), queues in the fabric, or agents that
+/// answered late while short of CPU (their own lines name them).
 fn tail_line(r: &Reading<'_>) -> Option<String> {
     let (p50, p99) = match (r.fleet.exact, r.fleet.worst_flow) {
         (Some((p50, p99, _)), _) => (p50, p99),
@@ -398,6 +558,37 @@ fn tail_line(r: &Reading<'_>) -> Option<String> {
         .collect();
     let (p50_text, p99_text) = (units::micros(Some(p50)), units::micros(Some(p99)));
     let ratio = p99 / p50;
+    if let Some((host, disk_p99, io)) = r.disk_p99() {
+        let cpu = if slow_answers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", and {} answered late while short of CPU",
+                name_list(&slow_answers)
+            )
+        };
+        // The disk's own p99 is in every round trip; where it is a small
+        // part of the tail, the rest is waiting: for a busy disk (a worker
+        // keeps one I/O in flight) or in queues.
+        let what = if disk_p99 >= DISK_TAIL_SHARE * (p99 - p50) {
+            "the tail includes the disk's own p99".to_string()
+        } else {
+            match r.disk_suspect() {
+                Some((h, busy)) => format!(
+                    "that is a small part of the tail, so most of it is waiting: on a busy disk ({}'s busiest worker spent {busy:.0}% of its time in disk I/O) or in queues",
+                    r.set.name(h.id)
+                ),
+                None => {
+                    "that is a small part of the tail: queues are building elsewhere".to_string()
+                }
+            }
+        };
+        return Some(format!(
+            "p99 ({p99_text}) is {ratio:.0}x the p50 ({p50_text}), and {}'s disk {io} p99 is {} (its worst interval){cpu}: {what}. Rerun without --disk to see the network's tail alone",
+            r.set.name(host),
+            units::micros(Some(disk_p99))
+        ));
+    }
     Some(if slow_answers.is_empty() {
         format!(
             "p99 ({p99_text}) is {ratio:.0}x the p50 ({p50_text}): queues are building somewhere. Lower the rate until the tail collapses; that rate is the fabric's clean limit"

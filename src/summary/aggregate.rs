@@ -19,7 +19,10 @@
 //! not started). Percentiles are never averaged: per flow the window's p50/p99
 //! is its worst interval's (an upper bound, said as such); fleet-wide and
 //! per-host percentiles come exactly from the host rows' RTT histograms when
-//! every reporting host carries them.
+//! every reporting host carries them. A disk run's host rows carry each
+//! interval's disk figures: rates are averaged over the non-blank cells,
+//! latency weighted by operations, and a host's disk p99 is its worst
+//! interval's (the rows carry no disk histogram).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -123,6 +126,73 @@ pub struct RxPair {
     pub late: f64,
 }
 
+/// One direction of a host's disk (reads or writes) over the span, from the
+/// disk columns of its host rows (disk runs only; blank cells are skipped).
+#[derive(Debug, Clone, Default)]
+pub struct DiskDirAgg {
+    pub iops: Mean,
+    /// MB per second (10^6 bytes).
+    pub mb_s: Mean,
+    /// Σ avg_us x iops and Σ iops over rows with both: the exact mean latency
+    /// over the operations (intervals are equal), as the RTT's over replies.
+    lat_weighted: f64,
+    lat_weight: f64,
+    /// The worst interval's p99: a percentile is never averaged, and the rows
+    /// carry no disk histogram to merge, so this is an upper bound.
+    pub p99: Option<f64>,
+}
+
+impl DiskDirAgg {
+    fn add(&mut self, row: &RowView<'_>, [iops, mb_s, avg, p99]: [Column; 4]) {
+        let ops = row.num(iops);
+        self.iops.add(ops);
+        self.mb_s.add(row.num(mb_s));
+        if let (Some(avg), Some(ops)) = (row.num(avg), ops)
+            && ops > 0.0
+        {
+            self.lat_weighted += avg * ops;
+            self.lat_weight += ops;
+        }
+        self.p99 = max_opt(self.p99, row.num(p99));
+    }
+
+    /// Mean latency per operation (us); `None` when no operation was timed.
+    pub fn avg_us(&self) -> Option<f64> {
+        (self.lat_weight > 0.0).then(|| self.lat_weighted / self.lat_weight)
+    }
+
+    /// Whether any of its cells was measured.
+    pub fn measured(&self) -> bool {
+        self.iops.get().is_some() || self.mb_s.get().is_some() || self.p99.is_some()
+    }
+}
+
+/// A host's disk over the span: reads, writes, and the mean of
+/// `disk_busy_pct` (each interval's busiest worker's share of time in I/O).
+#[derive(Debug, Clone, Default)]
+pub struct DiskAgg {
+    pub read: DiskDirAgg,
+    pub write: DiskDirAgg,
+    pub busy: Mean,
+}
+
+impl DiskAgg {
+    fn add(&mut self, row: &RowView<'_>) {
+        use Column as C;
+        let read = [C::DiskRdIops, C::DiskRdMbS, C::DiskRdAvgUs, C::DiskRdP99Us];
+        let write = [C::DiskWrIops, C::DiskWrMbS, C::DiskWrAvgUs, C::DiskWrP99Us];
+        self.read.add(row, read);
+        self.write.add(row, write);
+        self.busy.add(row.num(C::DiskBusyPct));
+    }
+
+    /// Whether any disk cell of the host's rows was measured: without one
+    /// the host has no disk figures at all (never zeros).
+    pub fn measured(&self) -> bool {
+        self.read.measured() || self.write.measured() || self.busy.get().is_some()
+    }
+}
+
 /// A host's own rows over the window.
 #[derive(Debug, Clone, Default)]
 pub struct HostAgg {
@@ -155,6 +225,8 @@ pub struct HostAgg {
     pub nic_rx_drops: Option<f64>,
     pub behind_ms: Option<f64>,
     pub throttled_ms: Option<f64>,
+    /// Its disk, in a disk run (every cell blank otherwise).
+    pub disk: DiskAgg,
 }
 
 /// A layer over the window (layered runs).
@@ -418,6 +490,7 @@ impl ReportSet {
         h.workers = row.num(Column::Workers).map(|w| w as u32).or(h.workers);
         h.stray += row.num(Column::StrayPkts).unwrap_or(0.0);
         h.layer = layer.or(h.layer);
+        h.disk.add(row);
         let hist = row.text(Column::RttHist);
         if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
             h.rtt_rows += 1;

@@ -16,6 +16,9 @@ use super::figures::FlowFigures;
 
 /// An agent this far behind its send schedule did not get the CPU it needed.
 pub const STARVED_BEHIND_MS: f64 = 20.0;
+/// A disk that held the busiest worker this share of its time (mean
+/// `disk_busy_pct`) can be what a host's loss or shortfall waits on.
+pub const DISK_SUSPECT_PCT: f64 = 20.0;
 /// Losses a host's own counts explain when they cover at least this share.
 const EXPLAINED_SHARE: f64 = 0.5;
 
@@ -45,9 +48,19 @@ pub struct HostLoss {
     /// its cgroup was throttled (ms).
     pub behind_ms: f64,
     pub throttled_ms: f64,
+    /// Disk runs: the mean share of time its busiest worker spent in disk
+    /// I/O (`None`: not measured).
+    pub disk_busy: Option<f64>,
 }
 
 impl HostLoss {
+    /// Its disk held its busiest worker long enough to stop it reading: in
+    /// a disk run a responder answers only once its disk has done its part,
+    /// and meanwhile requests queue in its sockets.
+    pub fn disk_waits(&self) -> Option<f64> {
+        self.disk_busy.filter(|&b| b >= DISK_SUSPECT_PCT)
+    }
+
     /// The requests lost into it are its own: its sockets dropped them, or its
     /// agent read them too late. With UDP GRO the kernel counts a dropped
     /// batch of up to 64 datagrams as one drop, so for an agent short of CPU
@@ -131,6 +144,7 @@ pub fn host_losses(set: &ReportSet, flows: &[FlowFigures]) -> Vec<HostLoss> {
                     nic_drops: h.nic_rx_drops.unwrap_or(0.0),
                     behind_ms: h.behind_ms.unwrap_or(0.0),
                     throttled_ms: h.throttled_ms.unwrap_or(0.0),
+                    disk_busy: h.disk.busy.get(),
                     ..HostLoss::default()
                 },
             )
@@ -228,11 +242,20 @@ pub fn lines(set: &ReportSet, losses: &[HostLoss]) -> Vec<String> {
             } else {
                 String::new()
             };
-            let cause = match starvation(h) {
-                Some(why) => format!(
+            // A responder waiting on its disk stops reading too: where its
+            // disk was busy, the disk fits as well as the CPU, or alone.
+            let disk = h.disk_waits().filter(|_| h.explains_in());
+            let cause = match (starvation(h), disk) {
+                (Some(why), Some(busy)) => format!(
+                    "; {name}'s agent {why}, and its busiest worker spent {busy:.0}% of its time in disk I/O: {name}'s CPU or its disk, not the network -- a run without --disk tells which{rest}"
+                ),
+                (Some(why), None) => format!(
                     "; {name}'s agent {why}: {name}'s CPU, not the network -- give its agent the CPU it needs (a quota, or other load on that box), then rerun{rest}"
                 ),
-                None => format!(
+                (None, Some(busy)) => format!(
+                    ": {name}'s busiest worker spent {busy:.0}% of its time in disk I/O, and requests queue in its sockets while its answers wait on the disk: {name}'s disk, not the network -- a faster disk, more `mx start --workers` (one I/O in flight each), or a lower --pps"
+                ),
+                (None, None) => format!(
                     ": {name}'s agent did not read its sockets fast enough, not the network -- raise `mx start --rcvbuf 16777216` or `--workers`, or find what else loads {name}"
                 ),
             };

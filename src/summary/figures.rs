@@ -8,8 +8,8 @@
 //! beside them follow from the ratio, so that no figure passes 100% or
 //! contradicts its parts.
 
-use super::aggregate::{ReportSet, TxPair, max_opt};
-use crate::matrix::Matrix;
+use super::aggregate::{DiskAgg, DiskDirAgg, ReportSet, TxPair, max_opt};
+use crate::matrix::{DiskMode, Matrix};
 use crate::units::wire_bits;
 
 /// What the summary knows besides the reports.
@@ -18,6 +18,17 @@ pub struct Context {
     pub tx_size: u32,
     pub rx_size: u32,
     pub matrix: Option<Matrix>,
+}
+
+impl Context {
+    /// The disk mode of the run, as its matrix says; `None` when the matrix
+    /// is missing or says `off` (then which disk I/O the RTT holds is unknown).
+    pub fn disk_mode(&self) -> Option<DiskMode> {
+        self.matrix
+            .as_ref()
+            .map(|m| m.config.disk)
+            .filter(|d| d.is_on())
+    }
 }
 
 impl Context {
@@ -112,6 +123,8 @@ pub struct Fleet {
     /// The flow with the worst p99 (worst interval) and its p50/p99.
     pub worst_flow: Option<(u32, u32, Option<f64>, f64)>,
     pub rtt_max: Option<f64>,
+    /// The disks of a disk run (`None` when no host row has `disk_busy_pct`).
+    pub disk: Option<FleetDisk>,
 }
 
 impl Fleet {
@@ -177,7 +190,120 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
             h.quantile_us(0.999)?,
         ))
     });
+    f.disk = FleetDisk::of(set);
     f
+}
+
+/// One direction of a disk (reads or writes): bytes per second, operations
+/// per second, mean latency per operation and p99 (us). `None`: not measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DiskDir {
+    pub bytes_per_s: Option<f64>,
+    pub iops: Option<f64>,
+    pub avg_us: Option<f64>,
+    /// A host's: its worst interval's p99; the fleet's: the worst host's.
+    pub p99_us: Option<f64>,
+}
+
+impl DiskDir {
+    fn of(a: &DiskDirAgg) -> DiskDir {
+        DiskDir {
+            bytes_per_s: a.mb_s.get().map(|mb| mb * 1e6),
+            iops: a.iops.get(),
+            avg_us: a.avg_us(),
+            p99_us: a.p99,
+        }
+    }
+}
+
+/// A host's disk over the span (host means; facts.md 7).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostDisk {
+    pub read: DiskDir,
+    pub write: DiskDir,
+    /// Mean `disk_busy_pct`: the busiest worker's share of time in disk I/O.
+    pub busy: Option<f64>,
+}
+
+impl HostDisk {
+    /// `None` when none of the host's disk cells was measured: a host
+    /// without disk figures has none, never zeros.
+    pub fn of(a: &DiskAgg) -> Option<HostDisk> {
+        a.measured().then(|| HostDisk {
+            read: DiskDir::of(&a.read),
+            write: DiskDir::of(&a.write),
+            busy: a.busy.get(),
+        })
+    }
+}
+
+/// The fleet's disks: Σ of the host means, the IOPS-weighted mean of their
+/// latencies, the worst host's p99 (facts.md 7), and the busiest host.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetDisk {
+    pub read: DiskDir,
+    pub write: DiskDir,
+    /// The hosts whose p99 the fleet's is.
+    pub read_p99_host: Option<u32>,
+    pub write_p99_host: Option<u32>,
+    /// The host with the highest mean `disk_busy_pct`, and that mean.
+    pub busiest: (u32, f64),
+}
+
+/// Σ and weighted means of one direction over the hosts that measured it.
+fn fleet_dir(hosts: &[(u32, HostDisk)], side: fn(&HostDisk) -> DiskDir) -> (DiskDir, Option<u32>) {
+    let mut d = DiskDir::default();
+    let (mut weighted, mut weight, mut worst) = (0.0, 0.0, None);
+    let sum = |total: &mut Option<f64>, v: Option<f64>| {
+        if let Some(v) = v {
+            *total = Some(total.unwrap_or(0.0) + v);
+        }
+    };
+    for (id, h) in hosts {
+        let s = side(h);
+        sum(&mut d.bytes_per_s, s.bytes_per_s);
+        sum(&mut d.iops, s.iops);
+        if let (Some(avg), Some(ops)) = (s.avg_us, s.iops) {
+            weighted += avg * ops;
+            weight += ops;
+        }
+        if let Some(p99) = s.p99_us
+            && d.p99_us.is_none_or(|w| p99 > w)
+        {
+            d.p99_us = Some(p99);
+            worst = Some(*id);
+        }
+    }
+    d.avg_us = (weight > 0.0).then(|| weighted / weight);
+    (d, worst)
+}
+
+impl FleetDisk {
+    /// `None` unless some host row has `disk_busy_pct` (a disk run).
+    fn of(set: &ReportSet) -> Option<FleetDisk> {
+        let hosts: Vec<(u32, HostDisk)> = set
+            .hosts
+            .iter()
+            .filter_map(|(&id, h)| HostDisk::of(&h.disk).map(|d| (id, d)))
+            .collect();
+        // The busiest host; of equals, the first by name.
+        let busiest = hosts
+            .iter()
+            .filter_map(|(id, h)| h.busy.map(|b| (*id, b)))
+            .fold(None, |best: Option<(u32, f64)>, (id, b)| match best {
+                Some((bid, bb)) if bb > b || (bb == b && set.name(bid) < set.name(id)) => best,
+                _ => Some((id, b)),
+            })?;
+        let (read, read_p99_host) = fleet_dir(&hosts, |h| h.read);
+        let (write, write_p99_host) = fleet_dir(&hosts, |h| h.write);
+        Some(FleetDisk {
+            read,
+            write,
+            read_p99_host,
+            write_p99_host,
+            busiest,
+        })
+    }
 }
 
 /// A host's line of the per-host table (and its export overlays).
@@ -220,6 +346,8 @@ pub struct HostFigures {
     /// Datagrams the kernel dropped at this host's full sockets over the span
     /// (requests and replies; `None` in reports that do not count them).
     pub dropped: Option<f64>,
+    /// Its disk, in a disk run (`None`: its disk cells are blank).
+    pub disk: Option<HostDisk>,
 }
 
 impl HostFigures {
@@ -273,6 +401,7 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
         }),
+        disk: own.and_then(|h| HostDisk::of(&h.disk)),
         ..HostFigures::default()
     };
     let tx: Vec<(&(u32, u32), &TxPair)> = set.tx.range((id, 0)..=(id, u32::MAX)).collect();

@@ -1,12 +1,13 @@
 //! `mx summarize`: turn a directory of report.csv files into the answer.
 //!
-//! The text is the original's, line for line (facts.md 5): the fleet lines,
-//! the per-host table (worst delivery first), the worst flows, the layered
-//! sections, and WHAT TO DO NEXT. Where it departs, it departs towards honesty:
-//! a blank is never averaged as zero, percentiles are never averaged (the
-//! fleet's come exactly from histograms when the reports carry them, else the
-//! worst flow's worst interval is shown and said to be), and `--window 0` means
-//! the whole history.
+//! The text is the original's, line for line (facts.md 5): the fleet lines
+//! (and in a disk run the DISK lines, facts.md 7), the per-host table (worst
+//! delivery first; a `disk` column in disk runs only), the worst flows, the
+//! layered sections, and WHAT TO DO NEXT. Where it departs, it departs
+//! towards honesty: a blank is never averaged as zero, percentiles are never
+//! averaged (the fleet's come exactly from histograms when the reports carry
+//! them, else the worst flow's worst interval is shown and said to be, as is
+//! the worst host's disk p99), and `--window 0` means the whole history.
 //!
 //! [`aggregate`] reads the reports in one streaming pass, [`figures`] computes
 //! the numbers, [`advice`] reads them, [`grids`] writes the N x N CSVs.
@@ -22,8 +23,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::matrix::DiskMode;
 use crate::matrix::Matrix;
-use crate::units::{self, bits, micros, pps};
+use crate::units::{self, bits, byte_rate, micros, pps};
 
 use aggregate::ReportSet;
 use figures::{Context, Figures, percent};
@@ -185,6 +187,9 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
+    if let Some(disk) = &figs.fleet.disk {
+        disk_lines(&mut t, set, ctx, disk);
+    }
     t.push('\n');
     host_table(&mut t, set, &figs.hosts, opts.top_hosts);
     worst_flows(&mut t, set, &figs.flows, opts.top);
@@ -325,6 +330,61 @@ fn rtt_text(set: &ReportSet, fleet: &figures::Fleet) -> String {
     }
 }
 
+/// DISK READ, DISK WRITE and DISK BUSY (facts.md 7), and which disk I/O the
+/// RTT holds: a disk run's responder answers only once its disk has done
+/// its part, so the round trip is a storage client's, not the network's alone.
+fn disk_lines(t: &mut String, set: &ReportSet, ctx: &Context, disk: &figures::FleetDisk) {
+    for (label, d, host) in [
+        ("DISK READ", disk.read, disk.read_p99_host),
+        ("DISK WRITE", disk.write, disk.write_p99_host),
+    ] {
+        // A direction no host measured has no line (not a line of zeros).
+        let Some(iops) = d.iops else {
+            continue;
+        };
+        // The rows carry each interval's p99, not a histogram: the worst
+        // host's is its worst interval's, and said to be.
+        let worst = host.map_or(String::new(), |h| {
+            format!(" ({}, its worst interval)", set.name(h))
+        });
+        let _ = writeln!(
+            t,
+            "  {label:<11}{}   {} IOPS   avg {}, worst host p99 {}{worst}",
+            byte_rate(d.bytes_per_s.unwrap_or(0.0)),
+            units::ops(iops),
+            micros(d.avg_us),
+            micros(d.p99_us)
+        );
+    }
+    let (host, busy) = disk.busiest;
+    let _ = writeln!(
+        t,
+        "  DISK BUSY {busy:.0}%   of the busiest worker's time, on {}",
+        set.name(host)
+    );
+    let _ = writeln!(t, "            {}", rtt_disk_sentence(ctx.disk_mode()));
+}
+
+/// Which of the responder's disk I/O a disk run's RTT includes (its mode,
+/// from the matrix): the requester's own I/O is outside the RTT (a request's
+/// read comes before its stamp, a reply's write after its timing).
+fn rtt_disk_sentence(mode: Option<DiskMode>) -> &'static str {
+    match mode {
+        Some(DiskMode::Replies) => {
+            "RTT includes the responder's disk read: each reply waits for its payload to be read from the responder's disk, as a storage read would"
+        }
+        Some(DiskMode::Requests) => {
+            "RTT includes the responder's disk write: each reply waits for the request's payload to be written to the responder's disk, as a storage write would"
+        }
+        Some(DiskMode::Both) => {
+            "RTT includes the responder's disk write and read: each reply waits for the request's payload to be written and its own to be read, as storage would"
+        }
+        Some(DiskMode::Off) | None => {
+            "RTT includes the responder's disk I/O: which (read, write or both) is in the run's matrix, not found here"
+        }
+    }
+}
+
 fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], top: usize) {
     let width = hosts
         .iter()
@@ -337,11 +397,18 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
     let ooo = hosts.iter().any(|h| h.ooo > 0.0);
     let stray = hosts.iter().any(|h| h.stray > 0.0);
     let dropped = hosts.iter().any(|h| h.dropped.is_some_and(|d| d > 0.0));
+    // Disk runs only (facts.md 5): any host measured its disk's busy time.
+    let disk = hosts
+        .iter()
+        .any(|h| h.disk.is_some_and(|d| d.busy.is_some()));
     let _ = write!(
         t,
         "  {:<width$}{:>12}{:>12}{:>12}{:>11}{:>9}{:>10}{:>6}{:>8}{:>7}",
         "host", "sent", "back", "serving", "egress", "loss", "rtt p99", "cpu", "1 core", "agent"
     );
+    if disk {
+        let _ = write!(t, "{:>6}", "disk");
+    }
     for (on, name) in [
         (dup, "dup"),
         (ooo, "reorder"),
@@ -369,6 +436,11 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             percent_or_dash(h.cpu_core),
             percent_or_dash(h.agent_cpu)
         );
+        if disk {
+            // Blank cells are "not measured": `-`, never 0%.
+            let busy = h.disk.and_then(|d| d.busy);
+            let _ = write!(t, "{:>6}", percent_or_dash(busy));
+        }
         for (on, value) in [
             (dup, h.dup),
             (ooo, h.ooo),

@@ -356,6 +356,8 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
         "0",
     ]);
     let out = run.stdout;
+    // Shown with `--success-output immediate`: what the operator reads.
+    println!("{out}");
     assert!(out.contains("DISK READ"), "{out}");
     assert!(out.contains("waiting on the disk"), "{out}");
     assert!(out.contains("h2"), "{out}");

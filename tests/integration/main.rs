@@ -12,6 +12,7 @@ mod bad_files;
 mod cli_help;
 mod cpython_vectors;
 mod disk;
+mod disk_reports;
 mod export;
 mod fleet_local;
 mod fuzz;
