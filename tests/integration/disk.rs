@@ -362,3 +362,69 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
     assert!(out.contains("waiting on the disk"), "{out}");
     assert!(out.contains("h2"), "{out}");
 }
+
+#[test]
+#[ignore = "needs root: mounting a small tmpfs (CI runs it: --run-ignored all)"]
+fn agent_disk_a_small_tmpfs_takes_a_small_file_refuses_a_big_one_and_is_called_out() {
+    crate::util::require_root("mounting a small tmpfs");
+    let fleet = Fleet::new(&one_way(68, 100, (64, 4096), "replies"));
+    let mount = fleet.sandbox.path().join("small");
+    std::fs::create_dir_all(&mount).unwrap();
+    assert!(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+            .arg(&mount)
+            .status()
+            .unwrap()
+            .success()
+    );
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mount);
+    let file = mount.join("disk.dat").display().to_string();
+    let prepare = |size: &str| {
+        fleet.agent_here(&["--prepare-disk", "--disk-file", &file, "--disk-size", size])
+    };
+    // 16 MiB on an 8 MiB filesystem: refused, one line, nothing left behind.
+    let big = prepare("16M");
+    assert_eq!(big.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&big.stderr);
+    assert!(
+        said.contains(
+            "a 16.0 MiB data file would leave its filesystem all but full (8.0 MiB free)"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&mount).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // 4 MiB fits (the headroom is in proportion): written, then reused.
+    let small = prepare("4M");
+    let said = String::from_utf8_lossy(&small.stdout);
+    assert!(small.status.success(), "{small:?}");
+    assert!(said.contains("disk: wrote"), "{said}");
+    assert!(
+        said.contains("tmpfs, a memory filesystem: its I/O is memory, not a device"),
+        "{said}"
+    );
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 4 << 20);
+    let again = prepare("4M");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("disk: reusing"));
+    // Resized: the 4 MiB file it replaces counts as free space (7 of 8 MiB
+    // is under 95%), and goes first, so the new one fits beside nothing.
+    let resized = prepare("7M");
+    assert!(resized.status.success(), "{resized:?}");
+    // Past 95% of all there is: refused, and the file it has stays.
+    assert_eq!(prepare("7.9M").status.code(), Some(2));
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        7 << 20,
+        "the refused size left the old file"
+    );
+}

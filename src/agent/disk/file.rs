@@ -130,7 +130,8 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
     {
         return Ok(prepared(true));
     }
-    // The file it replaces frees its blocks: they count as free.
+    // The file it replaces frees its blocks: they count as free, and it goes
+    // before the new one is written (beside it, both might not fit).
     let replaced = existing
         .filter(|m| m.is_file())
         .map_or(0, |m| m.blocks() * 512);
@@ -143,6 +144,9 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
             size_text(size),
             size_text(free)
         )));
+    }
+    if replaced > 0 {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, "cannot replace", &e))?;
     }
     let temp = dir.join(format!(
         "{}.{}.tmp",
