@@ -132,6 +132,24 @@ fn agent_disk_header_only_packets_cost_no_io() {
     assert_disk(&fleet, "h2", 400.0, 0.0, 4096.0);
 }
 
+/// A filesystem mounted (`mount <args> <dir>`) for a test, unmounted on drop.
+struct Mount(std::path::PathBuf);
+
+impl Mount {
+    fn new(dir: &Path, args: &[&str]) -> Mount {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount").args(args).arg(dir).status().unwrap();
+        assert!(status.success(), "mount {args:?} {}", dir.display());
+        Mount(dir.to_path_buf())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 /// A loop device with an ext4 filesystem on it, mounted; unmounted and
 /// detached on drop.
 struct LoopDisk {
@@ -227,23 +245,8 @@ fn agent_disk_io_reaches_the_block_device() {
 fn agent_disk_buffered_where_o_direct_is_refused() {
     crate::util::require_root("mounting a ramfs");
     let mut fleet = Fleet::new(&one_way(66, 300, (64, 4096), "replies"));
-    let mount = fleet.sandbox.path().join("ram");
-    std::fs::create_dir_all(&mount).unwrap();
-    assert!(
-        Command::new("mount")
-            .args(["-t", "ramfs", "ramfs"])
-            .arg(&mount)
-            .status()
-            .unwrap()
-            .success()
-    );
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mount);
+    let ram = Mount::new(&fleet.sandbox.path().join("ram"), &["-t", "ramfs", "ramfs"]);
+    let mount = &ram.0;
     for host in ["h2", "h1"] {
         let file = mount.join(format!("{host}.dat")).display().to_string();
         fleet.start(host, &[&RUN[..], &["--disk-file", &file]].concat());
@@ -368,23 +371,11 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
 fn agent_disk_a_small_tmpfs_takes_a_small_file_refuses_a_big_one_and_is_called_out() {
     crate::util::require_root("mounting a small tmpfs");
     let fleet = Fleet::new(&one_way(68, 100, (64, 4096), "replies"));
-    let mount = fleet.sandbox.path().join("small");
-    std::fs::create_dir_all(&mount).unwrap();
-    assert!(
-        Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
-            .arg(&mount)
-            .status()
-            .unwrap()
-            .success()
+    let small = Mount::new(
+        &fleet.sandbox.path().join("small"),
+        &["-t", "tmpfs", "-o", "size=8m", "tmpfs"],
     );
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mount);
+    let mount = &small.0;
     let file = mount.join("disk.dat").display().to_string();
     let prepare = |size: &str| {
         fleet.agent_here(&["--prepare-disk", "--disk-file", &file, "--disk-size", size])

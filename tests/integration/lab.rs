@@ -336,7 +336,9 @@ fn agent_lab_bind_moves_the_traffic_to_the_data_nic() {
         run.stdout
             .contains("matrix retargeted at each host's matching address (3 of 3 changed)")
     );
-    // Counted from here: the deploy itself (scp of the binary) rode eth0.
+    // Counted from the fleet's start instant: the deploy itself (scp of the
+    // binary) rode eth0, and the flows begin together a moment after `start`.
+    std::thread::sleep(until_the_flows_begin(&run.stdout));
     let before: Vec<_> = (1..=3)
         .map(|i| (counters(74, i, "eth0"), counters(74, i, "eth1")))
         .collect();
@@ -523,4 +525,17 @@ fn agent_lab_hostile_names_and_dirs_cross_real_ssh_quoted() {
             "{name} was created: a word ran"
         );
     }
+}
+
+/// How long from now until the flows begin, from `mx start`'s
+/// `all flows begin together at HH:MM:SS (in N.Ns)` line, plus a margin.
+fn until_the_flows_begin(start_output: &str) -> std::time::Duration {
+    let seconds: f64 = start_output
+        .lines()
+        .find_map(|l| l.split("all flows begin together at ").nth(1))
+        .and_then(|rest| rest.split("(in ").nth(1))
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no start instant in:\n{start_output}"));
+    std::time::Duration::from_secs_f64(seconds + 0.3)
 }
