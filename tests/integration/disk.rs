@@ -391,7 +391,7 @@ fn agent_disk_a_small_tmpfs_takes_a_small_file_refuses_a_big_one_and_is_called_o
         "{said}"
     );
     assert_eq!(
-        std::fs::read_dir(&mount).unwrap().count(),
+        std::fs::read_dir(mount).unwrap().count(),
         0,
         "nothing written"
     );
