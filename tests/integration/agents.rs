@@ -172,6 +172,21 @@ impl Fleet {
             + &std::fs::read_to_string(self.dir(host).join("agent.err")).unwrap_or_default()
     }
 
+    /// Copies each of `hosts`' report into `reports/<host>.csv`, as `mx
+    /// collect` would, for `mx summarize --no-collect`; returns that directory.
+    pub fn collect_reports(&self, hosts: &[&str]) -> PathBuf {
+        let reports = self.sandbox.file("reports");
+        std::fs::create_dir_all(&reports).unwrap();
+        for h in hosts {
+            std::fs::copy(
+                self.dir(h).join("report.csv"),
+                reports.join(format!("{h}.csv")),
+            )
+            .unwrap();
+        }
+        reports
+    }
+
     pub fn report_text(&self, host: &str) -> String {
         std::fs::read_to_string(self.dir(host).join("report.csv"))
             .unwrap_or_else(|e| panic!("{host} report: {e}\n{}", self.log(host)))

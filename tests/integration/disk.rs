@@ -331,15 +331,7 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
         }
     }
     fleet.wait_ok();
-    let reports = fleet.sandbox.file("reports");
-    std::fs::create_dir_all(&reports).unwrap();
-    for h in ["h1", "h2"] {
-        std::fs::copy(
-            fleet.dir(h).join("report.csv"),
-            reports.join(format!("{h}.csv")),
-        )
-        .unwrap();
-    }
+    fleet.collect_reports(&["h1", "h2"]);
     // The device did what the cgroup allows: h2's reads ~150/s, and it was
     // busy on them nearly all the time.
     let rows = steady_host_rows(&fleet, "h2");

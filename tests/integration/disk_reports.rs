@@ -6,6 +6,7 @@
 use matrix_orchestrator::report::ReportRow;
 
 use crate::agents::{Fleet, addr};
+use crate::export::{samples, value};
 use crate::summarize::{Reports, advice, mesh_reports, mesh_reports_with};
 use crate::util::Sandbox;
 
@@ -455,29 +456,6 @@ fn export(sb: &Sandbox, extra: &[&str]) -> String {
     run.stdout
 }
 
-/// Samples of a TSV export: (test, target, value, extras).
-fn samples(tsv: &str) -> Vec<(String, String, String, String)> {
-    tsv.lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("!test"))
-        .map(|l| {
-            let f: Vec<&str> = l.splitn(4, '\t').collect();
-            (
-                f[0].into(),
-                f[1].into(),
-                f[2].into(),
-                f.get(3).unwrap_or(&"").to_string(),
-            )
-        })
-        .collect()
-}
-
-fn value(tsv: &str, test: &str, target: &str) -> Option<String> {
-    samples(tsv)
-        .into_iter()
-        .find(|s| s.0 == test && s.1 == target)
-        .map(|s| s.2)
-}
-
 #[test]
 fn disk_overlays_are_exported_for_a_disk_run_only() {
     let sb = Sandbox::new();
@@ -603,14 +581,8 @@ fn disk_run_of_two_agents_summarized_end_to_end() {
         );
     }
     fleet.wait_ok();
-    let reports = fleet.sandbox.file("reports");
-    std::fs::create_dir_all(&reports).unwrap();
+    fleet.collect_reports(&["h1", "h2"]);
     for h in ["h1", "h2"] {
-        std::fs::copy(
-            fleet.dir(h).join("report.csv"),
-            reports.join(format!("{h}.csv")),
-        )
-        .unwrap();
         // `mx status` shows the agent's last status line: its disk part.
         let log = fleet.log(h);
         assert!(

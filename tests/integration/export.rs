@@ -6,7 +6,7 @@ use crate::util::Sandbox;
 use matrix_orchestrator::report::Dir;
 
 /// Samples of a TSV export: (test, target, value, extras).
-fn samples(tsv: &str) -> Vec<(String, String, String, String)> {
+pub(crate) fn samples(tsv: &str) -> Vec<(String, String, String, String)> {
     tsv.lines()
         .filter(|l| !l.starts_with('#') && !l.starts_with("!test"))
         .map(|l| {
@@ -21,7 +21,7 @@ fn samples(tsv: &str) -> Vec<(String, String, String, String)> {
         .collect()
 }
 
-fn value(tsv: &str, test: &str, target: &str) -> Option<String> {
+pub(crate) fn value(tsv: &str, test: &str, target: &str) -> Option<String> {
     samples(tsv)
         .into_iter()
         .find(|s| s.0 == test && s.1 == target)

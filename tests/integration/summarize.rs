@@ -564,15 +564,7 @@ fn agent_run_summarized_end_to_end() {
         );
     }
     fleet.wait_ok();
-    let reports = fleet.sandbox.file("reports");
-    std::fs::create_dir_all(&reports).unwrap();
-    for h in ["h1", "h2", "h3"] {
-        std::fs::copy(
-            fleet.dir(h).join("report.csv"),
-            reports.join(format!("{h}.csv")),
-        )
-        .unwrap();
-    }
+    fleet.collect_reports(&["h1", "h2", "h3"]);
     // The whole run: five intervals, every agent sending in each.
     let run = fleet
         .sandbox
