@@ -26,6 +26,7 @@ fn traffic() -> Traffic {
         rx_size: 64,
         port: 5300,
         disk: Default::default(),
+        dscp: Default::default(),
     }
 }
 

@@ -211,6 +211,17 @@ pub struct GenArgs {
     /// its receiver's
     #[arg(long, value_name = "MODE", default_value = "off", value_parser = parse_disk_mode)]
     pub disk: crate::matrix::DiskMode,
+
+    /// Mark every request and reply with this traffic class: a DSCP 0..63 or its
+    /// name (EF, AF11..AF43, CS0..CS7), kept as dscp=N in the matrix (0: best
+    /// effort, unmarked)
+    #[arg(long, value_name = "N|NAME", value_parser = parse_dscp, default_value = "0")]
+    pub dscp: crate::matrix::Dscp,
+}
+
+/// Parses `--dscp`: a number 0..63 or a name.
+pub fn parse_dscp(text: &str) -> Result<crate::matrix::Dscp, String> {
+    crate::matrix::Dscp::parse(text).map_err(|why| format!("--dscp wants {why} (got '{text}')"))
 }
 
 /// Parses `--disk`: off, requests, replies or both.

@@ -22,6 +22,10 @@ pub fn fingerprint(matrix: &Matrix, me: u32) -> String {
     if c.disk.is_on() {
         terms.push(format!("disk={}", c.disk.name()));
     }
+    // Likewise the class: only a marked run adds the term.
+    if !c.dscp.is_default() {
+        terms.push(format!("dscp={}", c.dscp.value()));
+    }
     if let (Some(key), Some(r)) = (c.shuffle, c.rotation) {
         terms.push(format!(
             "rotation={},{},{},{},{}",
@@ -92,6 +96,14 @@ mod tests {
         // The packet shape changes every host.
         let shape = base.replace("tx_size=64", "tx_size=128");
         assert_ne!(fp(base, 2), fp(&shape, 2));
+        // So does the class; the default class, written or not, is no change.
+        let ef = base.replace("tx_size=64", "tx_size=64 dscp=46");
+        assert_ne!(fp(base, 0), fp(&ef, 0));
+        assert_eq!(fp(&ef, 0), fp(&ef.replace("dscp=46", "dscp=EF"), 0));
+        assert_eq!(
+            fp(base, 0),
+            fp(&base.replace("tx_size=64", "tx_size=64 dscp=0"), 0)
+        );
     }
 
     #[test]

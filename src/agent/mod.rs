@@ -379,7 +379,7 @@ fn banner(config: &AgentConfig, plan: &AgentPlan, threads: &[WorkerThread]) {
         .collect();
     peers.sort_unstable();
     say!(
-        "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}{}",
+        "mx agent {}: host={} port={} peers={} streams={} flows={} tx_size={} rx_size={} workers={} report={}{}{}",
         env!("CARGO_PKG_VERSION"),
         me_host.name,
         me_host.port,
@@ -397,8 +397,15 @@ fn banner(config: &AgentConfig, plan: &AgentPlan, threads: &[WorkerThread]) {
         match plan.matrix.config.disk {
             crate::matrix::DiskMode::Off => String::new(),
             mode => format!(" disk={}", mode.name()),
-        }
+        },
+        plan.matrix.config.dscp.setting(" ")
     );
+    // The class this agent marks with (the sockets are marked by now): what
+    // it sent, not what the network delivered.
+    let dscp = plan.matrix.config.dscp;
+    if !dscp.is_default() {
+        say!("class: {}", dscp.sentence());
+    }
     let shards: Vec<String> = threads.iter().map(|t| t.flows.to_string()).collect();
     say!(
         "workers: {} (flow sockets per worker: {})",

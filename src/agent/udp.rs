@@ -17,7 +17,7 @@ use nix::sys::socket::{setsockopt, sockopt};
 use nix::time::{ClockId, clock_gettime};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::matrix::MAX_PACKET_BYTES;
+use crate::matrix::{Dscp, MAX_PACKET_BYTES};
 use crate::wire::HEADER_LEN;
 
 /// Datagrams per recvmmsg/sendmmsg call. 64 amortises the syscall to a few
@@ -500,6 +500,34 @@ pub fn enable_gro(socket: &Socket) -> io::Result<()> {
     setsockopt(socket, sockopt::UdpGroSegment, &true).map_err(io::Error::from)
 }
 
+/// Marks every datagram `socket` sends with the traffic class `dscp` (the
+/// TOS byte: DSCP in the six high bits, ECN zero). IPv4 sockets take IP_TOS;
+/// IPv6 sockets take IPV6_TCLASS, and IP_TOS as well, which Linux applies to
+/// what a dual-stack socket sends to IPv4-mapped addresses. The default class
+/// sets nothing. An error is the kernel refusing: the caller fails on it,
+/// since a run that asked for a class must never go out unmarked.
+pub fn mark(socket: &Socket, dscp: Dscp) -> io::Result<()> {
+    if dscp.is_default() {
+        return Ok(());
+    }
+    let tos = u32::from(dscp.tos());
+    let set = || -> io::Result<()> {
+        if socket.domain()? == Domain::IPV6 {
+            socket.set_tclass_v6(tos)?;
+        }
+        socket.set_tos_v4(tos)
+    };
+    set().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "the kernel refuses to mark a socket {} (IP_TOS / IPV6_TCLASS 0x{tos:02x}): {e}",
+                dscp.label()
+            ),
+        )
+    })
+}
+
 /// Whether this kernel has UDP GSO (Linux 4.18) and GRO (5.0). Asked of a
 /// throwaway socket: a kernel without UDP_SEGMENT would not refuse the control
 /// message, it would ignore it and send each run as one big datagram.
@@ -771,6 +799,47 @@ mod tests {
         }
         let drops = socket_drops(rx.as_raw_fd()).unwrap();
         assert!(drops > 100, "{drops} dropped");
+    }
+
+    #[test]
+    fn marking_sets_the_tos_byte_for_the_sockets_family() {
+        let ef = Dscp::parse("EF").unwrap();
+        let v4 = client_socket(
+            Some(Ipv4Addr::LOCALHOST),
+            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9),
+            Buffers::default(),
+        )
+        .unwrap();
+        mark(&v4, ef).unwrap();
+        assert_eq!(v4.tos_v4().unwrap(), 0xb8);
+        let v6 = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        mark(&v6, ef).unwrap();
+        assert_eq!(
+            (v6.tclass_v6().unwrap(), v6.tos_v4().unwrap()),
+            (0xb8, 0xb8)
+        );
+        // The default class touches nothing.
+        let plain = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        mark(&plain, Dscp::default()).unwrap();
+        assert_eq!(plain.tos_v4().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_socket_the_kernel_will_not_mark_is_an_error_naming_the_class() {
+        // A Unix socket has no IP header: the kernel refuses IP_TOS on it, as
+        // it would on an IP socket where the option were not allowed.
+        let (unix, _) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let err = mark(
+            &Socket::from(std::os::fd::OwnedFd::from(unix)),
+            Dscp::parse("46").unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "the kernel refuses to mark a socket DSCP 46 (EF) (IP_TOS / IPV6_TCLASS 0xb8): "
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -183,6 +183,8 @@ impl Worker {
         let gro_replies = plan.gso && udp::coalescible(config.rx_size as usize);
         let responder = match udp::responder_socket(plan.listen, plan.responder_buffers) {
             Ok(socket) => {
+                // The replies carry the run's class too.
+                udp::mark(&socket, config.dscp)?;
                 if gro_requests && let Err(e) = udp::enable_gro(&socket) {
                     warn!("mx agent: worker {id}: no UDP_GRO on this kernel ({e})");
                 }
@@ -384,6 +386,7 @@ impl Worker {
                             peer.name
                         ))
                     })?;
+            udp::mark(&socket, self.plan.matrix.config.dscp)?;
             if self.plan.gso
                 && udp::coalescible(self.plan.matrix.config.rx_size as usize)
                 && let Err(e) = udp::enable_gro(&socket)

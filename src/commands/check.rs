@@ -37,6 +37,9 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         matrix.sizes_phrase(),
         matrix.config.port
     )?;
+    if !matrix.config.dscp.is_default() {
+        writeln!(out, "  class: {}", matrix.config.dscp.sentence())?;
+    }
     // Counted as the loads count them: in a layered matrix a row's first cell
     // sets its rate in every layer.
     let (unpaced, unpaced_lines) = unpaced_flows(&matrix);

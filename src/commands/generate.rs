@@ -49,6 +49,7 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
         rx_size,
         port: args.port,
         disk: args.disk,
+        dscp: args.dscp,
     };
     let matrix = build(hosts, shape, traffic);
 
@@ -179,6 +180,9 @@ fn print_summary(
         n * peers,
         matrix.sizes_phrase()
     )?;
+    if !matrix.config.dscp.is_default() {
+        writeln!(out, "  class    : {}", matrix.config.dscp.sentence())?;
+    }
     if let Shape::KRegular { seed, .. } | Shape::Layered { seed, .. } = shape {
         writeln!(
             out,

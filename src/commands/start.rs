@@ -386,9 +386,10 @@ fn print_running(fleet: &Fleet, begin: f64, out: &mut dyn Write) -> Result<()> {
     } else {
         String::new()
     };
+    let dscp = m.config.dscp.setting(", ");
     writeln!(
         out,
-        "[mx] running: {} hosts, {} flows, {} -> {} bytes, {offered}{disk}",
+        "[mx] running: {} hosts, {} flows, {} -> {} bytes, {offered}{disk}{dscp}",
         m.host_count(),
         m.flow_count(),
         m.config.tx_size,

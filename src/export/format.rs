@@ -57,6 +57,8 @@ pub struct Header<'a> {
     pub rotation: Option<crate::matrix::Rotation>,
     /// The disk mode of a disk run (its matrix's `disk=`), else `None`.
     pub disk: Option<&'static str>,
+    /// The class of a marked run (its matrix's `dscp=`), else `None`.
+    pub dscp: Option<crate::matrix::Dscp>,
     /// Earliest and latest ts in the window.
     pub from: i64,
     pub to: i64,
@@ -91,9 +93,10 @@ impl Header<'_> {
             format!(", {} layers x {}s dwell", r.layers, units::g(r.dwell))
         });
         let disk = self.disk.map_or(String::new(), |d| format!(", disk={d}"));
+        let dscp = self.dscp.unwrap_or_default().setting(", ");
         let _ = writeln!(
             t,
-            "# run shape: {} bytes out -> {} bytes back{layers}{disk}",
+            "# run shape: {} bytes out -> {} bytes back{layers}{disk}{dscp}",
             self.tx_size, self.rx_size
         );
         let _ = writeln!(
@@ -130,7 +133,7 @@ impl Header<'_> {
     }
 
     /// One object, keys sorted like every line of the NDJSON:
-    /// `{"!export": "mx <version>", "disk", "dwell_s", "from", "from_ts", "hosts", "layers",
+    /// `{"!export": "mx <version>", "disk", "dscp", "dwell_s", "from", "from_ts", "hosts", "layers",
     /// "never_reported", "nic_gbps", "rx_size", "samples", "silent", "to", "to_ts",
     /// "tx_size", "window", "window_s"}`; the optional keys only when they apply, the
     /// host lists whole.
@@ -160,6 +163,9 @@ impl Header<'_> {
         }
         if let Some(d) = self.disk {
             put("disk", d.into());
+        }
+        if let Some(d) = self.dscp {
+            put("dscp", d.value().into());
         }
         if let Some(g) = self.nic_gbps {
             put("nic_gbps", whole(g));

@@ -75,6 +75,7 @@ pub struct Export {
     rx_size: u32,
     rotation: Option<crate::matrix::Rotation>,
     disk: Option<&'static str>,
+    dscp: Option<crate::matrix::Dscp>,
     from: i64,
     to: i64,
 }
@@ -94,6 +95,7 @@ impl Export {
             rx_size: self.rx_size,
             rotation: self.rotation,
             disk: self.disk,
+            dscp: self.dscp,
             from: self.from,
             to: self.to,
             nic_gbps: opts.nic_gbps,
@@ -120,6 +122,7 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
         samples: Vec::new(),
         target_of: &target_of,
         run: opts.run.as_deref(),
+        dscp: ctx.dscp(),
     };
     let fold = opts.peers && !ctx.layered;
     if opts.raw {
@@ -167,6 +170,7 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
         rx_size: ctx.rx_size,
         rotation: ctx.matrix.as_ref().and_then(|m| m.config.rotation),
         disk: ctx.disk_mode().map(crate::matrix::DiskMode::name),
+        dscp: ctx.dscp(),
         from: set.earliest_in_window.unwrap_or(set.latest),
         to: set.latest,
     })

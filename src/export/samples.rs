@@ -17,9 +17,22 @@ pub struct Builder<'a> {
     pub samples: Vec<Sample>,
     pub target_of: &'a dyn Fn(&str) -> String,
     pub run: Option<&'a str>,
+    /// The class of a marked run, on every sample after `run=`, so a
+    /// dashboard holding two classes' runs can tell them apart.
+    pub dscp: Option<crate::matrix::Dscp>,
 }
 
 impl Builder<'_> {
+    /// The labels every sample ends with: `run=`, then `dscp=`.
+    fn label(&self, extras: &mut Vec<(&'static str, String)>) {
+        if let Some(run) = self.run {
+            extras.push(("run", run.to_string()));
+        }
+        if let Some(dscp) = self.dscp {
+            extras.push(("dscp", dscp.value().to_string()));
+        }
+    }
+
     pub fn push(
         &mut self,
         overlay: Overlay,
@@ -30,9 +43,7 @@ impl Builder<'_> {
         let Some(v) = value.filter(|v| v.is_finite()) else {
             return;
         };
-        if let Some(run) = self.run {
-            extras.push(("run", run.to_string()));
-        }
+        self.label(&mut extras);
         self.samples.push(Sample {
             overlay,
             target: (self.target_of)(host),
@@ -43,9 +54,7 @@ impl Builder<'_> {
 
     pub fn state(&mut self, host: &str, state: &'static str) {
         let mut extras = Vec::new();
-        if let Some(run) = self.run {
-            extras.push(("run", run.to_string()));
-        }
+        self.label(&mut extras);
         self.samples.push(Sample {
             overlay: overlays::STATE,
             target: (self.target_of)(host),

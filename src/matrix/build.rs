@@ -29,6 +29,7 @@ pub struct Traffic {
     pub rx_size: u32,
     pub port: u16,
     pub disk: super::DiskMode,
+    pub dscp: super::Dscp,
 }
 
 /// Builds the matrix for `hosts` in `shape`. The caller has validated the shape
@@ -42,6 +43,7 @@ pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
         shuffle: None,
         rotation: None,
         disk: traffic.disk,
+        dscp: traffic.dscp,
     };
     let receivers: Vec<Vec<u32>> = match shape {
         Shape::FullMesh => (0..n as u32)

@@ -18,6 +18,7 @@
 
 pub mod build;
 pub mod cpython_random;
+pub mod dscp;
 pub mod read;
 pub mod resolve;
 pub mod schedule;
@@ -28,6 +29,7 @@ pub mod write;
 
 use std::collections::HashMap;
 
+pub use dscp::Dscp;
 pub use token::HostToken;
 
 /// Bytes of the MXO1 header every request and reply starts with: the smallest packet.
@@ -218,6 +220,9 @@ pub struct Config {
     pub rotation: Option<Rotation>,
     /// Disks in the round trip (`disk=`; off when absent).
     pub disk: DiskMode,
+    /// The class every request and reply is marked with (`dscp=`; the
+    /// default class when absent).
+    pub dscp: Dscp,
 }
 
 impl Default for Config {
@@ -229,6 +234,7 @@ impl Default for Config {
             shuffle: None,
             rotation: None,
             disk: DiskMode::Off,
+            dscp: Dscp::default(),
         }
     }
 }

@@ -36,9 +36,10 @@ use super::{
 use super::{Host, token::TokenError};
 use crate::error::{Error, Result};
 
-/// The config keys a matrix header may set.
-const CONFIG_KEYS: [&str; 9] = [
-    "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk",
+/// The config keys a matrix header may set: the original's nine, and `dscp`
+/// (the original ignores it, and runs such a matrix unmarked).
+const CONFIG_KEYS: [&str; 10] = [
+    "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk", "dscp",
 ];
 
 /// Warnings listed one by one; past that, one line counts the rest (a filled-in
@@ -485,6 +486,14 @@ impl<'a> GridReader<'a> {
                 )
             })?;
         }
+        if let Some(raw) = self.config.get("dscp") {
+            config.dscp = super::Dscp::parse(&raw.text).map_err(|why| {
+                self.refuse_at(
+                    raw.line,
+                    format!("bad dscp='{}' in the config header (want {why})", raw.text),
+                )
+            })?;
+        }
         let peers = self.int("peers")?;
         let seed = self.int("seed")?;
         let layers = self.int("layers")?;
@@ -887,6 +896,7 @@ mod tests {
             rx_size: 64,
             port: 5300,
             disk: Default::default(),
+            dscp: Default::default(),
         };
         let m = crate::matrix::build::build(hosts, crate::matrix::build::Shape::FullMesh, traffic);
         assert_eq!(

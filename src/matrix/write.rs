@@ -45,9 +45,12 @@ impl Matrix {
         } else {
             String::new()
         };
+        // The default class writes nothing: a file says `dscp=` only when it
+        // marks, so matrices without it read as they always did.
+        let dscp = c.dscp.setting(" ");
         writeln!(
             out,
-            "# tx_size={} rx_size={} port={}{disk}",
+            "# tx_size={} rx_size={} port={}{disk}{dscp}",
             c.tx_size, c.rx_size, c.port
         )?;
         writeln!(
@@ -57,6 +60,9 @@ impl Matrix {
         )?;
         if let Some(sentence) = c.disk.sentence() {
             writeln!(out, "# {sentence}")?;
+        }
+        if !c.dscp.is_default() {
+            writeln!(out, "# {}", c.dscp.sentence())?;
         }
         if let Some(key) = c.shuffle {
             writeln!(

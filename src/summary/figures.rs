@@ -29,6 +29,15 @@ impl Context {
             .map(|m| m.config.disk)
             .filter(|d| d.is_on())
     }
+
+    /// The class of a marked run, as its matrix says; `None` for the default
+    /// class, or when the matrix is missing (the reports do not carry it).
+    pub fn dscp(&self) -> Option<crate::matrix::Dscp> {
+        self.matrix
+            .as_ref()
+            .map(|m| m.config.dscp)
+            .filter(|d| !d.is_default())
+    }
 }
 
 impl Context {

@@ -214,6 +214,16 @@ fn header_lines(t: &mut String, set: &ReportSet, ctx: &Context, figs: &Figures, 
     if !span_line.is_empty() {
         let _ = writeln!(t, "{span_line}");
     }
+    // The class the agents marked with, from the run's matrix: what was sent.
+    // Nothing here checks the class packets arrived with (a network may
+    // re-mark them).
+    if let Some(dscp) = ctx.dscp() {
+        let _ = writeln!(
+            t,
+            "class -- {} on every request and reply, as the agents sent them (the class on arrival is not checked)",
+            dscp.label()
+        );
+    }
     if ctx.layered {
         match ctx
             .matrix

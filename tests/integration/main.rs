@@ -4,6 +4,7 @@
 //! `MX_*` variable removed, so the machine's environment cannot leak in.
 
 mod agents;
+mod capture;
 mod util;
 
 mod agent_behaviour;
@@ -13,6 +14,7 @@ mod cli_help;
 mod cpython_vectors;
 mod disk;
 mod disk_reports;
+mod dscp;
 mod export;
 mod fleet_local;
 mod fuzz;

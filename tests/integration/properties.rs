@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use matrix_orchestrator::matrix::build::{Shape, Traffic, build};
-use matrix_orchestrator::matrix::{Cell, Config, Host, HostToken, Matrix, Rate};
+use matrix_orchestrator::matrix::{Cell, Config, Dscp, Host, HostToken, Matrix, Rate};
 use proptest::prelude::*;
 
 /// A host token in one of the three forms; index `i` keeps names unique.
@@ -35,13 +35,13 @@ fn matrix() -> impl Strategy<Value = Matrix> {
                 Just(n),
                 prop::collection::vec((any::<u8>(), 1u16..=65535), n),
                 prop::collection::vec(prop::option::weighted(0.6, rate()), n * n),
-                (32u32..=65507, 32u32..=65507, 1u16..=65535),
+                (32u32..=65507, 32u32..=65507, 1u16..=65535, 0u8..=63),
                 prop::option::of((1u32..4, any::<i64>())),
             )
         })
         .prop_filter_map(
             "at least one flow",
-            |(n, forms, cells, (tx_size, rx_size, port), shuffle)| {
+            |(n, forms, cells, (tx_size, rx_size, port, dscp), shuffle)| {
                 let hosts: Vec<Host> = forms
                     .iter()
                     .enumerate()
@@ -73,6 +73,7 @@ fn matrix() -> impl Strategy<Value = Matrix> {
                     }),
                     rotation: None,
                     disk: Default::default(),
+                    dscp: Dscp::parse(&dscp.to_string()).unwrap(),
                 };
                 Some(Matrix::from_parts(config, hosts, rows))
             },
@@ -92,6 +93,7 @@ fn traffic() -> Traffic {
         rx_size: 64,
         port: 5300,
         disk: Default::default(),
+        dscp: Default::default(),
     }
 }
 
