@@ -215,21 +215,39 @@ fn two_classes_run_side_by_side_from_two_remote_dirs_and_are_read_apart() {
             let sent = line(host).split_whitespace().nth(1).unwrap();
             assert!(sent.parse::<f64>().unwrap() > 0.0, "{text}");
         }
-        // The export labels every sample of the marked run.
-        let export = mx(
-            &["export", "--no-collect", "--reports", &reports, "-o", "-"],
-            class,
-        );
-        assert_eq!(export.code, 0, "{}", export.stderr);
-        let samples: Vec<&str> = export
-            .stdout
+        // The export says the class in its header and labels every sample
+        // of the marked run with it, so the two can share a dashboard.
+        let export = |json: &[&str]| {
+            let run = mx(
+                &[
+                    &["export", "--no-collect", "--reports", &reports, "-o", "-"],
+                    json,
+                ]
+                .concat(),
+                class,
+            );
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            run.stdout
+        };
+        let tsv = export(&[]);
+        let marked = class == "ef";
+        let shape = "# run shape: 64 bytes out -> 64 bytes back, dscp=46\n";
+        assert_eq!(tsv.contains(shape), marked, "{tsv}");
+        let samples: Vec<&str> = tsv
             .lines()
             .filter(|l| !l.starts_with('#') && !l.starts_with('!'))
             .collect();
         assert!(!samples.is_empty());
         for sample in samples {
-            assert_eq!(sample.ends_with("\tdscp=46"), class == "ef", "{sample}");
+            assert_eq!(sample.ends_with("\tdscp=46"), marked, "{sample}");
         }
+        let json = export(&["--json"]);
+        let header: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            header.get("dscp").cloned(),
+            marked.then(|| serde_json::json!(46)),
+            "{json}"
+        );
     }
 
     // Stopping one fleet leaves the other running.

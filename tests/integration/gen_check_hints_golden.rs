@@ -503,3 +503,34 @@ fn gen_refuses_an_unknown_disk_mode() {
     );
     assert!(!sb.file("matrix.csv").exists());
 }
+
+#[test]
+fn gen_dscp_writes_the_class_as_a_number_and_says_what_it_marks() {
+    gen_golden(
+        "gen_dscp",
+        THREE_IPS,
+        &["--pps", "20000", "--rx-size", "512", "--dscp", "af41"],
+    );
+}
+
+#[test]
+fn check_dscp_says_the_class() {
+    check_golden("check_dscp", include_str!("../golden/gen_dscp.csv"), &[], 0);
+}
+
+#[test]
+fn gen_refuses_a_dscp_it_does_not_know() {
+    for (value, why) in [
+        ("64", "; 64 looks like a whole TOS byte, whose DSCP is 16"),
+        ("AF44", ""),
+    ] {
+        let sb = Sandbox::new();
+        sb.write("servers.txt", THREE_IPS);
+        let run = sb.mx(&["gen", "--dscp", value]);
+        assert_eq!(run.code, 2);
+        let want =
+            format!("--dscp wants 0..63 or a name: EF, AF11..AF43, CS0..CS7{why} (got '{value}')");
+        assert!(run.stderr.contains(&want), "{}", run.stderr);
+        assert!(!sb.file("matrix.csv").exists());
+    }
+}

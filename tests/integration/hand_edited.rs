@@ -176,3 +176,32 @@ fn a_hand_changed_cell_survives_a_rewrite() {
     assert_eq!(Matrix::parse(text.as_bytes(), "again.csv").unwrap(), m);
     assert_eq!(m.row_rate(1), Some(Rate::per_second(150.5)));
 }
+
+#[test]
+fn a_hand_written_dscp_takes_names_in_any_case_and_the_last_one_wins() {
+    let m = |header: &str| {
+        Matrix::parse(
+            format!("{header}\nsrc\\dst,a,b\na,,5\n").as_bytes(),
+            "m.csv",
+        )
+        .unwrap()
+    };
+    assert_eq!(m("# dscp=ef").config.dscp.value(), 46);
+    assert_eq!(
+        m("#   dscp=46 \n## dscp=Af11 set later")
+            .config
+            .dscp
+            .value(),
+        10
+    );
+    // The default class, however written, is written back as nothing.
+    for header in ["# dscp=0", "# dscp=cs0", "# tx_size=64"] {
+        let text = String::from_utf8(m(header).to_bytes()).unwrap();
+        assert!(
+            m(header).config.dscp.is_default() && !text.contains("dscp"),
+            "{text}"
+        );
+    }
+    let marked = String::from_utf8(m("# dscp=ef").to_bytes()).unwrap();
+    assert!(marked.contains("port=5300 dscp=46\n"), "{marked}");
+}

@@ -234,6 +234,26 @@ fn a_bad_disk_mode_is_refused_naming_the_modes() {
     );
 }
 
+#[test]
+fn a_bad_dscp_is_refused_naming_the_range_and_the_names() {
+    let valid = "want 0..63 or a name: EF, AF11..AF43, CS0..CS7";
+    refuses_matrix(
+        "# tx_size=64\nsrc\\dst,a,b\na,,5\n# dscp=AF5\n",
+        &format!("m.csv:4: bad dscp='AF5' in the config header ({valid})"),
+    );
+    // A whole TOS byte where the code point was meant: said so.
+    refuses_matrix(
+        "# dscp=184\nsrc\\dst,a,b\na,,5\n",
+        &format!(
+            "m.csv:1: bad dscp='184' in the config header ({valid}; 184 looks like a whole TOS byte, whose DSCP is 46)"
+        ),
+    );
+    start_refuses_matrix(
+        "# dscp=-1\nsrc\\dst,a,b\na,,5\n",
+        &format!("m.csv:1: bad dscp='-1' in the config header ({valid})"),
+    );
+}
+
 // ---- servers.txt ----
 
 #[test]
