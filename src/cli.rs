@@ -477,7 +477,8 @@ pub struct FleetArgs {
     )]
     pub jobs: usize,
 
-    /// The one directory mx uses on every host (deleted by mx clean)
+    /// The one directory mx uses on every host (deleted by mx clean); a fleet
+    /// per directory, so two runs (e.g. two traffic classes) go side by side
     #[arg(
         long,
         value_name = "DIR",
