@@ -71,13 +71,27 @@ fn check(rc: libc::c_int, what: &str) {
     assert!(rc >= 0, "{what}: {}", std::io::Error::last_os_error());
 }
 
+/// Sets socket option `name` (SOL_SOCKET) of `fd` to `value`.
+fn set<T>(fd: &OwnedFd, name: libc::c_int, value: &T, what: &str) {
+    // SAFETY: `value` is a live `T`, and the kernel reads that many bytes.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    check(rc, what);
+}
+
 impl Capture {
     /// Starts capturing, on `lo`, UDP to or from ports `first..=last`.
     pub fn udp_ports(first: u16, last: u16) -> Capture {
         // Protocol 0: the socket receives nothing until it is bound, so no
         // packet queues before the filter is in place.
-        // SAFETY: plain syscalls on a socket this function owns; every
-        // pointer passed points at a live local of the size given.
+        // SAFETY: socket() takes no pointers.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         check(fd, "AF_PACKET socket (root?)");
         // SAFETY: `fd` is a new socket nothing else owns.
@@ -87,40 +101,20 @@ impl Capture {
             len: program.len() as u16,
             filter: program.as_ptr() as *mut libc::sock_filter,
         };
-        let set = |name, value: *const libc::c_void, len: usize| unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                name,
-                value,
-                len as libc::socklen_t,
-            )
-        };
-        check(
-            set(
-                libc::SO_ATTACH_FILTER,
-                (&fprog as *const libc::sock_fprog).cast(),
-                std::mem::size_of::<libc::sock_fprog>(),
-            ),
-            "SO_ATTACH_FILTER",
-        );
+        set(&fd, libc::SO_ATTACH_FILTER, &fprog, "SO_ATTACH_FILTER");
         // Room for every datagram of a short test run, read at the end.
         let bytes: libc::c_int = 32 << 20;
-        check(
-            set(
-                libc::SO_RCVBUFFORCE,
-                (&bytes as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>(),
-            ),
-            "SO_RCVBUFFORCE",
-        );
+        set(&fd, libc::SO_RCVBUFFORCE, &bytes, "SO_RCVBUFFORCE");
+        // SAFETY: the name is a NUL-terminated literal.
         let lo = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
         assert!(lo > 0, "no lo interface");
+        // SAFETY: all-zero bytes are a valid sockaddr_ll (integers only).
         let mut at: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         at.sll_family = libc::AF_PACKET as u16;
         at.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
         at.sll_ifindex = lo as i32;
         check(
+            // SAFETY: the address points at `at`, of the size given.
             unsafe {
                 libc::bind(
                     fd.as_raw_fd(),

@@ -3,7 +3,6 @@
 //! as two fleets (two ports, two remote dirs) and are read apart.
 
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
-use std::path::Path;
 use std::time::Duration;
 
 use matrix_orchestrator::agent::udp;
@@ -12,6 +11,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::agents::{Fleet, addr};
 use crate::capture::{Capture, Seen};
+use crate::fleet_local::agents_under;
 use crate::util::{Sandbox, require_root};
 
 /// The test network (127.33.0.x) and its ports: the marked pair, the
@@ -124,16 +124,6 @@ fn an_ipv6_socket_is_marked_in_its_traffic_class_and_in_what_it_sends_to_ipv4() 
     assert!(seen.iter().all(|s| s.tos == 0xb8), "{seen:?}");
 }
 
-/// Pids of processes whose executable lies under `root`.
-fn agents_under(root: &Path) -> usize {
-    let root = std::fs::canonicalize(root).unwrap();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path().join("exe")).ok())
-        .filter(|exe| exe.starts_with(&root))
-        .count()
-}
-
 #[test]
 fn two_classes_run_side_by_side_from_two_remote_dirs_and_are_read_apart() {
     let sb = Sandbox::new();
@@ -167,26 +157,17 @@ fn two_classes_run_side_by_side_from_two_remote_dirs_and_are_read_apart() {
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         sb.mx(&[command, &flags].concat())
     };
-    let ef = mx(&["start", "--interval", "1"], "ef");
-    assert_eq!(ef.code, 0, "{}{}", ef.stdout, ef.stderr);
-    assert!(
-        ef.stdout
-            .contains("[mx] running: 2 hosts, 2 flows, 64 -> 64 bytes, 1.0 kpps, dscp=46\n"),
-        "{}",
-        ef.stdout
-    );
     // The second fleet starts beside the first: its own directory, its own
     // agents (the running guard looks only at the agents of its directory).
-    let be = mx(&["start", "--interval", "1"], "be");
-    assert_eq!(be.code, 0, "{}{}", be.stdout, be.stderr);
-    assert!(
-        be.stdout
-            .contains("[mx] running: 2 hosts, 2 flows, 64 -> 64 bytes, 600 pps\n"),
-        "{}",
-        be.stdout
-    );
-    let dir = |class: &str| sb.file(&format!("hosts/h1/var/tmp/mx-{class}"));
-    assert_eq!((agents_under(&dir("ef")), agents_under(&dir("be"))), (1, 1));
+    for (class, offered) in [("ef", "1.0 kpps, dscp=46"), ("be", "600 pps")] {
+        let start = mx(&["start", "--interval", "1"], class);
+        assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+        let running = format!("[mx] running: 2 hosts, 2 flows, 64 -> 64 bytes, {offered}\n");
+        assert!(start.stdout.contains(&running), "{}", start.stdout);
+    }
+    let agents =
+        |class: &str| agents_under(&sb.file(&format!("hosts/h1/var/tmp/mx-{class}"))).len();
+    assert_eq!((agents("ef"), agents("be")), (1, 1));
 
     std::thread::sleep(Duration::from_millis(3500));
     for class in ["ef", "be"] {
@@ -253,10 +234,10 @@ fn two_classes_run_side_by_side_from_two_remote_dirs_and_are_read_apart() {
     // Stopping one fleet leaves the other running.
     let stop = mx(&["stop"], "ef");
     assert_eq!(stop.code, 0, "{}{}", stop.stdout, stop.stderr);
-    assert_eq!((agents_under(&dir("ef")), agents_under(&dir("be"))), (0, 1));
+    assert_eq!((agents("ef"), agents("be")), (0, 1));
     for class in ["be", "ef"] {
         let clean = mx(&["clean", "--yes"], class);
         assert_eq!(clean.code, 0, "{}{}", clean.stdout, clean.stderr);
     }
-    assert_eq!(agents_under(&sb.file("hosts")), 0);
+    assert_eq!(agents_under(&sb.file("hosts")), Vec::<String>::new());
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::util::Sandbox;
 
 /// Pids of processes whose executable lies under `root`.
-fn agents_under(root: &Path) -> Vec<String> {
+pub fn agents_under(root: &Path) -> Vec<String> {
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     std::fs::read_dir("/proc")
         .unwrap()

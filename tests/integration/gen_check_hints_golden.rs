@@ -489,19 +489,22 @@ fn check_disk_lists_each_hosts_iops_and_bytes() {
     check_golden("check_disk", include_str!("../golden/gen_disk.csv"), &[], 0);
 }
 
-#[test]
-fn gen_refuses_an_unknown_disk_mode() {
+/// `mx gen` with `args` refuses a flag's value, saying `want`, and writes nothing.
+fn gen_refuses_value(args: &[&str], want: &str) {
     let sb = Sandbox::new();
     sb.write("servers.txt", THREE_IPS);
-    let run = sb.mx(&["gen", "--disk", "always"]);
+    let run = sb.mx(&[&["gen"][..], args].concat());
     assert_eq!(run.code, 2);
-    assert!(
-        run.stderr
-            .contains("--disk wants off, requests, replies or both (got 'always')"),
-        "{}",
-        run.stderr
-    );
+    assert!(run.stderr.contains(want), "{}", run.stderr);
     assert!(!sb.file("matrix.csv").exists());
+}
+
+#[test]
+fn gen_refuses_an_unknown_disk_mode() {
+    gen_refuses_value(
+        &["--disk", "always"],
+        "--disk wants off, requests, replies or both (got 'always')",
+    );
 }
 
 #[test]
@@ -524,13 +527,9 @@ fn gen_refuses_a_dscp_it_does_not_know() {
         ("64", "; 64 looks like a whole TOS byte, whose DSCP is 16"),
         ("AF44", ""),
     ] {
-        let sb = Sandbox::new();
-        sb.write("servers.txt", THREE_IPS);
-        let run = sb.mx(&["gen", "--dscp", value]);
-        assert_eq!(run.code, 2);
-        let want =
-            format!("--dscp wants 0..63 or a name: EF, AF11..AF43, CS0..CS7{why} (got '{value}')");
-        assert!(run.stderr.contains(&want), "{}", run.stderr);
-        assert!(!sb.file("matrix.csv").exists());
+        gen_refuses_value(
+            &["--dscp", value],
+            &format!("--dscp wants 0..63 or a name: EF, AF11..AF43, CS0..CS7{why} (got '{value}')"),
+        );
     }
 }
