@@ -187,6 +187,7 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
+    pool_lines(&mut t, set, ctx, &figs.pools);
     if let Some(disk) = &figs.fleet.disk {
         disk_lines(&mut t, set, ctx, disk);
     }
@@ -303,6 +304,88 @@ fn fleet_lines(t: &mut String, ctx: &Context, fleet: &figures::Fleet) {
         "LOSS",
         format!("{:.2}%", fleet.round_trip_loss())
     );
+}
+
+/// A pool-to-pool run's directions, each the fleet lines' figures over its
+/// flows: what the senders' pool sent, what reached the other pool (and at
+/// what wire rate: a capped uplink shows here), loss by leg, and RTT.
+fn pool_lines(t: &mut String, set: &ReportSet, ctx: &Context, pools: &[figures::PoolFigures]) {
+    for pool in pools {
+        let f = &pool.fleet;
+        let _ = writeln!(
+            t,
+            "  POOL {} -> {} and back: {} flows, {} sending to {} answering",
+            pool.from,
+            pool.to,
+            pool.flows,
+            hosts_count(pool.senders),
+            hosts_count(pool.receivers)
+        );
+        let (req_wire, _) = figures::wire(f, ctx);
+        let _ = writeln!(
+            t,
+            "    {:<10}{:>14}{:>16} wire",
+            "REQUESTS",
+            pps(f.requests),
+            bits(req_wire)
+        );
+        match f.delivered {
+            Some(delivered) => {
+                let share = if f.requests > 0.0 {
+                    format!("{:.2}%", percent(delivered, f.requests))
+                } else {
+                    "-".to_string()
+                };
+                let _ = writeln!(
+                    t,
+                    "    {:<10}{:>14}{:>16} wire{share:>9} of what was sent reached {}",
+                    "DELIVERED",
+                    pps(delivered),
+                    bits(units::wire_bits(delivered, ctx.tx_size)),
+                    pool.to
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    t,
+                    "    {:<10}{:>14}   not reported: no receiver wrote rx rows",
+                    "DELIVERED", "-"
+                );
+            }
+        }
+        let legs = match (f.forward_loss(), f.return_loss()) {
+            (Some(fwd), Some(back)) => format!(
+                "({fwd:.2}% on the way to {}, {back:.2}% on the way back)",
+                pool.to
+            ),
+            _ => "(forward/return split unknown: no receiver reported)".to_string(),
+        };
+        let _ = writeln!(
+            t,
+            "    {:<10}{:>13}   round trip {legs}",
+            "LOSS",
+            format!("{:.2}%", f.round_trip_loss())
+        );
+        let rtt = match f.exact {
+            Some((p50, p99, p999)) => format!(
+                "p50 {}  p99 {}  p99.9 {} (exact, from the {} hosts' histograms)",
+                micros(Some(p50)),
+                micros(Some(p99)),
+                micros(Some(p999)),
+                pool.from
+            ),
+            None => rtt_text(set, f),
+        };
+        let _ = writeln!(t, "    {:<10}{rtt}", "RTT");
+    }
+}
+
+fn hosts_count(n: usize) -> String {
+    if n == 1 {
+        "1 host".to_string()
+    } else {
+        format!("{n} hosts")
+    }
 }
 
 /// The RTT line: exact fleet-wide percentiles when every host sent its
