@@ -540,20 +540,15 @@ fn print_pools(out: &mut dyn Write, matrix: &Matrix, shape: Shape) -> std::io::R
                 let flows = f.members.len() * k;
                 let (low, high) = (flows / t.members.len(), flows.div_ceil(t.members.len()));
                 let each = if low == high {
-                    format!("exactly {low}")
+                    format!("exactly {low} {} sender{}", f.name, plural(low))
                 } else {
                     format!(
-                        "{low} or {high} ({flows} flows over {} hosts)",
+                        "{low} or {high} {} senders ({flows} flows over {} hosts)",
+                        f.name,
                         t.members.len()
                     )
                 };
-                writeln!(
-                    out,
-                    "{INDENT}every {} host answers {each} {} sender{}",
-                    t.name,
-                    f.name,
-                    plural(high)
-                )?;
+                writeln!(out, "{INDENT}every {} host answers {each}", t.name)?;
             }
         }
     }

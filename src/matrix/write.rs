@@ -64,8 +64,11 @@ impl Matrix {
             if pooled {
                 writeln!(
                     out,
-                    "# peers={} seed={} -- seeded pool orders: every sender talks to exactly {} hosts of the other pool, dealt evenly",
-                    key.peers, key.seed, key.peers
+                    "# peers={} seed={} -- seeded pool orders: every sender talks to exactly {} host{} of the other pool, dealt evenly",
+                    key.peers,
+                    key.seed,
+                    key.peers,
+                    if key.peers == 1 { "" } else { "s" }
                 )?;
             } else {
                 writeln!(

@@ -23,6 +23,7 @@ mod lab;
 mod lab_faults;
 mod lab_truth;
 mod malformed_input;
+mod pools;
 mod properties;
 mod schedule;
 mod summarize;
