@@ -2,8 +2,12 @@
 //! survive hand edits, what cannot be a pool is refused in one line naming
 //! the file and line, and gen, check and hints speak of pools.
 
-use matrix_orchestrator::matrix::Matrix;
+use std::collections::BTreeSet;
 
+use matrix_orchestrator::matrix::Matrix;
+use matrix_orchestrator::matrix::schedule::Schedule;
+
+use crate::agents::{Fleet, RowExt, addr, full_rows};
 use crate::util::Sandbox;
 
 const TOR1: &str = "a1=10.0.1.1\na2=10.0.1.2\na3=10.0.1.3\n";
@@ -293,4 +297,137 @@ fn hints_size_a_pool_to_pool_run() {
     ] {
         assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
     }
+}
+
+/// Pool lists of `a` and `b` hosts on loopback net `net` (a1.. then b1..).
+fn loopback_pools(sb: &Sandbox, net: u8, a: u8, b: u8) {
+    let list = |prefix: &str, from: u8, n: u8| -> String {
+        (0..n)
+            .map(|i| format!("{prefix}{}={}\n", i + 1, addr(net, from + i)))
+            .collect()
+    };
+    sb.write("tor1.txt", &list("a", 1, a));
+    sb.write("tor2.txt", &list("b", 1 + a, b));
+}
+
+#[test]
+fn agents_rotate_through_the_pool_layers_and_never_inside_a_pool() {
+    let net = 120;
+    let sb = Sandbox::new();
+    loopback_pools(&sb, net, 2, 3);
+    // Duplex, one peer a layer: tor1's senders need 3 layers, tor2's 2
+    // (they sit the third out).
+    let run = sb.mx(&[
+        "gen",
+        "--pool",
+        "tor1=tor1.txt",
+        "--pool",
+        "tor2=tor2.txt",
+        "--duplex",
+        "--peers",
+        "1",
+        "--seed",
+        "9",
+        "--dwell",
+        "1",
+        "--pps",
+        "500",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let matrix = Matrix::parse(run.stdout.as_bytes(), "pools.csv").unwrap();
+    let schedule = Schedule::new(&matrix);
+    assert_eq!(schedule.layer_count(), 3);
+    let names = ["a1", "a2", "b1", "b2", "b3"];
+    let mut fleet = Fleet::new(&run.stdout);
+    for h in names {
+        fleet.start(
+            h,
+            &["--interval", "1", "--duration", "7.6", "--workers", "1"],
+        );
+    }
+    fleet.wait_ok();
+    let mut pairs = BTreeSet::new();
+    for name in names {
+        let src = matrix.index_of(name).unwrap();
+        for r in full_rows(&fleet.report(name), "tx", None) {
+            let layer = r.f("layer").expect("tx rows carry their layer") as usize;
+            let peer = matrix.index_of(r.s("peer")).unwrap();
+            let want: Vec<u32> = schedule
+                .flows_in_layer(src, layer)
+                .iter()
+                .map(|c| c.dst)
+                .collect();
+            assert_eq!(want, [peer], "{name} row {r:?} is in the wrong layer");
+            assert_eq!(r.f("rep_pkts"), r.f("pkts"), "{name} {r:?}");
+            pairs.insert((name.as_bytes()[0], src, peer));
+        }
+    }
+    // Every cross-pool pair, both ways, and none inside a pool.
+    assert_eq!(pairs.len(), 2 * 3 * 2, "{pairs:?}");
+    for (_, src, dst) in &pairs {
+        let pool = |h: u32| matrix.hosts()[h as usize].name.as_bytes()[0];
+        assert_ne!(pool(*src), pool(*dst), "{src} -> {dst} inside a pool");
+    }
+}
+
+#[test]
+fn summarize_has_pool_lines_and_grids_ordered_by_pool() {
+    let net = 121;
+    let sb = Sandbox::new();
+    loopback_pools(&sb, net, 2, 2);
+    let run = sb.mx(&[
+        "gen",
+        "--pool",
+        "tor1=tor1.txt",
+        "--pool",
+        "tor2=tor2.txt",
+        "--pps",
+        "1000",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The pool lines put in the other order by hand: the grid follows the
+    // pools (tor2's hosts first), not the matrix's columns (a1 a2 b1 b2).
+    let text = sb.read("matrix.csv");
+    let (tor1, tor2) = ("# pool tor1: a1 a2\n", "# pool tor2: b1 b2\n");
+    let swapped = text.replace(&format!("{tor1}{tor2}"), &format!("{tor2}{tor1}"));
+    assert_ne!(swapped, text);
+    sb.write("matrix.csv", &swapped);
+    let run = sb.mx(&["run", "--local", "hosts", "--for", "4", "--interval", "1"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    for want in [
+        "  POOL tor1 -> tor2 and back: 4 flows, 2 hosts sending to 2 hosts answering\n",
+        "    REQUESTS        4.0 kpps",
+        "100.00% of what was sent reached tor2\n",
+        "    LOSS              0.00%   round trip (0.00% on the way to tor2, 0.00% on the way back)\n",
+        "(exact, from the tor1 hosts' histograms)\n",
+    ] {
+        assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
+    }
+    assert!(
+        !run.stdout.contains("POOL tor2 -> tor1"),
+        "simplex: one direction"
+    );
+    let grid = sb.mx(&["summarize", "--local", "hosts", "--grid", "g"]);
+    assert_eq!(grid.code, 0, "{}", grid.stderr);
+    let loss = sb.read("g/loss_grid.csv");
+    let lines: Vec<&str> = loss.lines().collect();
+    let order = ["b1", "b2", "a1", "a2"];
+    assert_eq!(
+        lines[0].split(',').skip(1).collect::<Vec<_>>(),
+        order,
+        "{loss}"
+    );
+    for (row, name) in lines[1..].iter().zip(order) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[0], name);
+        // a -> b measured; a -> a, b -> anything blank (no flow, never 0).
+        let want_measured = [true, true, false, false].map(|to_b| to_b && name.starts_with('a'));
+        for (cell, measured) in cells[1..].iter().zip(want_measured) {
+            assert_eq!(!cell.is_empty(), measured, "{name}: {row}\n{loss}");
+        }
+    }
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
