@@ -21,6 +21,7 @@ mod hand_edited;
 mod hostile_network;
 mod lab;
 mod lab_faults;
+mod lab_pools;
 mod lab_truth;
 mod malformed_input;
 mod pools;
