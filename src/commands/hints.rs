@@ -376,6 +376,11 @@ SUSTAINED EQUAL LOAD ON EVERY SERVER, WITHOUT THE FULL MESH
   mx gen --servers servers.txt --peers 8 --pps 100000 --seed 42
   mx start --streams 4                   # 4 sockets (ECMP paths) per pair
 
+ONE RACK AGAINST ANOTHER (TOP-OF-RACK TO TOP-OF-RACK)
+  mx gen --pool tor1=tor1.txt --pool tor2=tor2.txt --between tor1 tor2 --gbps 0.9
+  mx gen --pool tor1=tor1.txt --pool tor2=tor2.txt --duplex --peers 4 --dwell 15
+  mx summarize --grid g                  # POOL lines: what crossed, loss by leg
+
 EVERY PAIR MEASURED, ONLY K SOCKETS PER HOST
   mx gen --servers servers.txt --peers 8 --pps 20000 --dwell 15
   mx run --for 2000 && mx summarize --grid g    # >= one full cycle
