@@ -93,23 +93,43 @@ impl Summary {
     }
 }
 
+/// The pairs one cycle of a layered matrix measures: every ordered pair, or
+/// for a pool-to-pool matrix every cross-pool pair of its directions.
+fn cycle_pairs(m: &Matrix) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
+    let pools = m.pools();
+    if pools.between.is_some() {
+        return Box::new(pools.directions().into_iter().flat_map(move |(from, to)| {
+            let to = &pools.pools[to].members;
+            pools.pools[from]
+                .members
+                .iter()
+                .flat_map(move |&s| to.iter().map(move |&d| (s, d)))
+        }));
+    }
+    let n = m.host_count() as u32;
+    Box::new((0..n).flat_map(move |s| (0..n).filter(move |&d| d != s).map(move |d| (s, d))))
+}
+
+/// Whether the reports measured pair (src, dst) of matrix `m`.
+fn pair_measured(set: &ReportSet, m: &Matrix, (src, dst): (u32, u32)) -> bool {
+    let name = |h: u32| &m.hosts()[h as usize].name;
+    matches!((set.id_of(name(src)), set.id_of(name(dst))), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
+}
+
 /// Coverage of a layered run over its whole history: (measured, total, cycle s).
 fn coverage(set: &ReportSet, ctx: &Context) -> Option<(usize, usize, f64)> {
     let m = ctx.matrix.as_ref()?;
     let rotation = m.config.rotation?;
-    let n = m.host_count();
-    let measured = m
-        .hosts()
-        .iter()
-        .flat_map(|s| m.hosts().iter().map(move |d| (s, d)))
-        .filter(|(s, d)| s.name != d.name)
-        .filter(|(s, d)| {
-            matches!((set.id_of(&s.name), set.id_of(&d.name)), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
-        })
-        .count();
+    let (mut measured_pairs, mut total) = (0, 0);
+    for pair in cycle_pairs(m) {
+        total += 1;
+        if pair_measured(set, m, pair) {
+            measured_pairs += 1;
+        }
+    }
     Some((
-        measured,
-        n * (n - 1),
+        measured_pairs,
+        total,
         f64::from(rotation.layers) * rotation.dwell,
     ))
 }
@@ -592,7 +612,12 @@ fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
         let rotation = m.config.rotation.expect("coverage needs a rotation");
         let _ = writeln!(
             t,
-            "  COVERAGE  {measured} of {total} ordered pairs measured so far ({:.1}%)",
+            "  COVERAGE  {measured} of {total} {} measured so far ({:.1}%)",
+            if m.pools().between.is_some() {
+                "cross-pool pairs"
+            } else {
+                "ordered pairs"
+            },
             percent(measured as f64, total as f64)
         );
         let _ = writeln!(
@@ -603,15 +628,10 @@ fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
             units::duration(cycle)
         );
         if measured < total {
-            let missing: Vec<String> = m
-                .hosts()
-                .iter()
-                .flat_map(|s| m.hosts().iter().map(move |d| (s, d)))
-                .filter(|(s, d)| s.name != d.name)
-                .filter(|(s, d)| {
-                    !matches!((set.id_of(&s.name), set.id_of(&d.name)), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
-                })
-                .map(|(s, d)| format!("{}->{}", s.name, d.name))
+            let name = |h: u32| &m.hosts()[h as usize].name;
+            let missing: Vec<String> = cycle_pairs(m)
+                .filter(|&pair| !pair_measured(set, m, pair))
+                .map(|(s, d)| format!("{}->{}", name(s), name(d)))
                 .collect();
             let shown = missing
                 .iter()

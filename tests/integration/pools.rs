@@ -370,6 +370,23 @@ fn agents_rotate_through_the_pool_layers_and_never_inside_a_pool() {
         let pool = |h: u32| matrix.hosts()[h as usize].name.as_bytes()[0];
         assert_ne!(pool(*src), pool(*dst), "{src} -> {dst} inside a pool");
     }
+    // The summary counts coverage over the cross-pool pairs, not all 20
+    // ordered pairs of 5 hosts (which would call the run incomplete).
+    fleet.collect_reports(&names);
+    let summary = fleet
+        .sandbox
+        .mx(&["summarize", "--no-collect", "--matrix", "matrix.csv"]);
+    assert_eq!(summary.code, 0, "{}", summary.stderr);
+    assert!(
+        summary
+            .stdout
+            .contains("  COVERAGE  12 of 12 cross-pool pairs measured so far (100.0%)"),
+        "{}",
+        summary.stdout
+    );
+    for direction in ["POOL tor1 -> tor2 and back", "POOL tor2 -> tor1 and back"] {
+        assert!(summary.stdout.contains(direction), "{}", summary.stdout);
+    }
 }
 
 #[test]
