@@ -84,6 +84,39 @@ pub struct ServersArg {
     pub path: PathBuf,
 }
 
+/// `--pool NAME=FILE` (repeatable), `--between A B` and `--duplex`: the
+/// pool-to-pool shapes of `mx gen`, and what `mx hints` sizes.
+#[derive(Debug, Args, Default)]
+pub struct PoolArgs {
+    /// A named pool of servers (e.g. the hosts behind one top-of-rack switch):
+    /// NAME=FILE, the file a server list as for --servers; repeat for each pool
+    #[arg(long = "pool", value_name = "NAME=FILE", value_parser = parse_pool)]
+    pub pools: Vec<(String, PathBuf)>,
+
+    /// Pool to pool: hosts of FROM send, hosts of TO answer (no flow inside a
+    /// pool); `--between A A` is the mesh inside pool A [default: the two pools]
+    #[arg(long, num_args = 2, value_names = ["FROM", "TO"])]
+    pub between: Option<Vec<String>>,
+
+    /// Both pools send to each other (default: simplex, FROM sends)
+    #[arg(long)]
+    pub duplex: bool,
+}
+
+/// Parses `--pool NAME=FILE`.
+pub fn parse_pool(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((name, file))
+            if crate::matrix::pools::Pools::valid_name(name.trim()) && !file.trim().is_empty() =>
+        {
+            Ok((name.trim().to_string(), PathBuf::from(file.trim())))
+        }
+        _ => Err(format!(
+            "want NAME=FILE, NAME of letters, digits, '_', '-' or '.' (got '{text}')"
+        )),
+    }
+}
+
 /// `--tx-size` and `--rx-size`, shared by the commands that shape packets.
 #[derive(Debug, Args)]
 pub struct PacketSizes {
@@ -163,6 +196,9 @@ pub fn parse_workers(text: &str) -> Result<WorkersArg, String> {
 pub struct GenArgs {
     #[command(flatten)]
     pub servers: ServersArg,
+
+    #[command(flatten)]
+    pub pools: PoolArgs,
 
     /// Requests per second per pair, or 'max' for unpaced [default: 10000]
     #[arg(long, value_name = "N|max", value_parser = parse_pps, allow_negative_numbers = true,
@@ -261,6 +297,9 @@ pub struct HintsArgs {
     #[command(flatten)]
     pub servers: ServersArg,
 
+    #[command(flatten)]
+    pub pools: PoolArgs,
+
     /// Size the run for this many requests/s per pair ('max': unpaced, what is known of it)
     #[arg(long, value_name = "N|max", value_parser = parse_pps)]
     pub pps_per_pair: Option<PpsArg>,
@@ -273,7 +312,8 @@ pub struct HintsArgs {
     #[arg(long, value_name = "G")]
     pub gbps_per_host: Option<f64>,
 
-    /// Peers per host the run will use (default: all N-1, the full mesh)
+    /// Peers per host the run will use (default: all N-1, the full mesh; with
+    /// --between, every host of the other pool)
     #[arg(long, value_name = "K")]
     pub peers: Option<i64>,
 

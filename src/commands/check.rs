@@ -18,6 +18,9 @@ use crate::units::{self, bits, byte_rate, pps};
 
 use super::unpaced_ceiling;
 
+/// Flows inside a pool of a pool-to-pool matrix named before the rest are counted.
+const INSIDE_FLOWS_LISTED: usize = 5;
+
 /// Senders whose unpaced flows are listed; the rest are counted.
 const UNPACED_SENDERS_LISTED: usize = 5;
 /// Receivers named on one sender's line; the rest are counted.
@@ -58,6 +61,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
             }
         )?;
     }
+    pool_lines(&matrix, out)?;
     if nothing_paced {
         return all_unpaced(args, &matrix, out);
     }
@@ -409,4 +413,106 @@ fn run_command(args: &CheckArgs) -> String {
     } else {
         format!("mx run --matrix {} --for 60", args.matrix.display())
     }
+}
+
+/// A pool matrix's pools: per direction of a pool-to-pool matrix its flows
+/// and offered rate (layer 0, the grid), and any flow the grid holds inside a
+/// pool, which a pool-to-pool matrix never draws (a hand edit, named).
+fn pool_lines(matrix: &Matrix, out: &mut dyn Write) -> std::io::Result<()> {
+    let pools = matrix.pools();
+    let Some(between) = pools.between else {
+        if let Some(pool) = pools.pools.first() {
+            writeln!(
+                out,
+                "  pool {}: {} of the {} hosts",
+                pool.name,
+                pool.members.len(),
+                matrix.host_count()
+            )?;
+        }
+        return Ok(());
+    };
+    let pool_of = pools.pool_of_each(matrix.host_count());
+    let (s, r) = (
+        &pools.pools[between.senders],
+        &pools.pools[between.receivers],
+    );
+    writeln!(
+        out,
+        "  pools: {} ({} hosts) {} {} ({} hosts), no flow inside a pool",
+        s.name,
+        s.members.len(),
+        if between.duplex { "<->" } else { "->" },
+        r.name,
+        r.members.len()
+    )?;
+    let mut inside = Vec::new();
+    for (from, to) in pools.directions() {
+        let (mut flows, mut offered, mut unpaced) = (0usize, 0.0, 0usize);
+        for (src, row) in matrix.rows() {
+            if pool_of[src as usize] != Some(from) {
+                continue;
+            }
+            for cell in row.iter().filter(|c| pool_of[c.dst as usize] == Some(to)) {
+                flows += 1;
+                match cell.rate.pps() {
+                    Some(pps) => offered += pps,
+                    None => unpaced += 1,
+                }
+            }
+        }
+        let unpaced = if unpaced > 0 {
+            format!(" (+{unpaced} unpaced)")
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "    {} -> {}: {flows} flows, {} offered{unpaced}{}",
+            pools.pools[from].name,
+            pools.pools[to].name,
+            pps(offered),
+            if matrix.config.rotation.is_some() {
+                " in layer 0"
+            } else {
+                ""
+            }
+        )?;
+    }
+    for (src, row) in matrix.rows() {
+        for cell in row {
+            let (a, b) = (pool_of[src as usize], pool_of[cell.dst as usize]);
+            if a.is_some() && a == b {
+                inside.push((src, cell.dst));
+            }
+        }
+    }
+    if !inside.is_empty() {
+        let names: Vec<String> = inside
+            .iter()
+            .take(INSIDE_FLOWS_LISTED)
+            .map(|&(a, b)| {
+                format!(
+                    "{} -> {}",
+                    matrix.hosts()[a as usize].name,
+                    matrix.hosts()[b as usize].name
+                )
+            })
+            .collect();
+        let more = inside.len().saturating_sub(INSIDE_FLOWS_LISTED);
+        writeln!(
+            out,
+            "    but {} flow{} stay{} inside a pool (edited by hand?): {}{}",
+            inside.len(),
+            if inside.len() == 1 { "" } else { "s" },
+            if inside.len() == 1 { "s" } else { "" },
+            names.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    Ok(())
 }

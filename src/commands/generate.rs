@@ -6,44 +6,27 @@ use std::path::Path;
 
 use crate::cli::{GenArgs, PpsArg};
 use crate::error::{Error, Result};
-use crate::matrix::build::{Shape, Traffic, build};
+use crate::matrix::build::{Shape, Traffic, build, build_between};
+use crate::matrix::pools::{Between, Pool, Pools};
 use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{
-    DiskMode, Host, MIN_PACKET_BYTES, Matrix, Rate, shared_endpoint, shared_endpoint_message,
+    DiskMode, Host, HostToken, MIN_PACKET_BYTES, Matrix, Rate, shared_endpoint,
+    shared_endpoint_message,
 };
 use crate::plan::{self, per_host, pps_for_gbps};
 use crate::units::{self, bits, byte_rate, payload_bits, pps, wire_bits};
 
+use super::pools::Selection;
 use super::unpaced_ceiling;
 
 /// Per-pair rate when neither --pps nor --gbps is given.
 const DEFAULT_PPS: f64 = 10_000.0;
 
 pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
-    let hosts = read_servers(&args.servers.path)?;
-    // Two hosts at one address and port would make a matrix every reader refuses.
-    let placed: Vec<Host> = hosts
-        .iter()
-        .map(|t| Host::from_token(t.clone(), args.port))
-        .collect();
-    if let Some((a, b)) = shared_endpoint(&placed) {
-        return Err(Error::refused(format!(
-            "{}: {}",
-            args.servers.path.display(),
-            shared_endpoint_message(&placed[a], &placed[b])
-        )));
-    }
-    let n = hosts.len();
     let (tx_size, rx_size) = args.sizes.checked()?;
-    let shape = shape(args, n)?;
-    let peers = match shape {
-        Shape::FullMesh => n - 1,
-        Shape::KRegular { peers, .. } | Shape::Layered { peers, .. } => peers as usize,
-    };
-    let rate = pair_rate(args, tx_size, peers)?;
-    let traffic = Traffic {
+    let traffic = |rate| Traffic {
         rate,
         tx_size,
         rx_size,
@@ -51,7 +34,53 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
         disk: args.disk,
         dscp: args.dscp,
     };
-    let matrix = build(hosts, shape, traffic);
+    let (matrix, shape, peers) = match Selection::read(&args.pools, args.port)? {
+        Selection::Servers => {
+            let hosts = read_servers(&args.servers.path)?;
+            // Two hosts at one address and port would make a matrix every reader refuses.
+            let placed: Vec<Host> = hosts
+                .iter()
+                .map(|t| Host::from_token(t.clone(), args.port))
+                .collect();
+            if let Some((a, b)) = shared_endpoint(&placed) {
+                return Err(Error::refused(format!(
+                    "{}: {}",
+                    args.servers.path.display(),
+                    shared_endpoint_message(&placed[a], &placed[b])
+                )));
+            }
+            mesh(args, hosts, tx_size, &traffic)?
+        }
+        Selection::Inside { name, hosts } => {
+            let count = hosts.len() as u32;
+            let (matrix, shape, peers) = mesh(args, hosts, tx_size, &traffic)?;
+            let pools = Pools {
+                pools: vec![Pool {
+                    name,
+                    members: (0..count).collect(),
+                }],
+                between: None,
+            };
+            (matrix.with_pools(pools), shape, peers)
+        }
+        Selection::Between { pools, between } => {
+            let sizes: Vec<usize> = pools.iter().map(|(_, h)| h.len()).collect();
+            let shape = pool_shape(args, &pools, between)?;
+            // A sender's peers: K, or every host of the pool it sends to (the
+            // larger, for a duplex of unequal pools: no sender over a budget).
+            let peers = match shape {
+                Shape::FullMesh if between.duplex => sizes[0].max(sizes[1]),
+                Shape::FullMesh => sizes[1],
+                Shape::KRegular { peers, .. } | Shape::Layered { peers, .. } => peers as usize,
+            };
+            let rate = pair_rate(args, tx_size, peers)?;
+            (
+                build_between(pools, between, shape, traffic(rate)),
+                shape,
+                peers,
+            )
+        }
+    };
 
     if args.output == Path::new("-") {
         matrix.write_to(out)?;
@@ -62,18 +91,91 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
+/// The mesh shapes over `hosts` (every pair, `--peers`, `--dwell`).
+fn mesh(
+    args: &GenArgs,
+    hosts: Vec<HostToken>,
+    tx_size: u32,
+    traffic: &dyn Fn(Rate) -> Traffic,
+) -> Result<(Matrix, Shape, usize)> {
+    let n = hosts.len();
+    let shape = shape(args, n)?;
+    let peers = match shape {
+        Shape::FullMesh => n - 1,
+        Shape::KRegular { peers, .. } | Shape::Layered { peers, .. } => peers as usize,
+    };
+    let rate = pair_rate(args, tx_size, peers)?;
+    Ok((build(hosts, shape, traffic(rate)), shape, peers))
+}
+
+/// The pool-to-pool shape the flags ask for: K at most the smaller receiving
+/// pool, and a rotation only where there is something to rotate.
+fn pool_shape(
+    args: &GenArgs,
+    pools: &[(String, Vec<HostToken>)],
+    between: Between,
+) -> Result<Shape> {
+    shape_flags(args)?;
+    let Some(peers) = args.peers else {
+        return Ok(Shape::FullMesh);
+    };
+    let (from, to) = (&pools[0], &pools[1]);
+    let (most, whose) = if between.duplex && from.1.len() < to.1.len() {
+        (from.1.len(), &from.0)
+    } else {
+        (to.1.len(), &to.0)
+    };
+    if peers < 1 || peers as usize > most {
+        return Err(Error::refused(format!(
+            "--peers must be between 1 and {most} here: a sender's peers are distinct hosts of the other pool, and {whose} has {most} (got {peers})"
+        )));
+    }
+    let peers = peers as u32;
+    let seed = match args.seed {
+        Some(seed) => seed,
+        None => random_seed()?,
+    };
+    let Some(dwell) = args.dwell else {
+        return Ok(Shape::KRegular { peers, seed });
+    };
+    dwell_flags(seed, dwell)?;
+    let layers = pools_of(pools, between).layer_count(peers as usize);
+    if layers < 2 {
+        return Err(Error::refused(format!(
+            "--peers {peers} already covers every cross-pool pair: --dwell has nothing to rotate (drop --dwell, or lower --peers)"
+        )));
+    }
+    Ok(Shape::Layered {
+        peers,
+        seed,
+        dwell,
+        fill: args.equal_layers,
+    })
+}
+
+/// The pools' sizes as a [`Pools`] (members numbered pool by pool), for the
+/// arithmetic that needs only the sizes.
+fn pools_of(pools: &[(String, Vec<HostToken>)], between: Between) -> Pools {
+    let mut first = 0u32;
+    Pools {
+        pools: pools
+            .iter()
+            .map(|(name, hosts)| {
+                let members = (first..first + hosts.len() as u32).collect();
+                first += hosts.len() as u32;
+                Pool {
+                    name: name.clone(),
+                    members,
+                }
+            })
+            .collect(),
+        between: Some(between),
+    }
+}
+
 /// The shape the flags ask for, checked in the original's order (facts.md 1.7).
 fn shape(args: &GenArgs, n: usize) -> Result<Shape> {
-    if args.dwell.is_some() && args.peers.is_none() {
-        return Err(Error::refused(
-            "--dwell needs --peers K: the layers rotate K peers at a time",
-        ));
-    }
-    if args.equal_layers && args.dwell.is_none() {
-        return Err(Error::refused(
-            "--equal-layers needs --dwell: only a layered matrix has layers to equalize",
-        ));
-    }
+    shape_flags(args)?;
     let Some(peers) = args.peers else {
         return Ok(Shape::FullMesh);
     };
@@ -91,17 +193,7 @@ fn shape(args: &GenArgs, n: usize) -> Result<Shape> {
     let Some(dwell) = args.dwell else {
         return Ok(Shape::KRegular { peers, seed });
     };
-    if seed < 0 {
-        return Err(Error::refused(format!(
-            "--seed must be 0 or more for a layered matrix (got {seed})"
-        )));
-    }
-    if !(dwell >= 1.0 && dwell.is_finite()) {
-        return Err(Error::refused(format!(
-            "--dwell must be at least 1 second (got {})",
-            units::g(dwell)
-        )));
-    }
+    dwell_flags(seed, dwell)?;
     if LayerPlan::layer_count(n, peers as usize) < 2 {
         return Err(Error::refused(format!(
             "--peers {peers} of {n} hosts is already every pair: --dwell has nothing to rotate (drop --dwell, or lower --peers)"
@@ -113,6 +205,37 @@ fn shape(args: &GenArgs, n: usize) -> Result<Shape> {
         dwell,
         fill: args.equal_layers,
     })
+}
+
+/// The flags that need others: --dwell needs --peers, --equal-layers --dwell.
+fn shape_flags(args: &GenArgs) -> Result<()> {
+    if args.dwell.is_some() && args.peers.is_none() {
+        return Err(Error::refused(
+            "--dwell needs --peers K: the layers rotate K peers at a time",
+        ));
+    }
+    if args.equal_layers && args.dwell.is_none() {
+        return Err(Error::refused(
+            "--equal-layers needs --dwell: only a layered matrix has layers to equalize",
+        ));
+    }
+    Ok(())
+}
+
+/// A layered matrix's seed and dwell.
+fn dwell_flags(seed: i64, dwell: f64) -> Result<()> {
+    if seed < 0 {
+        return Err(Error::refused(format!(
+            "--seed must be 0 or more for a layered matrix (got {seed})"
+        )));
+    }
+    if !(dwell >= 1.0 && dwell.is_finite()) {
+        return Err(Error::refused(format!(
+            "--dwell must be at least 1 second (got {})",
+            units::g(dwell)
+        )));
+    }
+    Ok(())
 }
 
 /// The per-pair rate, rounded to what the file will hold (facts.md 1.8), so the
@@ -177,21 +300,31 @@ fn print_summary(
     writeln!(
         out,
         "  {n} hosts, {} flows, {}",
-        n * peers,
+        matrix.flow_count(),
         matrix.sizes_phrase()
     )?;
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class    : {}", matrix.config.dscp.sentence())?;
     }
-    if let Shape::KRegular { seed, .. } | Shape::Layered { seed, .. } = shape {
+    let pools = matrix.pools();
+    if pools.between.is_some() {
+        print_pools(out, matrix, shape)?;
+    } else if let Shape::KRegular { seed, .. } | Shape::Layered { seed, .. } = shape {
         writeln!(
             out,
             "  shape    : k-regular shuffle, {peers} peer{} per host (seed {seed} -- reuse --seed {seed} to replay)",
             plural(peers)
         )?;
     }
+    if let Some(pool) = pools.pools.first().filter(|_| pools.between.is_none()) {
+        writeln!(out, "  pool     : the mesh inside pool {}", pool.name)?;
+    }
     if let Shape::Layered { dwell, fill, .. } = shape {
-        print_layers(out, matrix, peers, dwell, fill)?;
+        if pools.between.is_some() {
+            print_pool_layers(out, matrix, dwell, fill)?;
+        } else {
+            print_layers(out, matrix, peers, dwell, fill)?;
+        }
     }
     let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
     let matrix_flag = if args.output == Path::new("matrix.csv") {
@@ -221,12 +354,29 @@ fn print_summary(
         Some(host_pps) => {
             let pair_pps = rate.pps().unwrap_or_default();
             writeln!(out, "  per pair : {}", pps(pair_pps))?;
-            writeln!(
-                out,
-                "  per host : {} out, {} back in -- every host identical",
-                pps(host_pps),
-                pps(host_pps)
-            )?;
+            if pools.between.is_some() {
+                let busiest = |f: fn(&plan::HostLoad) -> f64| {
+                    plan::layer_loads(matrix, 0)
+                        .iter()
+                        .map(f)
+                        .fold(0.0, f64::max)
+                };
+                writeln!(
+                    out,
+                    "  per host : {} out from each sender ({} peer{}), up to {} of requests in at a receiver",
+                    pps(host_pps),
+                    peers,
+                    plural(peers),
+                    pps(busiest(|l| l.in_pps))
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "  per host : {} out, {} back in -- every host identical",
+                    pps(host_pps),
+                    pps(host_pps)
+                )?;
+            }
             writeln!(
                 out,
                 "             {} out on the wire ({} payload)",
@@ -247,12 +397,20 @@ fn print_summary(
                 .into_iter()
                 .max_by(|a, b| a.packets().total_cmp(&b.packets()))
                 .unwrap_or_default();
-            writeln!(
-                out,
-                "  per NIC  : {} each way -- each host also answers its peers' {} of requests",
-                pps(nic.packets()),
-                pps(nic.in_pps)
-            )?;
+            if pools.between.is_some() {
+                writeln!(
+                    out,
+                    "  per NIC  : up to {} each way, on the busiest host (its requests and replies, both ways)",
+                    pps(nic.packets())
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "  per NIC  : {} each way -- each host also answers its peers' {} of requests",
+                    pps(nic.packets()),
+                    pps(nic.in_pps)
+                )?;
+            }
             writeln!(
                 out,
                 "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
@@ -262,7 +420,7 @@ fn print_summary(
             writeln!(
                 out,
                 "  fleet    : {} offered",
-                pps(pair_pps * (n * peers) as f64)
+                pps(pair_pps * matrix.flow_count() as f64)
             )?;
         }
     }
@@ -336,6 +494,116 @@ fn print_disk(out: &mut dyn Write, matrix: &Matrix) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The pools of a pool-to-pool matrix and its shape: who sends, who
+/// answers, and how the flows are dealt.
+fn print_pools(out: &mut dyn Write, matrix: &Matrix, shape: Shape) -> std::io::Result<()> {
+    const INDENT: &str = "             ";
+    let pools = matrix.pools();
+    let b = pools.between.expect("a pool-to-pool matrix");
+    let (s, r) = (&pools.pools[b.senders], &pools.pools[b.receivers]);
+    let (sn, rn) = (s.members.len(), r.members.len());
+    if b.duplex {
+        writeln!(
+            out,
+            "  pools    : {} ({sn} host{}) and {} ({rn} host{}) send to each other (duplex); no flow inside a pool",
+            s.name,
+            plural(sn),
+            r.name,
+            plural(rn)
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  pools    : {} ({sn} host{}) sends, {} ({rn} host{}) answers (simplex); no flow inside a pool",
+            s.name,
+            plural(sn),
+            r.name,
+            plural(rn)
+        )?;
+    }
+    match shape {
+        Shape::FullMesh => writeln!(
+            out,
+            "  shape    : every {} host to every {} host{}",
+            s.name,
+            r.name,
+            if b.duplex { ", and back" } else { "" }
+        )?,
+        Shape::KRegular { peers, seed } | Shape::Layered { peers, seed, .. } => {
+            let k = peers as usize;
+            writeln!(
+                out,
+                "  shape    : each sender talks to exactly {k} host{} of the other pool, dealt evenly (seed {seed} --",
+                plural(k)
+            )?;
+            writeln!(out, "{INDENT}reuse --seed {seed} to replay):")?;
+            for (from, to) in pools.directions() {
+                let (f, t) = (&pools.pools[from], &pools.pools[to]);
+                let flows = f.members.len() * k;
+                let (low, high) = (flows / t.members.len(), flows.div_ceil(t.members.len()));
+                let each = if low == high {
+                    format!("exactly {low} {} sender{}", f.name, plural(low))
+                } else {
+                    format!(
+                        "{low} or {high} {} senders ({flows} flows over {} hosts)",
+                        f.name,
+                        t.members.len()
+                    )
+                };
+                writeln!(out, "{INDENT}every {} host answers {each}", t.name)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rotation of a layered pool-to-pool matrix.
+fn print_pool_layers(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    dwell: f64,
+    fill: bool,
+) -> std::io::Result<()> {
+    const INDENT: &str = "             ";
+    let pools = matrix.pools();
+    let layers = matrix.config.rotation.map_or(1, |r| r.layers as usize);
+    let peers = matrix.config.shuffle.map_or(1, |k| k.peers as usize);
+    let short = pools
+        .directions()
+        .iter()
+        .any(|&(_, r)| !pools.pools[r].members.len().is_multiple_of(peers))
+        || pools
+            .directions()
+            .iter()
+            .any(|&(_, r)| pools.pools[r].members.len().div_ceil(peers) != layers);
+    writeln!(
+        out,
+        "  layers   : {layers}, held {} each -- every cross-pool pair measured {} per {} cycle",
+        seconds(dwell),
+        if fill && short {
+            "at least once"
+        } else {
+            "exactly once"
+        },
+        seconds(layers as f64 * dwell)
+    )?;
+    if short && !fill {
+        writeln!(
+            out,
+            "{INDENT}a short layer carries fewer flows (use --equal-layers to pad it with repeats)"
+        )?;
+    } else if short {
+        writeln!(
+            out,
+            "{INDENT}short layers padded with repeats (--equal-layers): the load never dips"
+        )?;
+    }
+    writeln!(
+        out,
+        "{INDENT}dwell must be a whole multiple of the agents' --interval (default 5s); `mx start` checks"
+    )
 }
 
 fn print_layers(

@@ -6,10 +6,12 @@ use std::io::Write;
 
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
+use crate::matrix::DEFAULT_PORT;
 use crate::matrix::servers::read_servers;
 use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
 use crate::units::{bits, pps, wire_bits};
 
+use super::pools::Selection;
 use super::unpaced_ceiling;
 
 /// Above this many workers per host, a socket-based agent is the wrong tool.
@@ -22,30 +24,13 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         out.write_all(CHEAT_SHEET.as_bytes())?;
         return Ok(0);
     }
-    let servers = &args.servers.path;
-    if !servers.exists() {
-        return Err(Error::refused(format!(
-            "sizing a run needs the server list: --servers {} not found",
-            servers.display()
-        )));
-    }
-    let hosts = read_servers(servers)?;
-    let n = hosts.len();
     let (tx, rx) = args.sizes.checked()?;
-    let peers = match args.peers {
-        None => n - 1,
-        Some(k) if k >= 1 && (k as usize) < n => k as usize,
-        Some(k) => {
-            return Err(Error::refused(format!(
-                "--peers must be between 1 and {} for {n} hosts (got {k})",
-                n - 1
-            )));
-        }
-    };
+    let layout = Layout::of(args)?;
+    let peers = layout.peers;
     // Precedence as the original: per pair, then per host, then Gb/s per host.
     let per_pair = match (args.pps_per_pair, args.pps_per_host, args.gbps_per_host) {
         (Some(PpsArg::Max), _, _) | (None, Some(PpsArg::Max), _) => {
-            return unpaced(args, n, peers, (tx, rx), out);
+            return unpaced(&layout, (tx, rx), out);
         }
         (Some(PpsArg::Rate(x)), _, _) => positive("--pps-per-pair", x)?,
         (None, Some(PpsArg::Rate(x)), _) => positive("--pps-per-host", x)? / peers as f64,
@@ -53,38 +38,71 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         (None, None, None) => unreachable!("checked above"),
     };
     let per_host = per_pair * peers as f64;
-    let nic = wire_bits(per_host, tx) + wire_bits(per_host, rx);
-    let need = workers_needed(per_host);
+    let in_host = per_pair * layout.in_flows as f64;
+    // The busiest NIC direction: requests out and the replies to the
+    // requests coming in, or the mirror image. A host of a simplex pool
+    // matrix either sends or answers; every other host does both.
+    let direction = |o: f64, i: f64| {
+        (wire_bits(o, tx) + wire_bits(i, rx)).max(wire_bits(i, tx) + wire_bits(o, rx))
+    };
+    let (nic, busiest) = if layout.both_ways {
+        (direction(per_host, in_host), per_host + in_host)
+    } else {
+        (
+            direction(per_host, 0.0).max(direction(0.0, in_host)),
+            per_host.max(in_host),
+        )
+    };
+    // A worker moves ~WORKER_EXCHANGES_PER_SECOND exchanges; `workers_needed`
+    // counts a host's requests out and as many answered.
+    let need = workers_needed(busiest / 2.0);
 
-    writeln!(out, "to get that across {n} hosts ({} flows):", n * peers)?;
-    writeln!(out)?;
-    writeln!(out, "  per pair        {}", pps(per_pair))?;
     writeln!(
         out,
-        "  per host        {} of requests out, {} of replies back",
-        pps(per_host),
-        pps(per_host)
+        "to get that across {} hosts ({} flows):",
+        layout.hosts, layout.flows
     )?;
+    writeln!(out)?;
+    writeln!(out, "  per pair        {}", pps(per_pair))?;
+    if layout.pooled {
+        writeln!(
+            out,
+            "  per sender      {} of requests out ({peers} peer{}), the replies back",
+            pps(per_host),
+            if peers == 1 { "" } else { "s" }
+        )?;
+        writeln!(
+            out,
+            "  per receiver    up to {} of requests in ({} sender{}), as many replies out",
+            pps(in_host),
+            layout.in_flows,
+            if layout.in_flows == 1 { "" } else { "s" }
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  per host        {} of requests out, {} of replies back",
+            pps(per_host),
+            pps(per_host)
+        )?;
+    }
     writeln!(
         out,
         "                  {} per NIC direction (requests one way, replies the other, framing included)",
         bits(nic)
     )?;
+    let fleet = per_pair * layout.flows as f64;
     writeln!(
         out,
         "  fleet total     {} requests + {} replies",
-        pps(per_host * n as f64),
-        pps(per_host * n as f64)
+        pps(fleet),
+        pps(fleet)
     )?;
     writeln!(out)?;
-    let peers_flag = args
-        .peers
-        .map_or(String::new(), |k| format!(" --peers {k}"));
     writeln!(
         out,
-        "  mx gen --servers {}{peers_flag} --pps {:.0} --tx-size {tx} --rx-size {rx}",
-        servers.display(),
-        per_pair
+        "  mx gen {} --pps {:.0} --tx-size {tx} --rx-size {rx}",
+        layout.gen_flags, per_pair
     )?;
     writeln!(
         out,
@@ -177,30 +195,21 @@ fn worker_lines(
 
 /// `--pps-per-pair max`: nothing to size, so say what is known, the commands,
 /// and how to find the rate that a paced run can then be sized for.
-fn unpaced(
-    args: &HintsArgs,
-    n: usize,
-    peers: usize,
-    (tx, rx): (u32, u32),
-    out: &mut dyn Write,
-) -> Result<u8> {
+fn unpaced(layout: &Layout, (tx, rx): (u32, u32), out: &mut dyn Write) -> Result<u8> {
     writeln!(
         out,
-        "unpaced across {n} hosts ({} flows): every sender goes as fast as it can, so the",
-        n * peers
+        "unpaced across {} hosts ({} flows): every sender goes as fast as it can, so the",
+        layout.hosts, layout.flows
     )?;
     writeln!(
         out,
         "offered load is whatever the senders manage: there is no rate to size NICs or workers by."
     )?;
     writeln!(out)?;
-    let peers_flag = args
-        .peers
-        .map_or(String::new(), |k| format!(" --peers {k}"));
     writeln!(
         out,
-        "  mx gen --servers {}{peers_flag} --pps max --tx-size {tx} --rx-size {rx}",
-        args.servers.path.display()
+        "  mx gen {} --pps max --tx-size {tx} --rx-size {rx}",
+        layout.gen_flags
     )?;
     writeln!(out)?;
     for line in unpaced_ceiling("the ceiling", "mx run --for 60") {
@@ -211,6 +220,115 @@ fn unpaced(
         "  `mx hints --pps-per-host N` then sizes a paced run at the rate the senders reached."
     )?;
     Ok(0)
+}
+
+/// The shape a sizing is for: the mesh of the server list (or of one pool),
+/// or pool to pool.
+struct Layout {
+    hosts: usize,
+    flows: usize,
+    /// Flows out of a sender.
+    peers: usize,
+    /// Flows into the busiest receiver.
+    in_flows: usize,
+    /// Every host sends and answers (a mesh, or a duplex of pools).
+    both_ways: bool,
+    pooled: bool,
+    /// The flags that make this shape with `mx gen`.
+    gen_flags: String,
+}
+
+impl Layout {
+    fn of(args: &HintsArgs) -> Result<Layout> {
+        let peers_flag = args
+            .peers
+            .map_or(String::new(), |k| format!(" --peers {k}"));
+        let pool_flags = || {
+            let mut flags: Vec<String> = args
+                .pools
+                .pools
+                .iter()
+                .map(|(name, file)| format!("--pool {name}={}", file.display()))
+                .collect();
+            if let Some(between) = &args.pools.between {
+                flags.push(format!("--between {}", between.join(" ")));
+            }
+            if args.pools.duplex {
+                flags.push("--duplex".to_string());
+            }
+            flags.join(" ")
+        };
+        let mesh = |n: usize, gen_flags: String| -> Result<Layout> {
+            let peers = match args.peers {
+                None => n - 1,
+                Some(k) if k >= 1 && (k as usize) < n => k as usize,
+                Some(k) => {
+                    return Err(Error::refused(format!(
+                        "--peers must be between 1 and {} for {n} hosts (got {k})",
+                        n - 1
+                    )));
+                }
+            };
+            Ok(Layout {
+                hosts: n,
+                flows: n * peers,
+                peers,
+                in_flows: peers,
+                both_ways: true,
+                pooled: false,
+                gen_flags: format!("{gen_flags}{peers_flag}"),
+            })
+        };
+        match Selection::read(&args.pools, DEFAULT_PORT)? {
+            Selection::Servers => {
+                let servers = &args.servers.path;
+                if !servers.exists() {
+                    return Err(Error::refused(format!(
+                        "sizing a run needs the server list: --servers {} not found",
+                        servers.display()
+                    )));
+                }
+                let n = read_servers(servers)?.len();
+                mesh(n, format!("--servers {}", servers.display()))
+            }
+            Selection::Inside { hosts, .. } => mesh(hosts.len(), pool_flags()),
+            Selection::Between { pools, between } => {
+                let (a, b) = (pools[0].1.len(), pools[1].1.len());
+                let most = if between.duplex { a.min(b) } else { b };
+                let peers = match args.peers {
+                    None if between.duplex => a.max(b),
+                    None => b,
+                    Some(k) if k >= 1 && (k as usize) <= most => k as usize,
+                    Some(k) => {
+                        return Err(Error::refused(format!(
+                            "--peers must be between 1 and {most} here: a sender's peers are distinct hosts of the other pool (got {k})"
+                        )));
+                    }
+                };
+                // Without --peers every sender meets all of the other pool.
+                let out_of = |senders: usize, receivers: usize| match args.peers {
+                    None => (senders * receivers, senders),
+                    Some(_) => (senders * peers, (senders * peers).div_ceil(receivers)),
+                };
+                let (ab, into_b) = out_of(a, b);
+                let (flows, in_flows) = if between.duplex {
+                    let (ba, into_a) = out_of(b, a);
+                    (ab + ba, into_b.max(into_a))
+                } else {
+                    (ab, into_b)
+                };
+                Ok(Layout {
+                    hosts: a + b,
+                    flows,
+                    peers,
+                    in_flows,
+                    both_ways: between.duplex,
+                    pooled: true,
+                    gen_flags: format!("{}{peers_flag}", pool_flags()),
+                })
+            }
+        }
+    }
 }
 
 fn positive(flag: &str, value: f64) -> Result<f64> {
@@ -257,6 +375,11 @@ FIND THE FABRIC'S LIMIT
 SUSTAINED EQUAL LOAD ON EVERY SERVER, WITHOUT THE FULL MESH
   mx gen --servers servers.txt --peers 8 --pps 100000 --seed 42
   mx start --streams 4                   # 4 sockets (ECMP paths) per pair
+
+ONE RACK AGAINST ANOTHER (TOP-OF-RACK TO TOP-OF-RACK)
+  mx gen --pool tor1=tor1.txt --pool tor2=tor2.txt --between tor1 tor2 --gbps 0.9
+  mx gen --pool tor1=tor1.txt --pool tor2=tor2.txt --duplex --peers 4 --dwell 15
+  mx summarize --grid g                  # POOL lines: what crossed, loss by leg
 
 EVERY PAIR MEASURED, ONLY K SOCKETS PER HOST
   mx gen --servers servers.txt --peers 8 --pps 20000 --dwell 15

@@ -13,6 +13,7 @@ pub mod generate;
 pub mod help;
 pub mod hints;
 pub mod logs;
+pub mod pools;
 pub mod reload;
 pub mod run;
 pub mod start;

@@ -1,6 +1,8 @@
 //! The matrices `mx gen` makes: the full mesh, the `--peers K` k-regular shuffle and
-//! the `--dwell` layered rotation (whose grid is layer 0).
+//! the `--dwell` layered rotation (whose grid is layer 0), over all hosts or
+//! from one pool to another ([`super::pools`]).
 
+use super::pools::{Between, Pool, PoolPlan, Pools};
 use super::shape::{KRegular, LayerPlan};
 use super::{Cell, Config, Host, HostToken, Matrix, Rate, Rotation, ShuffleKey};
 
@@ -36,15 +38,7 @@ pub struct Traffic {
 /// against the host count (1 <= K <= N-1; at least two layers when layered).
 pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
     let n = hosts.len();
-    let mut config = Config {
-        tx_size: traffic.tx_size,
-        rx_size: traffic.rx_size,
-        port: traffic.port,
-        shuffle: None,
-        rotation: None,
-        disk: traffic.disk,
-        dscp: traffic.dscp,
-    };
+    let mut config = config_of(&traffic);
     let receivers: Vec<Vec<u32>> = match shape {
         Shape::FullMesh => (0..n as u32)
             .map(|src| (0..n as u32).filter(|&dst| dst != src).collect())
@@ -74,6 +68,93 @@ pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
                 .collect()
         }
     };
+    assemble(config, hosts, receivers, traffic)
+}
+
+/// Builds a pool-to-pool matrix: the hosts are the pools' in order, pool by
+/// pool, and flows go only across `between` (see [`super::pools`] for the
+/// shapes: `FullMesh` is every cross pair). The caller has validated K
+/// against the receiver pools and the layer count.
+pub fn build_between(
+    pools: Vec<(String, Vec<HostToken>)>,
+    between: Between,
+    shape: Shape,
+    traffic: Traffic,
+) -> Matrix {
+    let mut hosts = Vec::new();
+    let mut set = Pools {
+        pools: Vec::new(),
+        between: Some(between),
+    };
+    for (name, tokens) in pools {
+        let first = hosts.len() as u32;
+        set.pools.push(Pool {
+            name,
+            members: (first..first + tokens.len() as u32).collect(),
+        });
+        hosts.extend(tokens);
+    }
+    let n = hosts.len();
+    let mut config = config_of(&traffic);
+    let receivers: Vec<Vec<u32>> = match shape {
+        Shape::FullMesh => {
+            let mut receivers = vec![Vec::new(); n];
+            for (s, r) in set.directions() {
+                for &src in &set.pools[s].members {
+                    receivers[src as usize] = set.pools[r].members.clone();
+                }
+            }
+            receivers
+        }
+        Shape::KRegular { peers, seed } => {
+            config.shuffle = Some(ShuffleKey { peers, seed });
+            let plan = PoolPlan::new(&set, n, peers as usize, seed, false);
+            (0..n as u32)
+                .map(|src| plan.targets(src, 0).collect())
+                .collect()
+        }
+        Shape::Layered {
+            peers,
+            seed,
+            dwell,
+            fill,
+        } => {
+            config.shuffle = Some(ShuffleKey { peers, seed });
+            let plan = PoolPlan::new(&set, n, peers as usize, seed, fill);
+            config.rotation = Some(Rotation {
+                layers: plan.layer_count() as u32,
+                dwell,
+                fill,
+            });
+            (0..n as u32)
+                .map(|src| plan.targets(src, 0).collect())
+                .collect()
+        }
+    };
+    assemble(config, hosts, receivers, traffic).with_pools(set)
+}
+
+/// The header keys every generated matrix starts from.
+fn config_of(traffic: &Traffic) -> Config {
+    Config {
+        tx_size: traffic.tx_size,
+        rx_size: traffic.rx_size,
+        port: traffic.port,
+        shuffle: None,
+        rotation: None,
+        disk: traffic.disk,
+        dscp: traffic.dscp,
+    }
+}
+
+/// The matrix of `hosts` whose host i sends to `receivers[i]`, every flow at
+/// the traffic's rate.
+fn assemble(
+    config: Config,
+    hosts: Vec<HostToken>,
+    receivers: Vec<Vec<u32>>,
+    traffic: Traffic,
+) -> Matrix {
     let rows = receivers
         .into_iter()
         .map(|mut dsts| {

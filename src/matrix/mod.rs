@@ -19,6 +19,7 @@
 pub mod build;
 pub mod cpython_random;
 pub mod dscp;
+pub mod pools;
 pub mod read;
 pub mod resolve;
 pub mod schedule;
@@ -250,6 +251,8 @@ pub struct Matrix {
     /// What the reader accepted but ignored (a value on the diagonal, a cell
     /// past the header's last host), one line each naming the file and line.
     warnings: Vec<String>,
+    /// Its pools (`# pool` lines), and the two a pool-to-pool matrix connects.
+    pools: pools::Pools,
 }
 
 /// The first two hosts (by index) at one address and UDP port: one agent would
@@ -297,7 +300,20 @@ impl Matrix {
             rows,
             by_name,
             warnings: Vec::new(),
+            pools: pools::Pools::default(),
         }
+    }
+
+    /// The same matrix with its pools recorded; `pools` holds indices of
+    /// this matrix's hosts.
+    pub fn with_pools(mut self, pools: pools::Pools) -> Matrix {
+        self.pools = pools;
+        self
+    }
+
+    /// Its pools (empty for a matrix without `# pool` lines).
+    pub fn pools(&self) -> &pools::Pools {
+        &self.pools
     }
 
     /// What the reader accepted but ignored, one line each (`m.csv:4: cell a -> a:
@@ -382,16 +398,24 @@ impl Matrix {
             })
             .collect();
         Matrix::from_parts(self.config.clone(), hosts, self.rows.clone())
+            .with_pools(self.pools.clone())
     }
 
-    /// The layers of a layered matrix, derived from its seed.
-    pub fn layer_plan(&self) -> Option<shape::LayerPlan> {
+    /// The layers of a layered matrix, derived from its seed (and its pools,
+    /// for a pool-to-pool matrix).
+    pub fn layer_plan(&self) -> Option<shape::Layers> {
         let (key, rotation) = (self.config.shuffle?, self.config.rotation?);
-        Some(shape::LayerPlan::new(
-            self.host_count(),
-            key.peers as usize,
-            key.seed,
-            rotation.fill,
-        ))
+        let (peers, seed, fill) = (key.peers as usize, key.seed, rotation.fill);
+        Some(if self.pools.between.is_some() {
+            shape::Layers::Pools(pools::PoolPlan::new(
+                &self.pools,
+                self.host_count(),
+                peers,
+                seed,
+                fill,
+            ))
+        } else {
+            shape::Layers::Mesh(shape::LayerPlan::new(self.host_count(), peers, seed, fill))
+        })
     }
 }

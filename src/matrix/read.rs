@@ -29,6 +29,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::pools::{Between, Pool, Pools};
 use super::shape::LayerPlan;
 use super::{
     Cell, Config, FORMAT_VERSION, HostToken, MAX_HOSTS, Matrix, Rate, Rotation, ShuffleKey,
@@ -36,10 +37,12 @@ use super::{
 use super::{Host, token::TokenError};
 use crate::error::{Error, Result};
 
-/// The config keys a matrix header may set: the original's nine, and `dscp`
-/// (the original ignores it, and runs such a matrix unmarked).
-const CONFIG_KEYS: [&str; 10] = [
-    "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk", "dscp",
+/// The config keys a matrix header may set: the original's nine, ours
+/// (`between`, `duplex`), and `dscp` (the original ignores it, and runs such
+/// a matrix unmarked).
+const CONFIG_KEYS: [&str; 12] = [
+    "tx_size", "rx_size", "port", "peers", "seed", "layers", "dwell", "fill", "disk", "between",
+    "duplex", "dscp",
 ];
 
 /// Warnings listed one by one; past that, one line counts the rest (a filled-in
@@ -127,6 +130,9 @@ impl Matrix {
     }
 }
 
+/// An integer key's value and the line it was on (`None`: absent).
+type KeyAt = Option<(i64, usize)>;
+
 /// A config value as found, with the line it was on (the last occurrence wins).
 struct RawValue {
     text: String,
@@ -156,6 +162,8 @@ struct GridReader<'a> {
     scratch: Vec<u8>,
     last_cell: Vec<u8>,
     last_rate: Option<Rate>,
+    /// `# pool NAME: host host ...` lines as found: name, member names, line.
+    pool_lines: Vec<(String, Vec<String>, usize)>,
 }
 
 impl<'a> GridReader<'a> {
@@ -176,6 +184,7 @@ impl<'a> GridReader<'a> {
             scratch: Vec::new(),
             last_cell: Vec::new(),
             last_rate: None,
+            pool_lines: Vec::new(),
         }
     }
 
@@ -226,6 +235,13 @@ impl<'a> GridReader<'a> {
                 ),
             ));
         }
+        if let Some(pool) = text
+            .trim_start_matches('#')
+            .trim_start()
+            .strip_prefix("pool ")
+        {
+            return self.pool_line(pool, line_no);
+        }
         for token in text.trim_start_matches('#').split_whitespace() {
             let Some((key, value)) = token.split_once('=') else {
                 continue;
@@ -241,6 +257,106 @@ impl<'a> GridReader<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `# pool NAME: host host ...` (the `# pool ` already taken off).
+    fn pool_line(&mut self, rest: &str, line_no: usize) -> Result<()> {
+        let Some((name, members)) = rest.split_once(':') else {
+            return Err(self.refuse_at(
+                line_no,
+                "a pool line is '# pool NAME: host host ...' (no ':' after the name)",
+            ));
+        };
+        let name = name.trim();
+        if !Pools::valid_name(name) {
+            return Err(self.refuse_at(
+                line_no,
+                format!("bad pool name '{name}' (letters, digits, '_', '-' and '.')"),
+            ));
+        }
+        if let Some((_, _, first)) = self.pool_lines.iter().find(|(n, _, _)| n == name) {
+            return Err(self.refuse_at(
+                line_no,
+                format!("pool '{name}' is written twice (first on line {first})"),
+            ));
+        }
+        let members = members.split_whitespace().map(str::to_string).collect();
+        self.pool_lines.push((name.to_string(), members, line_no));
+        Ok(())
+    }
+
+    /// The pools of the `# pool` lines over the header's hosts, and the
+    /// `between=` pair. A pool member that is not a host is left out, with a
+    /// warning (the host was deleted by hand); a host in two pools, an
+    /// empty pool or a `between=` that names no pool is refused.
+    fn pools(&mut self) -> Result<Pools> {
+        let mut pools = Pools::default();
+        let mut pool_line_of: HashMap<u32, (usize, usize)> = HashMap::new();
+        for (name, members, line) in std::mem::take(&mut self.pool_lines) {
+            let mut pool = Pool {
+                name: name.clone(),
+                members: Vec::with_capacity(members.len()),
+            };
+            for member in &members {
+                let Some(&host) = self.by_name.get(member) else {
+                    self.warn_at(
+                        line,
+                        format!(
+                            "pool {name} names '{member}', which is not a host of the matrix -- left out of the pool"
+                        ),
+                    );
+                    continue;
+                };
+                if let Some((other, other_line)) = pool_line_of.get(&host) {
+                    let other = &pools.pools[*other].name;
+                    let what = if *other == name {
+                        format!("pool {name} names host '{member}' twice")
+                    } else {
+                        format!(
+                            "host '{member}' is in pool {other} (line {other_line}) and in pool {name}: a host belongs to one pool"
+                        )
+                    };
+                    return Err(self.refuse_at(line, what));
+                }
+                pool_line_of.insert(host, (pools.pools.len(), line));
+                pool.members.push(host);
+            }
+            if pool.members.is_empty() {
+                return Err(self.refuse_at(line, format!("pool {name} has no host of the matrix")));
+            }
+            pools.pools.push(pool);
+        }
+        if let Some(raw) = self.config.get("between") {
+            let index = |name: &str| pools.pools.iter().position(|p| p.name == name);
+            let pair = raw
+                .text
+                .split_once(',')
+                .and_then(|(a, b)| Some((index(a.trim())?, index(b.trim())?)));
+            let Some((senders, receivers)) = pair.filter(|(a, b)| a != b) else {
+                let known: Vec<&str> = pools.pools.iter().map(|p| p.name.as_str()).collect();
+                return Err(self.refuse_at(
+                    raw.line,
+                    format!(
+                        "bad between='{}' in the config header (want two different pools of the '# pool' lines: {})",
+                        raw.text,
+                        if known.is_empty() { "there are none".to_string() } else { known.join(", ") }
+                    ),
+                ));
+            };
+            let duplex = match self.int("duplex")? {
+                None | Some((0, _)) => false,
+                Some((1, _)) => true,
+                Some((_, line)) => {
+                    return Err(self.refuse_at(line, "duplex must be 0 or 1"));
+                }
+            };
+            pools.between = Some(Between {
+                senders,
+                receivers,
+                duplex,
+            });
+        }
+        Ok(pools)
     }
 
     fn grid_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
@@ -453,7 +569,7 @@ impl<'a> GridReader<'a> {
         }
     }
 
-    fn finish(self) -> Result<Matrix> {
+    fn finish(mut self) -> Result<Matrix> {
         if self.grid_rows < 2 {
             return Err(self.refuse("need a header row and at least one host row"));
         }
@@ -520,8 +636,10 @@ impl<'a> GridReader<'a> {
             ));
         }
         let n = hosts.len();
+        let pools = self.pools()?;
         if let Some((layer_count, line)) = layers.filter(|&(l, _)| l > 1) {
-            config.rotation = Some(self.rotation(n, layer_count, line, peers, seed, fill)?);
+            config.rotation =
+                Some(self.rotation(n, &pools, layer_count, line, (peers, seed, fill))?);
         }
         if self.rows.iter().all(Vec::is_empty) {
             return Err(self.refuse("every cell is empty -- no flows to run"));
@@ -533,7 +651,7 @@ impl<'a> GridReader<'a> {
                 self.label, self.unlisted_warnings
             ));
         }
-        let mut matrix = Matrix::from_parts(config, hosts, self.rows);
+        let mut matrix = Matrix::from_parts(config, hosts, self.rows).with_pools(pools);
         matrix.warnings = warnings;
         Ok(matrix)
     }
@@ -542,11 +660,10 @@ impl<'a> GridReader<'a> {
     fn rotation(
         &self,
         hosts: usize,
+        pools: &Pools,
         layers: i64,
         line: usize,
-        peers: Option<(i64, usize)>,
-        seed: Option<(i64, usize)>,
-        fill: Option<(i64, usize)>,
+        (peers, seed, fill): (KeyAt, KeyAt, KeyAt),
     ) -> Result<Rotation> {
         let incomplete = || {
             self.refuse_at(
@@ -571,15 +688,22 @@ impl<'a> GridReader<'a> {
         let (Some((peers, _)), Some((seed, _))) = (peers, seed) else {
             return Err(incomplete());
         };
-        if peers < 1 || peers as usize >= hosts || seed < 0 || dwell.0 <= 0.0 {
+        let most = pools.max_peers().unwrap_or(hosts - 1);
+        if peers < 1 || peers as usize > most || seed < 0 || dwell.0 <= 0.0 {
             return Err(incomplete());
         }
-        let derived = LayerPlan::layer_count(hosts, peers as usize);
+        let (derived, whom) = match pools.between {
+            Some(_) => (pools.layer_count(peers as usize), "its pools".to_string()),
+            None => (
+                LayerPlan::layer_count(hosts, peers as usize),
+                format!("{hosts} hosts"),
+            ),
+        };
         if derived as i64 != layers {
             return Err(self.refuse_at(
                 line,
                 format!(
-                    "layers={layers} but {hosts} hosts at {peers} peers per layer partition into {derived} layers -- the header was edited; regenerate with `mx gen`"
+                    "layers={layers} but {whom} at {peers} peers per layer partition into {derived} layers -- the header was edited; regenerate with `mx gen`"
                 ),
             ));
         }

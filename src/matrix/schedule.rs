@@ -6,7 +6,7 @@
 //! fires a hair early on a layer boundary land in the new layer, not the old one.
 //! In every layer a host sends at its row's rate (the first cell of its grid row).
 
-use super::shape::LayerPlan;
+use super::shape::Layers;
 use super::{Cell, Matrix};
 
 /// Slack added to the clock before dividing by the dwell, in seconds.
@@ -29,7 +29,7 @@ pub struct LayerFlows {
 /// The schedule of one matrix: fixed, or rotating through derived layers.
 pub struct Schedule<'m> {
     matrix: &'m Matrix,
-    rotation: Option<(LayerPlan, f64)>,
+    rotation: Option<(Layers, f64)>,
 }
 
 impl<'m> Schedule<'m> {
@@ -41,23 +41,21 @@ impl<'m> Schedule<'m> {
     }
 
     pub fn layer_count(&self) -> usize {
-        self.rotation
-            .as_ref()
-            .map_or(1, |(plan, _)| plan.layers.len())
+        self.rotation.as_ref().map_or(1, |(plan, _)| plan.count())
     }
 
     /// Seconds per full rotation, for a layered matrix.
     pub fn cycle_seconds(&self) -> Option<f64> {
         self.rotation
             .as_ref()
-            .map(|(plan, dwell)| plan.layers.len() as f64 * dwell)
+            .map(|(plan, dwell)| plan.count() as f64 * dwell)
     }
 
     /// The layer in force at `unix_seconds` (`None` when the matrix does not rotate).
     pub fn layer_at(&self, unix_seconds: f64) -> Option<usize> {
         self.rotation
             .as_ref()
-            .map(|(plan, dwell)| layer_at(unix_seconds, *dwell, plan.layers.len()))
+            .map(|(plan, dwell)| layer_at(unix_seconds, *dwell, plan.count()))
     }
 
     /// Host `src`'s flows in `layer`, in the layer's shift order (unsorted); no

@@ -13,8 +13,20 @@ pub fn read_servers(path: &Path) -> Result<Vec<HostToken>> {
     parse_servers(&text, &path.display().to_string())
 }
 
+/// Reads a pool's server list (`--pool NAME=FILE`): as a server list, but
+/// one host is a pool (one server against a rack is a fair test).
+pub fn read_pool(path: &Path) -> Result<Vec<HostToken>> {
+    let text = crate::input::read_list(path, "pool's server list", "  (one host per line)")?;
+    parse_list(&text, &path.display().to_string(), 1)
+}
+
 /// Parses server-list text; `label` names it in errors.
 pub fn parse_servers(text: &str, label: &str) -> Result<Vec<HostToken>> {
+    parse_list(text, label, 2)
+}
+
+/// Parses a list of at least `least` hosts.
+fn parse_list(text: &str, label: &str, least: usize) -> Result<Vec<HostToken>> {
     let mut tokens = Vec::new();
     let mut lines_of: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (index, line) in text.lines().enumerate() {
@@ -45,8 +57,11 @@ pub fn parse_servers(text: &str, label: &str) -> Result<Vec<HostToken>> {
             duplicates.join(", ")
         )));
     }
-    if tokens.len() < 2 {
-        return Err(Error::refused(format!("{label}: need at least 2 servers")));
+    if tokens.len() < least {
+        return Err(Error::refused(match least {
+            1 => format!("{label}: no servers in it"),
+            _ => format!("{label}: need at least {least} servers"),
+        }));
     }
     if tokens.len() > MAX_HOSTS {
         return Err(Error::refused(format!(

@@ -116,6 +116,34 @@ impl LayerPlan {
     }
 }
 
+/// The layers of a layered matrix: shifts on the whole mesh, or a
+/// pool-to-pool plan ([`super::pools`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layers {
+    Mesh(LayerPlan),
+    Pools(super::pools::PoolPlan),
+}
+
+impl Layers {
+    pub fn count(&self) -> usize {
+        match self {
+            Layers::Mesh(plan) => plan.layers.len(),
+            Layers::Pools(plan) => plan.layer_count(),
+        }
+    }
+
+    /// Host `src`'s receivers in `layer`, without allocating.
+    pub fn targets(&self, src: u32, layer: usize) -> impl Iterator<Item = u32> + '_ {
+        let (mesh, pools) = match self {
+            Layers::Mesh(plan) => (Some(plan.targets(src, layer)), None),
+            Layers::Pools(plan) => (None, Some(plan.targets(src, layer))),
+        };
+        mesh.into_iter()
+            .flatten()
+            .chain(pools.into_iter().flatten())
+    }
+}
+
 /// `shuffle(list(range(N)))`: the relabelling, always the first use of the seed.
 fn shuffled_hosts(rng: &mut PyRandom, hosts: usize) -> Vec<u32> {
     let mut relabel: Vec<u32> = (0..hosts as u32).collect();

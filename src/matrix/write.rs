@@ -64,18 +64,36 @@ impl Matrix {
         if !c.dscp.is_default() {
             writeln!(out, "# {}", c.dscp.sentence())?;
         }
+        self.write_pools(out)?;
+        let pooled = self.pools().between.is_some();
         if let Some(key) = c.shuffle {
-            writeln!(
-                out,
-                "# peers={} seed={} -- k-regular shuffle: every host sends to and receives from exactly {} others",
-                key.peers, key.seed, key.peers
-            )?;
+            if pooled {
+                writeln!(
+                    out,
+                    "# peers={} seed={} -- seeded pool orders: every sender talks to exactly {} host{} of the other pool, dealt evenly",
+                    key.peers,
+                    key.seed,
+                    key.peers,
+                    if key.peers == 1 { "" } else { "s" }
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "# peers={} seed={} -- k-regular shuffle: every host sends to and receives from exactly {} others",
+                    key.peers, key.seed, key.peers
+                )?;
+            }
         }
         if let Some(r) = c.rotation {
             let fill = if r.fill { " fill=1" } else { "" };
+            let (kind, pairs) = if pooled {
+                ("pool-to-pool layers on those orders", "cross-pool pair")
+            } else {
+                ("disjoint-shift layers on that one shuffle", "ordered pair")
+            };
             writeln!(
                 out,
-                "# layers={} dwell={}{fill} -- disjoint-shift layers on that one shuffle: the grid below",
+                "# layers={} dwell={}{fill} -- {kind}: the grid below",
                 r.layers,
                 units::g(r.dwell)
             )?;
@@ -86,7 +104,7 @@ impl Matrix {
             if r.fill {
                 writeln!(
                     out,
-                    "#   and one full cycle measures every ordered pair at least once (the remainder"
+                    "#   and one full cycle measures every {pairs} at least once (the remainder"
                 )?;
                 writeln!(
                     out,
@@ -95,11 +113,38 @@ impl Matrix {
             } else {
                 writeln!(
                     out,
-                    "#   and one full cycle measures every ordered pair exactly once"
+                    "#   and one full cycle measures every {pairs} exactly once"
                 )?;
             }
         }
         self.write_grid(out)
+    }
+
+    /// `# pool NAME: host ...` per pool, and the pair a pool-to-pool matrix
+    /// connects. Pools name hosts, not columns: hand edits to the grid keep them.
+    fn write_pools(&self, out: &mut dyn Write) -> io::Result<()> {
+        let pools = self.pools();
+        for pool in &pools.pools {
+            write!(out, "# pool {}:", pool.name)?;
+            for &member in &pool.members {
+                write!(out, " {}", self.hosts()[member as usize].name)?;
+            }
+            writeln!(out)?;
+        }
+        if let Some(b) = pools.between {
+            let (s, r) = (&pools.pools[b.senders].name, &pools.pools[b.receivers].name);
+            let what = if b.duplex {
+                format!("{s} and {r} send to each other; no flow stays inside a pool")
+            } else {
+                format!("{s} sends, {r} answers; no flow stays inside a pool")
+            };
+            writeln!(
+                out,
+                "# between={s},{r} duplex={} -- {what}",
+                u8::from(b.duplex)
+            )?;
+        }
+        Ok(())
     }
 
     /// The grid: `src\dst` and the tokens, then one row per host; CRLF line ends.

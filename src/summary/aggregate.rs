@@ -526,9 +526,15 @@ impl ReportSet {
     /// window carries histograms on its host rows (reports of this mx); `None`
     /// for reports of the original, which carry only percentiles.
     pub fn fleet_rtt(&self) -> Option<MergedRtt> {
+        self.merged_rtt(|_| true)
+    }
+
+    /// The RTT histogram of the hosts `include` picks, merged; `None` when
+    /// one of them measured replies but wrote no histogram.
+    pub fn merged_rtt(&self, include: impl Fn(u32) -> bool) -> Option<MergedRtt> {
         let mut merged = MergedRtt::default();
         let mut any = false;
-        for (id, h) in &self.hosts {
+        for (id, h) in self.hosts.iter().filter(|(id, _)| include(**id)) {
             let measured = self
                 .tx
                 .iter()

@@ -152,23 +152,50 @@ impl Fleet {
 }
 
 pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
+    let mut f = fleet_where(set, ctx, &|_, _| true);
+    f.exact = set.fleet_rtt().and_then(|h| {
+        Some((
+            h.quantile_us(0.5)?,
+            h.quantile_us(0.99)?,
+            h.quantile_us(0.999)?,
+        ))
+    });
+    f.disk = FleetDisk::of(set);
+    f
+}
+
+/// The fleet lines over the pairs `keep` picks (src, dst): the same rules
+/// as the whole fleet's. A layered run's rates come from the host rows, each
+/// host's share of its sent packets that went to kept pairs. Percentiles
+/// from histograms (`exact`) are the caller's: a host's histogram holds all
+/// of its replies, kept or not.
+fn fleet_where(set: &ReportSet, ctx: &Context, keep: &dyn Fn(u32, u32) -> bool) -> Fleet {
     let mut f = Fleet::default();
     let mut packets = Packets {
         arrived: Some(0.0),
         ..Packets::default()
     };
-    for (&(src, dst), p) in &set.tx {
+    let kept = || set.tx.iter().filter(|((src, dst), _)| keep(*src, *dst));
+    for (&(src, dst), p) in kept() {
         packets.add(Packets::of_pair(set, src, dst, p));
     }
     f.packets = packets;
     if ctx.layered {
-        for h in set.hosts.values() {
-            f.requests += h.pps.mean();
-            f.request_payload += h.mbps.mean() * 1e6;
-            f.target += h.target.mean();
+        for (&id, h) in &set.hosts {
+            let (mut all, mut to_kept) = (0.0, 0.0);
+            for (&(_, dst), p) in set.tx.range((id, 0)..=(id, u32::MAX)) {
+                all += p.sent;
+                if keep(id, dst) {
+                    to_kept += p.sent;
+                }
+            }
+            let share = if to_kept == all { 1.0 } else { to_kept / all };
+            f.requests += h.pps.mean() * share;
+            f.request_payload += h.mbps.mean() * 1e6 * share;
+            f.target += h.target.mean() * share;
         }
     } else {
-        for p in set.tx.values() {
+        for (_, p) in kept() {
             f.requests += p.pps.mean();
             f.request_payload += p.mbps.mean() * 1e6;
             f.target += p.target.mean();
@@ -181,7 +208,7 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
     f.delivered =
         (!set.rx.is_empty()).then(|| packets.forward().map_or(0.0, |fwd| f.requests * fwd));
     let (mut weighted, mut weight) = (0.0, 0.0);
-    for (&(src, dst), p) in &set.tx {
+    for (&(src, dst), p) in kept() {
         weighted += p.rtt_weighted;
         weight += p.rtt_weight;
         if let Some(p99) = p.p99
@@ -192,15 +219,67 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
         f.rtt_max = max_opt(f.rtt_max, p.rtt_max);
     }
     f.rtt_avg = (weight > 0.0).then(|| weighted / weight);
-    f.exact = set.fleet_rtt().and_then(|h| {
-        Some((
-            h.quantile_us(0.5)?,
-            h.quantile_us(0.99)?,
-            h.quantile_us(0.999)?,
-        ))
-    });
-    f.disk = FleetDisk::of(set);
     f
+}
+
+/// One direction of a pool-to-pool run: the fleet lines over its flows.
+#[derive(Debug, Clone)]
+pub struct PoolFigures {
+    pub from: String,
+    pub to: String,
+    pub senders: usize,
+    pub receivers: usize,
+    /// Pairs of the direction that reported in the span.
+    pub flows: usize,
+    /// Its figures; `exact` only when every sender's replies all came from
+    /// the other pool (then the senders' histograms are this direction's).
+    pub fleet: Fleet,
+}
+
+/// The directions of a pool-to-pool matrix (none otherwise).
+pub fn pools(set: &ReportSet, ctx: &Context) -> Vec<PoolFigures> {
+    let Some(m) = &ctx.matrix else {
+        return Vec::new();
+    };
+    let pools = m.pools();
+    let ids = |pool: usize| -> std::collections::HashSet<u32> {
+        pools.pools[pool]
+            .members
+            .iter()
+            .filter_map(|&h| set.id_of(&m.hosts()[h as usize].name))
+            .collect()
+    };
+    pools
+        .directions()
+        .into_iter()
+        .map(|(from, to)| {
+            let (senders, receivers) = (ids(from), ids(to));
+            let keep = |s: u32, d: u32| senders.contains(&s) && receivers.contains(&d);
+            let mut fleet = fleet_where(set, ctx, &keep);
+            let only_across = senders.iter().all(|&s| {
+                set.tx
+                    .range((s, 0)..=(s, u32::MAX))
+                    .all(|((_, d), _)| receivers.contains(d))
+            });
+            if only_across {
+                fleet.exact = set.merged_rtt(|h| senders.contains(&h)).and_then(|h| {
+                    Some((
+                        h.quantile_us(0.5)?,
+                        h.quantile_us(0.99)?,
+                        h.quantile_us(0.999)?,
+                    ))
+                });
+            }
+            PoolFigures {
+                from: pools.pools[from].name.clone(),
+                to: pools.pools[to].name.clone(),
+                senders: pools.pools[from].members.len(),
+                receivers: pools.pools[to].members.len(),
+                flows: set.tx.keys().filter(|(s, d)| keep(*s, *d)).count(),
+                fleet,
+            }
+        })
+        .collect()
 }
 
 /// One direction of a disk (reads or writes): bytes per second, operations
@@ -544,6 +623,8 @@ pub struct Figures {
     pub fleet: Fleet,
     pub hosts: Vec<HostFigures>,
     pub flows: Vec<FlowFigures>,
+    /// A pool-to-pool run's directions (empty otherwise).
+    pub pools: Vec<PoolFigures>,
 }
 
 impl Figures {
@@ -552,6 +633,7 @@ impl Figures {
             fleet: fleet(set, ctx),
             hosts: hosts(set, ctx),
             flows: flows(set, ctx),
+            pools: pools(set, ctx),
         }
     }
 }

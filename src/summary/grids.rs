@@ -8,12 +8,24 @@ use std::fmt::Write as _;
 use super::aggregate::ReportSet;
 use super::figures::Context;
 
-/// Host ids in grid order: the matrix's, else sorted by name; hosts only in
-/// the reports come after the matrix's.
+/// Host ids in grid order: pool by pool when the matrix has pools (so the
+/// cross-pool flows make blocks), then the matrix's order, else sorted by
+/// name; hosts only in the reports come after the matrix's.
 pub fn order(set: &ReportSet, ctx: &Context) -> Vec<u32> {
     let mut ids: Vec<u32> = Vec::new();
     if let Some(m) = &ctx.matrix {
-        ids.extend(m.hosts().iter().filter_map(|h| set.id_of(&h.name)));
+        let pool_of = m.pools().pool_of_each(m.host_count());
+        let pooled = m
+            .pools()
+            .pools
+            .iter()
+            .flat_map(|p| p.members.iter().copied());
+        let rest = (0..m.host_count() as u32).filter(|&h| pool_of[h as usize].is_none());
+        for h in pooled.chain(rest) {
+            if let Some(id) = set.id_of(&m.hosts()[h as usize].name) {
+                ids.push(id);
+            }
+        }
     }
     let mut rest: Vec<u32> = set
         .window_hosts()

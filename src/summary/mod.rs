@@ -93,23 +93,43 @@ impl Summary {
     }
 }
 
+/// The pairs one cycle of a layered matrix measures: every ordered pair, or
+/// for a pool-to-pool matrix every cross-pool pair of its directions.
+fn cycle_pairs(m: &Matrix) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
+    let pools = m.pools();
+    if pools.between.is_some() {
+        return Box::new(pools.directions().into_iter().flat_map(move |(from, to)| {
+            let to = &pools.pools[to].members;
+            pools.pools[from]
+                .members
+                .iter()
+                .flat_map(move |&s| to.iter().map(move |&d| (s, d)))
+        }));
+    }
+    let n = m.host_count() as u32;
+    Box::new((0..n).flat_map(move |s| (0..n).filter(move |&d| d != s).map(move |d| (s, d))))
+}
+
+/// Whether the reports measured pair (src, dst) of matrix `m`.
+fn pair_measured(set: &ReportSet, m: &Matrix, (src, dst): (u32, u32)) -> bool {
+    let name = |h: u32| &m.hosts()[h as usize].name;
+    matches!((set.id_of(name(src)), set.id_of(name(dst))), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
+}
+
 /// Coverage of a layered run over its whole history: (measured, total, cycle s).
 fn coverage(set: &ReportSet, ctx: &Context) -> Option<(usize, usize, f64)> {
     let m = ctx.matrix.as_ref()?;
     let rotation = m.config.rotation?;
-    let n = m.host_count();
-    let measured = m
-        .hosts()
-        .iter()
-        .flat_map(|s| m.hosts().iter().map(move |d| (s, d)))
-        .filter(|(s, d)| s.name != d.name)
-        .filter(|(s, d)| {
-            matches!((set.id_of(&s.name), set.id_of(&d.name)), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
-        })
-        .count();
+    let (mut measured_pairs, mut total) = (0, 0);
+    for pair in cycle_pairs(m) {
+        total += 1;
+        if pair_measured(set, m, pair) {
+            measured_pairs += 1;
+        }
+    }
     Some((
-        measured,
-        n * (n - 1),
+        measured_pairs,
+        total,
         f64::from(rotation.layers) * rotation.dwell,
     ))
 }
@@ -187,6 +207,7 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
+    pool_lines(&mut t, set, ctx, &figs.pools);
     if let Some(disk) = &figs.fleet.disk {
         disk_lines(&mut t, set, ctx, disk);
     }
@@ -313,6 +334,88 @@ fn fleet_lines(t: &mut String, ctx: &Context, fleet: &figures::Fleet) {
         "LOSS",
         format!("{:.2}%", fleet.round_trip_loss())
     );
+}
+
+/// A pool-to-pool run's directions, each the fleet lines' figures over its
+/// flows: what the senders' pool sent, what reached the other pool (and at
+/// what wire rate: a capped uplink shows here), loss by leg, and RTT.
+fn pool_lines(t: &mut String, set: &ReportSet, ctx: &Context, pools: &[figures::PoolFigures]) {
+    for pool in pools {
+        let f = &pool.fleet;
+        let _ = writeln!(
+            t,
+            "  POOL {} -> {} and back: {} flows, {} sending to {} answering",
+            pool.from,
+            pool.to,
+            pool.flows,
+            hosts_count(pool.senders),
+            hosts_count(pool.receivers)
+        );
+        let (req_wire, _) = figures::wire(f, ctx);
+        let _ = writeln!(
+            t,
+            "    {:<10}{:>14}{:>16} wire",
+            "REQUESTS",
+            pps(f.requests),
+            bits(req_wire)
+        );
+        match f.delivered {
+            Some(delivered) => {
+                let share = if f.requests > 0.0 {
+                    format!("{:.2}%", percent(delivered, f.requests))
+                } else {
+                    "-".to_string()
+                };
+                let _ = writeln!(
+                    t,
+                    "    {:<10}{:>14}{:>16} wire{share:>9} of what was sent reached {}",
+                    "DELIVERED",
+                    pps(delivered),
+                    bits(units::wire_bits(delivered, ctx.tx_size)),
+                    pool.to
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    t,
+                    "    {:<10}{:>14}   not reported: no receiver wrote rx rows",
+                    "DELIVERED", "-"
+                );
+            }
+        }
+        let legs = match (f.forward_loss(), f.return_loss()) {
+            (Some(fwd), Some(back)) => format!(
+                "({fwd:.2}% on the way to {}, {back:.2}% on the way back)",
+                pool.to
+            ),
+            _ => "(forward/return split unknown: no receiver reported)".to_string(),
+        };
+        let _ = writeln!(
+            t,
+            "    {:<10}{:>13}   round trip {legs}",
+            "LOSS",
+            format!("{:.2}%", f.round_trip_loss())
+        );
+        let rtt = match f.exact {
+            Some((p50, p99, p999)) => format!(
+                "p50 {}  p99 {}  p99.9 {} (exact, from the {} hosts' histograms)",
+                micros(Some(p50)),
+                micros(Some(p99)),
+                micros(Some(p999)),
+                pool.from
+            ),
+            None => rtt_text(set, f),
+        };
+        let _ = writeln!(t, "    {:<10}{rtt}", "RTT");
+    }
+}
+
+fn hosts_count(n: usize) -> String {
+    if n == 1 {
+        "1 host".to_string()
+    } else {
+        format!("{n} hosts")
+    }
 }
 
 /// The RTT line: exact fleet-wide percentiles when every host sent its
@@ -519,7 +622,12 @@ fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
         let rotation = m.config.rotation.expect("coverage needs a rotation");
         let _ = writeln!(
             t,
-            "  COVERAGE  {measured} of {total} ordered pairs measured so far ({:.1}%)",
+            "  COVERAGE  {measured} of {total} {} measured so far ({:.1}%)",
+            if m.pools().between.is_some() {
+                "cross-pool pairs"
+            } else {
+                "ordered pairs"
+            },
             percent(measured as f64, total as f64)
         );
         let _ = writeln!(
@@ -530,15 +638,10 @@ fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
             units::duration(cycle)
         );
         if measured < total {
-            let missing: Vec<String> = m
-                .hosts()
-                .iter()
-                .flat_map(|s| m.hosts().iter().map(move |d| (s, d)))
-                .filter(|(s, d)| s.name != d.name)
-                .filter(|(s, d)| {
-                    !matches!((set.id_of(&s.name), set.id_of(&d.name)), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
-                })
-                .map(|(s, d)| format!("{}->{}", s.name, d.name))
+            let name = |h: u32| &m.hosts()[h as usize].name;
+            let missing: Vec<String> = cycle_pairs(m)
+                .filter(|&pair| !pair_measured(set, m, pair))
+                .map(|(s, d)| format!("{}->{}", name(s), name(d)))
                 .collect();
             let shown = missing
                 .iter()

@@ -4,8 +4,15 @@
 use crate::util::{Sandbox, assert_golden};
 
 fn gen_golden(name: &str, servers: &str, args: &[&str]) {
+    gen_golden_with(name, &[("servers.txt", servers)], args);
+}
+
+/// A gen golden whose server lists are `files` (name, text).
+fn gen_golden_with(name: &str, files: &[(&str, &str)], args: &[&str]) {
     let sb = Sandbox::new();
-    sb.write("servers.txt", servers);
+    for (file, text) in files {
+        sb.write(file, text);
+    }
     let mut all = vec!["gen"];
     all.extend_from_slice(args);
     let run = sb.mx(&all);
@@ -290,6 +297,41 @@ fn check_a_mixed_matrix_checks_the_paced_flows_and_names_the_rest() {
 fn check_a_layered_matrix_checks_every_layer() {
     check_golden("check_layered", LAYERED, &["--nic-mpps", "0.006"], 0);
     check_golden("check_layered_over", LAYERED, &["--nic-mpps", "0.0059"], 1);
+}
+
+const TOR1: &str = "a1=10.0.1.1\na2=10.0.1.2\na3=10.0.1.3\na4=10.0.1.4\n";
+const TOR2: &str = "b1=10.0.2.1\nb2=10.0.2.2\nb3=10.0.2.3\n";
+const POOL_FLAGS: [&str; 4] = ["--pool", "tor1=tor1.txt", "--pool", "tor2=tor2.txt"];
+
+fn gen_pools_golden(name: &str, args: &[&str]) {
+    let mut all = POOL_FLAGS.to_vec();
+    all.extend_from_slice(args);
+    gen_golden_with(name, &[("tor1.txt", TOR1), ("tor2.txt", TOR2)], &all);
+}
+
+#[test]
+fn gen_pool_to_pool_shapes() {
+    gen_pools_golden("gen_pools", &["--between", "tor1", "tor2", "--pps", "5000"]);
+    gen_pools_golden(
+        "gen_pools_duplex_peers",
+        &["--duplex", "--peers", "2", "--seed", "11", "--gbps", "1"],
+    );
+    gen_pools_golden(
+        "gen_pools_layered",
+        &[
+            "--peers", "1", "--seed", "3", "--dwell", "10", "--pps", "1000", "-o", "l.csv",
+        ],
+    );
+}
+
+#[test]
+fn check_a_pool_matrix_says_its_pools() {
+    check_golden(
+        "check_pools_layered",
+        include_str!("../golden/gen_pools_layered.csv"),
+        &["--nic-gbps", "1"],
+        0,
+    );
 }
 
 #[test]

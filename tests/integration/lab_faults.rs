@@ -34,7 +34,7 @@ fn nft_chain(family: &str, hook: &str, rule: &str) -> String {
 
 /// Starts the lab's fleet, lets it run `seconds`, summarizes the last `window`
 /// seconds with grids in g/, then stops and cleans. Returns the summary.
-fn run_and_summarize(
+pub fn run_and_summarize(
     lab: &Lab,
     sb: &Sandbox,
     seconds: u64,
