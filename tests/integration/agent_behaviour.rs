@@ -593,9 +593,12 @@ fn agent_clock_steps_mid_run_neither_stall_nor_skew_a_layered_run() {
         for r in full_rows(&rows, "tx", None) {
             let ts = r.f("ts").unwrap();
             // Every full interval carries the full rate: the steps did not
-            // shorten or stretch an interval's arithmetic.
+            // shorten or stretch an interval's arithmetic. A 30 s step that
+            // leaked into it would read 30x off; the 10% margin is the honest
+            // shortfall of a pacer starved for tens of ms on a loaded 2-core
+            // CI box (it never bursts to catch up), seen at 966 pps there.
             let pps = r.f("pps").unwrap();
-            assert!((pps - 1000.0).abs() <= 20.0, "{name} ts={ts}: {pps} pps");
+            assert!((pps - 1000.0).abs() <= 100.0, "{name} ts={ts}: {pps} pps");
             // ... and the flows are the layer of their label, as on every host.
             let layer = r.f("layer").unwrap() as usize;
             let peer = matrix.index_of(r.s("peer")).unwrap();
