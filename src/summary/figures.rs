@@ -9,6 +9,7 @@
 //! contradicts its parts.
 
 use super::aggregate::{DiskAgg, DiskDirAgg, ReportSet, TxPair, max_opt};
+use super::spread::FlowSpread;
 use crate::matrix::{DiskMode, Matrix};
 use crate::units::wire_bits;
 
@@ -234,10 +235,12 @@ pub struct PoolFigures {
     /// Its figures; `exact` only when every sender's replies all came from
     /// the other pool (then the senders' histograms are this direction's).
     pub fleet: Fleet,
+    /// Its flows' delivered rates, spread.
+    pub spread: FlowSpread,
 }
 
 /// The directions of a pool-to-pool matrix (none otherwise).
-pub fn pools(set: &ReportSet, ctx: &Context) -> Vec<PoolFigures> {
+pub fn pools(set: &ReportSet, ctx: &Context, flows: &[FlowFigures]) -> Vec<PoolFigures> {
     let Some(m) = &ctx.matrix else {
         return Vec::new();
     };
@@ -277,6 +280,7 @@ pub fn pools(set: &ReportSet, ctx: &Context) -> Vec<PoolFigures> {
                 receivers: pools.pools[to].members.len(),
                 flows: set.tx.keys().filter(|(s, d)| keep(*s, *d)).count(),
                 fleet,
+                spread: FlowSpread::of(flows.iter().filter(|f| keep(f.host, f.peer))),
             }
         })
         .collect()
@@ -625,15 +629,19 @@ pub struct Figures {
     pub flows: Vec<FlowFigures>,
     /// A pool-to-pool run's directions (empty otherwise).
     pub pools: Vec<PoolFigures>,
+    /// Every flow's delivered rate, spread.
+    pub spread: FlowSpread,
 }
 
 impl Figures {
     pub fn compute(set: &ReportSet, ctx: &Context) -> Figures {
+        let flows = flows(set, ctx);
         Figures {
             fleet: fleet(set, ctx),
             hosts: hosts(set, ctx),
-            flows: flows(set, ctx),
-            pools: pools(set, ctx),
+            pools: pools(set, ctx, &flows),
+            spread: FlowSpread::of(flows.iter()),
+            flows,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod evidence;
 pub mod figures;
 pub mod grids;
 pub mod span;
+pub mod spread;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -207,6 +208,7 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
+    spread_lines(&mut t, "  ", ctx, &figs.spread);
     pool_lines(&mut t, set, ctx, &figs.pools);
     if let Some(disk) = &figs.fleet.disk {
         disk_lines(&mut t, set, ctx, disk);
@@ -407,6 +409,61 @@ fn pool_lines(t: &mut String, set: &ReportSet, ctx: &Context, pools: &[figures::
             None => rtt_text(set, f),
         };
         let _ = writeln!(t, "    {:<10}{rtt}", "RTT");
+        spread_lines(t, "    ", ctx, &pool.spread);
+    }
+}
+
+/// SPREAD: per flow, the delivered rates across the flows (mean, standard
+/// deviation, min, median, max, Jain's index), in pps and wire bits, for
+/// the requests that reached their receivers and the replies back.
+fn spread_lines(t: &mut String, indent: &str, ctx: &Context, spread: &spread::FlowSpread) {
+    if spread.flows < 2 {
+        // One flow has no spread to speak of.
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "{indent}{:<10}{:<24}{:>11}{:>11}{:>11}{:>11}{:>11}  Jain's index",
+        "SPREAD",
+        format!("across {} flows", spread.flows),
+        "mean",
+        "sd",
+        "min",
+        "median",
+        "max"
+    );
+    let rows = [
+        ("requests delivered", spread.delivered, ctx.tx_size),
+        ("replies back", spread.back, ctx.rx_size),
+    ];
+    for (what, s, size) in rows {
+        let Some(s) = s else {
+            let _ = writeln!(
+                t,
+                "{indent}  {what:<32}-   not reported: no receiver wrote rx rows"
+            );
+            continue;
+        };
+        let label = if s.flows < spread.flows {
+            format!("{what} ({} of {})", s.flows, spread.flows)
+        } else {
+            what.to_string()
+        };
+        let jain = s.jain.map_or("-".to_string(), |j| format!("{j:.4}"));
+        let cells = |s: &spread::Spread, f: fn(f64) -> String| {
+            [s.mean, s.sd, s.min, s.median, s.max]
+                .map(|v| format!("{:>11}", f(v)))
+                .concat()
+        };
+        let _ = writeln!(t, "{indent}  {label:<32}{}  {jain}", cells(&s, pps));
+        let wire = s.scaled(units::wire_bits(1.0, size));
+        let _ = writeln!(t, "{indent}  {:<32}{}  wire", "", cells(&wire, bits));
+    }
+    if spread.delivered.is_some_and(|s| s.flows < spread.flows) {
+        let _ = writeln!(
+            t,
+            "{indent}  (requests delivered: the other flows' receivers wrote no rx rows, so what reached them is not known)"
+        );
     }
 }
 

@@ -419,9 +419,20 @@ fn summarize_has_pool_lines_and_grids_ordered_by_pool() {
         "100.00% of what was sent reached tor2\n",
         "    LOSS              0.00%   round trip (0.00% on the way to tor2, 0.00% on the way back)\n",
         "(exact, from the tor1 hosts' histograms)\n",
+        // The direction's own spread, over its 4 flows, indented under it.
+        "\n    SPREAD    across 4 flows ",
     ] {
         assert!(run.stdout.contains(want), "{want}\n{}", run.stdout);
     }
+    // Four flows paced alike on an idle loopback share evenly.
+    let jain: f64 = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("      requests delivered"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|j| j.parse().ok())
+        .expect("the pool's delivered spread");
+    assert!(jain > 0.99, "{}", run.stdout);
     assert!(
         !run.stdout.contains("POOL tor2 -> tor1"),
         "simplex: one direction"

@@ -727,3 +727,64 @@ fn a_loss_the_host_counted_itself_is_its_own_not_a_cables() {
     // The host table shows what the kernel dropped there.
     assert!(out.contains("dropped"), "{out}");
 }
+
+#[test]
+fn spread_across_flows_is_mean_sd_min_median_max_and_jains_index() {
+    // 12 flows: 9 deliver 1000 pps, the 3 into d deliver 800 (both legs of
+    // them lose nothing else). Mean 950, population sd sqrt(7500) = 86.6,
+    // Jain 11400^2 / (12 x (9 x 1000^2 + 3 x 800^2)) = 0.99176.
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let into_d = |_: &str, dst: &str| if dst == "d" { 0.8 } else { 1.0 };
+    mesh_reports(&hosts, into_d, into_d).write(&sb);
+    let out = summarize(&sb, &[]);
+    has_line(
+        &out,
+        "  SPREAD    across 12 flows                mean         sd        min     median        max  Jain's index",
+    );
+    has_line(
+        &out,
+        "    requests delivered                  950 pps     87 pps    800 pps   1.0 kpps   1.0 kpps  0.9918",
+    );
+    // Wire bits: (64 + 66) bytes x 8 per packet.
+    has_line(
+        &out,
+        "                                       988 kbps    90 kbps   832 kbps   1.0 Mbps   1.0 Mbps  wire",
+    );
+    has_line(
+        &out,
+        "    replies back                        950 pps     87 pps    800 pps   1.0 kpps   1.0 kpps  0.9918",
+    );
+
+    // d's receiver wrote nothing: the 3 flows into it have no forward
+    // figure, and are left out of that spread (not read as 0).
+    let sb = Sandbox::new();
+    let mut r = Reports::default();
+    for ts in [100, 101, 102] {
+        for &src in &hosts {
+            for &dst in hosts.iter().filter(|&&d| d != src) {
+                let back = if dst == "d" { 800.0 } else { 1000.0 };
+                r.tx(ts, src, dst, Some(1000.0), 1000.0, back, 50.0, 100.0);
+                if dst != "d" {
+                    r.rx(ts, dst, src, 1000.0, 1000.0);
+                }
+            }
+            r.host(ts, src, 3000.0, 3000.0, 2800.0, 10.0, 20.0, 5.0, 2);
+        }
+    }
+    r.write(&sb);
+    let out = summarize(&sb, &[]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("    requests delivered (9 of 12)")),
+        "{out}"
+    );
+    assert!(
+        out.contains("(requests delivered: the other flows' receivers wrote no rx rows"),
+        "{out}"
+    );
+    has_line(
+        &out,
+        "    replies back                        950 pps     87 pps    800 pps   1.0 kpps   1.0 kpps  0.9918",
+    );
+}
