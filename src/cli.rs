@@ -774,6 +774,10 @@ pub struct SummarizeArgs {
     /// Use the reports already in --reports; do not collect first
     #[arg(long)]
     pub no_collect: bool,
+
+    /// Print one JSON document (schema mx.summary/1, in the README) instead of the text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,16 @@ use crate::units::{self, local_clock, wall_now};
 /// instant and (unless `--keep`) end at one, S seconds later: the agents end
 /// themselves, and the summary covers the steady part between.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
+    // With --json, standard output holds the summary's document alone: what
+    // the run says on its way goes to standard error.
+    if args.report.json {
+        return run_saying(args, &mut std::io::stderr(), Some(out));
+    }
+    run_saying(args, out, None)
+}
+
+/// The run, said on `out`; the summary goes to `document` when given.
+fn run_saying(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>) -> Result<u8> {
     super::agent::check_flags(&args.run.agent_flags)?;
     let fleet = super::open_fleet(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
@@ -98,7 +108,10 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let mut report = args.report.clone();
     report.window = report.window.max(hold.min(300.0).floor());
-    let summary = super::summarize::run(&report, out);
+    let summary = match document {
+        Some(document) => super::summarize::run(&report, document),
+        None => super::summarize::run(&report, out),
+    };
     if !args.keep {
         let disk = if super::data_files_needed(&fleet.matrix) {
             ", and so does each host's disk.dat data file, which the next start reuses"

@@ -17,17 +17,35 @@ pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
     if args.no_collect {
         return summarize(args, out);
     }
+    // With --json, standard output holds the document alone: what the
+    // collection says goes to standard error.
+    if args.json {
+        return collect_and_summarize(args, &mut std::io::stderr(), Some(out));
+    }
+    collect_and_summarize(args, out, None)
+}
+
+/// Collects, saying so on `said`, then summarizes onto `document` (or onto
+/// `said` too when there is no separate document output).
+fn collect_and_summarize(
+    args: &SummarizeArgs,
+    said: &mut dyn Write,
+    document: Option<&mut dyn Write>,
+) -> Result<u8> {
     let fleet = super::open_fleet(&args.fleet)?;
     // A host without a report yet is said, not fatal: summarize what came,
     // say which hosts it is stale for, and exit 1.
-    let missed = missed_reports(&fleet, &args.reports.dir, out)?;
-    let summarized = summarize(args, out);
+    let missed = missed_reports(&fleet, &args.reports.dir, said)?;
+    let summarized = match document {
+        Some(out) => summarize(args, out),
+        None => summarize(args, said),
+    };
     if missed.is_empty() {
         return summarized;
     }
     match summarized {
         Ok(_) => {
-            stale_note(out, &missed, fleet.matrix.host_count())?;
+            stale_note(said, &missed, fleet.matrix.host_count())?;
             Ok(EXIT_PROBLEMS)
         }
         // Nothing to summarize because hosts could not be reached: a problem
@@ -53,9 +71,17 @@ fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
         window: args.window,
         top: args.top,
         top_hosts: args.top_hosts,
+        interval_rtt: args.json,
     };
     let matrix = optional_matrix(&args.fleet.matrix)?;
     let summary = Summary::read(&args.reports.dir, matrix, opts)?;
+    if args.json {
+        if let Some(dir) = &args.grid {
+            write_grids(dir, &summary)?;
+        }
+        out.write_all(crate::summary::document::to_json(&summary.document()).as_bytes())?;
+        return Ok(0);
+    }
     let mut text = summary.text();
     if let Some(dir) = &args.grid {
         text.push_str(&write_grids(dir, &summary)?);

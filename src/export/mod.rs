@@ -179,7 +179,7 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
 /// The export of the reports in `dir`: read over `opts.window`, named by
 /// `matrix` when there is one, its notes said. Pure but for reading them.
 pub fn from_reports(dir: &Path, matrix: Option<Matrix>, opts: &Options) -> Result<Export> {
-    let mut set = ReportSet::read(dir, opts.window)?;
+    let mut set = ReportSet::read(dir, opts.window, false)?;
     if set.rows_in_window == 0 {
         return Err(Error::refused(format!(
             "no rows in the last {}s -- widen --window, or --window 0 for the whole history",

@@ -101,21 +101,45 @@ impl MergedRtt {
 
     /// Adds an `rtt_hist` text to this histogram; `Err` names what is malformed.
     pub fn add_encoded(&mut self, text: &str) -> Result<(), String> {
-        for pair in text.split(';').filter(|p| !p.is_empty()) {
-            let parsed = pair
-                .split_once(':')
-                .and_then(|(v, c)| Some((v.parse::<u64>().ok()?, c.parse::<u64>().ok()?)));
-            let (value, count) = parsed.ok_or_else(|| format!("bad histogram bucket '{pair}'"))?;
+        for_each_bucket(text, |value, count| {
             self.0
                 .saturating_record_n(value.clamp(LOWEST_NS, HIGHEST_NS), count);
+        })
+    }
+
+    /// A histogram of decoded buckets, as [`decode_into`] gives them.
+    pub fn of_buckets(buckets: &[(u64, u64)]) -> MergedRtt {
+        let mut merged = MergedRtt::default();
+        for &(value, count) in buckets {
+            merged
+                .0
+                .saturating_record_n(value.clamp(LOWEST_NS, HIGHEST_NS), count);
         }
-        Ok(())
+        merged
     }
 
     /// The `q` quantile (0..=1) in microseconds; `None` when nothing was recorded.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
         (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1000.0)
     }
+}
+
+/// Calls `each(ns, count)` for the buckets of an `rtt_hist` text; `Err`
+/// names the first malformed one (the buckets before it were given).
+fn for_each_bucket(text: &str, mut each: impl FnMut(u64, u64)) -> Result<(), String> {
+    for pair in text.split(';').filter(|p| !p.is_empty()) {
+        let parsed = pair
+            .split_once(':')
+            .and_then(|(v, c)| Some((v.parse::<u64>().ok()?, c.parse::<u64>().ok()?)));
+        let (value, count) = parsed.ok_or_else(|| format!("bad histogram bucket '{pair}'"))?;
+        each(value, count);
+    }
+    Ok(())
+}
+
+/// Appends the buckets of an `rtt_hist` text to `buckets`, unmerged.
+pub fn decode_into(text: &str, buckets: &mut Vec<(u64, u64)>) -> Result<(), String> {
+    for_each_bucket(text, |value, count| buckets.push((value, count)))
 }
 
 #[cfg(test)]

@@ -239,6 +239,22 @@ pub struct LayerAgg {
     pub worst_p99: Option<f64>,
 }
 
+/// The whole fleet in one interval of the span: the packets of its tx and
+/// rx rows, and (when asked for) the RTT buckets of its host rows, so that a
+/// figure can be computed per interval (compare's resampling unit).
+#[derive(Debug, Clone, Default)]
+pub struct IntervalAgg {
+    /// Requests sent and replies back (packets).
+    pub sent: f64,
+    pub back: f64,
+    /// Requests the receivers counted from senders that reported the same
+    /// interval; `None` when no rx row was written for it.
+    pub arrived: Option<f64>,
+    /// The host rows' histogram buckets, (ns, count), unmerged: a few hundred
+    /// per host row, where a merged histogram would cost 38 KB per interval.
+    pub rtt: Vec<(u64, u64)>,
+}
+
 /// How short of CPU an agent was.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Starvation {
@@ -280,6 +296,10 @@ pub struct ReportSet {
     pub any_layer: bool,
     pub rows_in_window: u64,
     pub files: usize,
+    /// The span's intervals, fleet-wide (counts always; RTT buckets only
+    /// when [`ReportSet::read`] was asked for them).
+    pub intervals: BTreeMap<i64, IntervalAgg>,
+    interval_rtt: bool,
 }
 
 impl ReportSet {
@@ -303,11 +323,12 @@ impl ReportSet {
 
     /// Reads every report in `dir`, keeping the rows of the run's steady span
     /// (its newest `window` seconds; 0 = all of it), and the coverage of the
-    /// whole history.
-    pub fn read(dir: &Path, window: f64) -> Result<ReportSet> {
+    /// whole history; `interval_rtt` keeps each interval's RTT buckets too.
+    pub fn read(dir: &Path, window: f64, interval_rtt: bool) -> Result<ReportSet> {
         let files = report_files(dir)?;
         let mut set = ReportSet {
             files: files.len(),
+            interval_rtt,
             ..ReportSet::default()
         };
         // 1. Who reported which interval, and how.
@@ -414,6 +435,9 @@ impl ReportSet {
         let back = self.packets(row, Column::RepPkts, Column::RepPps);
         let (pps, rep_pps) = (row.num(Column::Pps), row.num(Column::RepPps));
         let p99 = row.num(Column::RttP99Us);
+        let fleet = self.intervals.entry(row.ts).or_default();
+        fleet.sent += sent;
+        fleet.back += back;
         let p = self.tx.entry((host, peer)).or_default();
         p.sent += sent;
         p.back += back;
@@ -459,6 +483,10 @@ impl ReportSet {
         let sender_reported = self.reported(peer, row.ts);
         let arrived = self.packets(row, Column::Pkts, Column::Pps);
         let (pps, rep_pps) = (row.num(Column::Pps), row.num(Column::RepPps));
+        if sender_reported {
+            let fleet = self.intervals.entry(row.ts).or_default();
+            fleet.arrived = Some(fleet.arrived.unwrap_or(0.0) + arrived);
+        }
         let p = self.rx.entry((host, peer)).or_default();
         if sender_reported {
             p.arrived_seen += arrived;
@@ -494,6 +522,11 @@ impl ReportSet {
         let hist = row.text(Column::RttHist);
         if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
             h.rtt_rows += 1;
+            if self.interval_rtt {
+                let fleet = self.intervals.entry(row.ts).or_default();
+                // Already parsed once above: a bad bucket cannot get here.
+                let _ = crate::report::rtt::decode_into(hist, &mut fleet.rtt);
+            }
         }
         // Host-counted drops: summed, blank (not measured) until a row has one.
         let add = |total: &mut Option<f64>, column: Column| {

@@ -14,6 +14,7 @@
 
 pub mod advice;
 pub mod aggregate;
+pub mod document;
 pub mod evidence;
 pub mod figures;
 pub mod grids;
@@ -40,6 +41,8 @@ pub struct Options {
     pub top: usize,
     /// Rows of the host table.
     pub top_hosts: usize,
+    /// Keep each interval's RTT (the JSON document's interval series).
+    pub interval_rtt: bool,
 }
 
 /// The summary of a reports directory: the rows of its span, and every
@@ -55,7 +58,7 @@ impl Summary {
     /// Reads the reports in `dir`; `matrix` gives names, order and layers
     /// when there is one (a summary of reports alone still works).
     pub fn read(dir: &Path, matrix: Option<Matrix>, opts: Options) -> Result<Summary> {
-        let mut set = ReportSet::read(dir, opts.window)?;
+        let mut set = ReportSet::read(dir, opts.window, opts.interval_rtt)?;
         if let Some(m) = &matrix {
             for host in m.hosts() {
                 set.id(&host.name);
@@ -90,7 +93,27 @@ impl Summary {
 
     /// WHAT TO DO NEXT and its advice.
     pub fn what_to_do_next(&self) -> String {
-        what_to_do_next(&self.set, &self.ctx, &self.figs)
+        let mut text = String::from("  WHAT TO DO NEXT\n");
+        for hint in self.advice() {
+            text.push_str(&advice::wrap(&hint));
+        }
+        text
+    }
+
+    /// Every figure as one document (`--json`, and what `compare` reads).
+    pub fn document(&self) -> document::Document {
+        document::document(&self.set, &self.ctx, &self.figs, self.advice())
+    }
+
+    fn advice(&self) -> Vec<String> {
+        advice::advice(
+            &self.set,
+            &self.ctx,
+            &self.figs.fleet,
+            &self.figs.hosts,
+            &self.figs.flows,
+            coverage(&self.set, &self.ctx),
+        )
     }
 }
 
@@ -133,22 +156,6 @@ fn coverage(set: &ReportSet, ctx: &Context) -> Option<(usize, usize, f64)> {
         total,
         f64::from(rotation.layers) * rotation.dwell,
     ))
-}
-
-fn what_to_do_next(set: &ReportSet, ctx: &Context, figs: &Figures) -> String {
-    let mut text = String::from("  WHAT TO DO NEXT\n");
-    let lines = advice::advice(
-        set,
-        ctx,
-        &figs.fleet,
-        &figs.hosts,
-        &figs.flows,
-        coverage(set, ctx),
-    );
-    for hint in lines {
-        text.push_str(&advice::wrap(&hint));
-    }
-    text
 }
 
 /// What the summary covers: the first header line's duration, and a line

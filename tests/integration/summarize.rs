@@ -788,3 +788,35 @@ fn spread_across_flows_is_mean_sd_min_median_max_and_jains_index() {
         "    replies back                        950 pps     87 pps    800 pps   1.0 kpps   1.0 kpps  0.9918",
     );
 }
+
+#[test]
+fn summarize_json_is_one_document_with_every_figure_and_null_for_blank() {
+    // The sick receiver's reports (every flow into d loses 20% on the way
+    // in), with d's CPU left blank on one host row: JSON says null, not 0.
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let into_d = |_: &str, dst: &str| if dst == "d" { 0.8 } else { 1.0 };
+    mesh_reports_with(&hosts, into_d, into_d, |host, row| {
+        if host == "d" {
+            row.cpu_pct = None;
+            row.cpu_max_pct = None;
+            row.agent_cpu_pct = None;
+        }
+    })
+    .write(&sb);
+    let out = summarize(&sb, &["--json"]);
+    crate::util::assert_golden("summarize_sick_receiver.json", &out);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["schema"], "mx.summary/1");
+    assert_eq!(doc["fleet"]["forward_loss_pct"], 5.0);
+    assert_eq!(doc["fleet"]["return_loss_pct"], 0.0);
+    let d = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "d")
+        .unwrap();
+    assert!(d["cpu_pct"].is_null(), "{d}");
+    assert_eq!(doc["intervals"].as_array().unwrap().len(), 3);
+    assert_eq!(doc["spread"]["delivered"]["min_pps"], 800.0);
+}
