@@ -39,6 +39,8 @@ pub enum Command {
     Summarize(SummarizeArgs),
     /// The run as overlays for the datacenter floor-plan viewer (results TSV or NDJSON)
     Export(ExportArgs),
+    /// Before/after: two runs side by side, each change with its noise and a verdict
+    Compare(CompareArgs),
     /// Copy the agent and the matrix to every host and start the agents
     Start(StartArgs),
     /// One line per host: running (and how fast), NOT-RUNNING or NOT-DEPLOYED
@@ -776,6 +778,43 @@ pub struct SummarizeArgs {
     pub no_collect: bool,
 
     /// Print one JSON document (schema mx.summary/1, in the README) instead of the text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The run before: a reports directory, or a summary saved with `summarize --json`
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The run after, the same way
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// The matrix of both runs, for pool names (used when there; reports alone work)
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_MATRIX",
+        hide_env_values = true,
+        default_value = crate::fleet::DEFAULT_MATRIX
+    )]
+    pub matrix: PathBuf,
+
+    /// Seconds of each reports directory's newest reports (0 = the whole history)
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub window: f64,
+
+    /// Compare runs of different shapes (hosts, flows, sizes, class) anyway
+    #[arg(long)]
+    pub force: bool,
+
+    /// Hosts and flows to list
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Print one JSON document (schema mx.compare/1, in the README) instead of the text
     #[arg(long)]
     pub json: bool,
 }

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use clap::FromArgMatches;
 use matrix_orchestrator::cli::{self, Cli, Command};
 use matrix_orchestrator::commands::{
-    agent, check, clean, collect, demo, doctor, export, generate, help, hints, logs, reload, run,
-    start, status, stop, summarize,
+    agent, check, clean, collect, compare, demo, doctor, export, generate, help, hints, logs,
+    reload, run, start, status, stop, summarize,
 };
 use matrix_orchestrator::error::Result;
 
@@ -45,6 +45,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Agent(args)) => agent::run(&args),
         Some(Command::Summarize(args)) => summarize::run(&args, out),
         Some(Command::Export(args)) => export::run(&args, out),
+        Some(Command::Compare(args)) => compare::run(&args, out),
         Some(Command::Start(args)) => start::run(&args, out),
         Some(Command::Status(args)) => status::run(&args, out),
         Some(Command::Stop(args)) => stop::run(&args, out),

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod check;
 pub mod clean;
 pub mod collect;
+pub mod compare;
 pub mod demo;
 pub mod doctor;
 pub mod export;

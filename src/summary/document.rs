@@ -121,6 +121,9 @@ pub struct SpreadFigures {
 pub struct PoolDoc {
     pub from: String,
     pub to: String,
+    /// The pools' hosts.
+    pub from_hosts: Vec<String>,
+    pub to_hosts: Vec<String>,
     pub senders: usize,
     pub receivers: usize,
     pub flows: usize,
@@ -223,6 +226,8 @@ pub fn document(set: &ReportSet, ctx: &Context, figs: &Figures, advice: Vec<Stri
             .map(|p| PoolDoc {
                 from: p.from.clone(),
                 to: p.to.clone(),
+                from_hosts: p.from_hosts.clone(),
+                to_hosts: p.to_hosts.clone(),
                 senders: p.senders,
                 receivers: p.receivers,
                 flows: p.flows,
@@ -348,10 +353,10 @@ pub fn to_json(doc: &Document) -> String {
 
 /// A figure rounded to 6 decimal places: nothing mx measures is finer, and
 /// `3995.8500000000004` is noise a reader of the JSON should not see.
-fn r(v: f64) -> f64 {
+pub fn r(v: f64) -> f64 {
     (v * 1e6).round() / 1e6
 }
 
-fn ro(v: Option<f64>) -> Option<f64> {
+pub fn ro(v: Option<f64>) -> Option<f64> {
     v.map(r)
 }

@@ -228,6 +228,9 @@ fn fleet_where(set: &ReportSet, ctx: &Context, keep: &dyn Fn(u32, u32) -> bool) 
 pub struct PoolFigures {
     pub from: String,
     pub to: String,
+    /// The pools' hosts, by name.
+    pub from_hosts: Vec<String>,
+    pub to_hosts: Vec<String>,
     pub senders: usize,
     pub receivers: usize,
     /// Pairs of the direction that reported in the span.
@@ -273,9 +276,18 @@ pub fn pools(set: &ReportSet, ctx: &Context, flows: &[FlowFigures]) -> Vec<PoolF
                     ))
                 });
             }
+            let names = |pool: usize| -> Vec<String> {
+                pools.pools[pool]
+                    .members
+                    .iter()
+                    .map(|&h| m.hosts()[h as usize].name.clone())
+                    .collect()
+            };
             PoolFigures {
                 from: pools.pools[from].name.clone(),
                 to: pools.pools[to].name.clone(),
+                from_hosts: names(from),
+                to_hosts: names(to),
                 senders: pools.pools[from].members.len(),
                 receivers: pools.pools[to].members.len(),
                 flows: set.tx.keys().filter(|(s, d)| keep(*s, *d)).count(),

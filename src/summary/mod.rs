@@ -14,6 +14,8 @@
 
 pub mod advice;
 pub mod aggregate;
+pub mod bootstrap;
+pub mod compare;
 pub mod document;
 pub mod evidence;
 pub mod figures;

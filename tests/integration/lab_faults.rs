@@ -200,10 +200,10 @@ fn agent_lab_5_percent_dropped_into_a_host_is_its_forward_leg() {
 
 /// A rule on the lab's bridge, in this (root) namespace: the switch drops,
 /// not the host. Removed when dropped (and by lab.sh down).
-struct BridgeRule(u8);
+pub struct BridgeRule(u8);
 
 impl BridgeRule {
-    fn add(lab: &Lab, rule: &str) -> BridgeRule {
+    pub fn add(lab: &Lab, rule: &str) -> BridgeRule {
         let net = lab.net();
         let script =
             nft_chain("bridge", "forward", rule).replacen("mxfault", &format!("mxfault{net}"), 1);

@@ -22,6 +22,7 @@ mod gen_check_hints_golden;
 mod hand_edited;
 mod hostile_network;
 mod lab;
+mod lab_compare;
 mod lab_faults;
 mod lab_pools;
 mod lab_truth;
