@@ -291,6 +291,10 @@ pub struct CheckArgs {
     /// Hosts to list, busiest first (caps are checked on every host)
     #[arg(long, value_name = "N", default_value_t = 15)]
     pub top: usize,
+
+    /// Print one JSON document (schema mx.check/1, in the README) instead of the text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -636,6 +640,10 @@ pub struct StatusArgs {
     /// Refresh every S seconds (0 = once)
     #[arg(long, value_name = "S", default_value_t = 0.0)]
     pub watch: f64,
+
+    /// Print one JSON document per look (schema mx.status/1, in the README) instead of lines
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

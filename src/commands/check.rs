@@ -30,6 +30,9 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
     let matrix = Matrix::load(&args.matrix)?;
     matrix.print_warnings();
     let load = matrix_load(&matrix);
+    if args.json {
+        return json(args, &matrix, &load, out);
+    }
 
     writeln!(
         out,
@@ -172,30 +175,14 @@ fn table_and_caps(
     let mut over_hosts = 0;
     let mut over_lines = Vec::new();
     for &i in &order {
-        let (h, name) = (&load.hosts[i], &matrix.hosts()[i].name);
-        let mut over = false;
-        if let Some(gbps) = args.nic_gbps
-            && h.out_wire.max(h.in_wire) > gbps * 1e9
-        {
-            over = true;
+        let over = over_caps(args, &load.hosts[i]);
+        for reason in &over {
             over_lines.push(format!(
-                "  OVER CAPACITY {name}: {} out / {} in > {} NIC",
-                bits(h.out_wire),
-                bits(h.in_wire),
-                bits(gbps * 1e9)
+                "  OVER CAPACITY {}: {reason}",
+                matrix.hosts()[i].name
             ));
         }
-        if let Some(mpps) = args.nic_mpps
-            && h.packets > mpps * 1e6
-        {
-            over = true;
-            over_lines.push(format!(
-                "  OVER CAPACITY {name}: {} > {} NIC packet rate",
-                pps(h.packets),
-                pps(mpps * 1e6)
-            ));
-        }
-        over_hosts += usize::from(over);
+        over_hosts += usize::from(!over.is_empty());
     }
     if !over_lines.is_empty() {
         writeln!(out)?;
@@ -206,7 +193,153 @@ fn table_and_caps(
     Ok(over_hosts)
 }
 
-/// The fleet's offer, the verdict on the caps and the CPU side, for the paced
+/// How host load `h` exceeds the caps given, one phrase per cap (empty: it
+/// does not).
+fn over_caps(args: &CheckArgs, h: &plan::PeakLoad) -> Vec<String> {
+    let mut over = Vec::new();
+    if let Some(gbps) = args.nic_gbps
+        && h.out_wire.max(h.in_wire) > gbps * 1e9
+    {
+        over.push(format!(
+            "{} out / {} in > {} NIC",
+            bits(h.out_wire),
+            bits(h.in_wire),
+            bits(gbps * 1e9)
+        ));
+    }
+    if let Some(mpps) = args.nic_mpps
+        && h.packets > mpps * 1e6
+    {
+        over.push(format!(
+            "{} > {} NIC packet rate",
+            pps(h.packets),
+            pps(mpps * 1e6)
+        ));
+    }
+    over
+}
+
+/// `check --json`'s document (mx.check/1), in the text's order.
+#[derive(serde::Serialize)]
+struct CheckDoc {
+    schema: &'static str,
+    matrix: String,
+    hosts_count: usize,
+    flows: usize,
+    request_bytes: u32,
+    reply_bytes: u32,
+    port: u16,
+    dscp: Option<String>,
+    layered: Option<LayeredDoc>,
+    unpaced_flows: usize,
+    caps: CapsDoc,
+    /// Null when nothing is paced (no load to weigh).
+    fleet_offered_pps: Option<f64>,
+    hosts: Vec<HostLoadDoc>,
+    over_hosts: usize,
+    /// Null: nothing to judge (no caps given, or nothing paced).
+    admissible: Option<bool>,
+    workers_needed: Option<u64>,
+}
+
+#[derive(serde::Serialize)]
+struct LayeredDoc {
+    layers: u32,
+    peers: u32,
+    dwell_s: f64,
+}
+
+#[derive(serde::Serialize)]
+struct CapsDoc {
+    nic_gbps: Option<f64>,
+    nic_mpps: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct HostLoadDoc {
+    host: String,
+    /// Its paced load (unpaced flows have no rate); null when nothing is paced.
+    packets_pps: Option<f64>,
+    out_wire_bps: Option<f64>,
+    in_wire_bps: Option<f64>,
+    unpaced: bool,
+    /// How it exceeds the caps, one phrase per cap.
+    over: Vec<String>,
+    disk: Option<DiskLoadDoc>,
+}
+
+#[derive(serde::Serialize)]
+struct DiskLoadDoc {
+    read_iops: f64,
+    read_bytes_per_s: f64,
+    write_iops: f64,
+    write_bytes_per_s: f64,
+}
+
+/// `check --json`: the same figures as one document; the exit code is the
+/// text's (1 when a host is over a cap).
+fn json(args: &CheckArgs, matrix: &Matrix, load: &MatrixLoad, out: &mut dyn Write) -> Result<u8> {
+    let c = &matrix.config;
+    let (unpaced, _) = unpaced_flows(matrix);
+    let paced = load.fleet_pps > 0.0;
+    let disk = c.disk.sentence().is_some();
+    let hosts: Vec<HostLoadDoc> = matrix
+        .hosts()
+        .iter()
+        .zip(&load.hosts)
+        .map(|(host, h)| HostLoadDoc {
+            host: host.name.clone(),
+            packets_pps: paced.then_some(h.packets),
+            out_wire_bps: paced.then_some(h.out_wire),
+            in_wire_bps: paced.then_some(h.in_wire),
+            unpaced: h.unpaced,
+            over: if paced {
+                over_caps(args, h)
+            } else {
+                Vec::new()
+            },
+            disk: disk.then_some(DiskLoadDoc {
+                read_iops: h.disk.read_iops,
+                read_bytes_per_s: h.disk.read_bytes,
+                write_iops: h.disk.write_iops,
+                write_bytes_per_s: h.disk.write_bytes,
+            }),
+        })
+        .collect();
+    let over_hosts = hosts.iter().filter(|h| !h.over.is_empty()).count();
+    let caps_given = args.nic_gbps.is_some() || args.nic_mpps.is_some();
+    let busiest = load.hosts.iter().map(|h| h.out_pps).fold(0.0, f64::max);
+    let doc = CheckDoc {
+        schema: "mx.check/1",
+        matrix: args.matrix.display().to_string(),
+        hosts_count: matrix.host_count(),
+        flows: matrix.flow_count(),
+        request_bytes: c.tx_size,
+        reply_bytes: c.rx_size,
+        port: c.port,
+        dscp: (!c.dscp.is_default()).then(|| c.dscp.label()),
+        layered: c.shuffle.zip(c.rotation).map(|(key, r)| LayeredDoc {
+            layers: r.layers,
+            peers: key.peers,
+            dwell_s: r.dwell,
+        }),
+        unpaced_flows: unpaced,
+        caps: CapsDoc {
+            nic_gbps: args.nic_gbps,
+            nic_mpps: args.nic_mpps,
+        },
+        fleet_offered_pps: paced.then_some(load.fleet_pps),
+        hosts,
+        over_hosts,
+        admissible: (paced && caps_given).then_some(over_hosts == 0),
+        workers_needed: paced.then(|| workers_needed(busiest)),
+    };
+    let mut text = serde_json::to_string_pretty(&doc).expect("a check document serializes");
+    text.push('\n');
+    out.write_all(text.as_bytes())?;
+    Ok(if over_hosts > 0 { EXIT_PROBLEMS } else { 0 })
+}
+
 /// A disk matrix: what each host's disk is asked for, busiest first, from
 /// the same paced loads as the table above.
 fn disk_table(
@@ -271,6 +404,7 @@ fn name_width(matrix: &Matrix) -> usize {
         .max(24)
 }
 
+/// The fleet's offer, the verdict on the caps and the CPU side, for the paced
 /// flows (the original's lines when every flow is paced).
 fn verdict(
     args: &CheckArgs,

@@ -10,6 +10,9 @@ use crate::fleet::{LOOK_TIMEOUT, scripts};
 use crate::units::{self, local_clock, wall_now};
 
 pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
+    if args.json {
+        return json::run(args, out);
+    }
     let fleet = super::open_fleet(&args.fleet)?;
     let all = fleet.all();
     // Clear the screen between looks only where there is a screen.
@@ -59,6 +62,151 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
         }
         first = false;
         std::thread::sleep(Duration::from_secs_f64(args.watch));
+    }
+}
+
+/// `status --json`: per host its state and the figures of its newest host
+/// row, read from its report (exact numbers, not the status line's text).
+mod json {
+    use std::io::Write;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use serde::Serialize;
+
+    use crate::cli::StatusArgs;
+    use crate::error::{EXIT_PROBLEMS, Result};
+    use crate::fleet::{LOOK_TIMEOUT, scripts};
+    use crate::report::Column;
+    use crate::report::read::rows_of;
+    use crate::units::wall_now;
+
+    /// One look at the fleet (mx.status/1).
+    #[derive(Serialize)]
+    struct StatusDoc {
+        schema: &'static str,
+        /// When the look was taken (this machine's clock, Unix seconds).
+        at: f64,
+        hosts: Vec<HostStatus>,
+    }
+
+    #[derive(Serialize)]
+    struct HostStatus {
+        host: String,
+        /// `running`, `not-running`, `not-deployed` or `unreachable`.
+        state: &'static str,
+        /// Why it could not be asked (unreachable only).
+        error: Option<String>,
+        /// Its newest host row; null when it has none yet.
+        row: Option<RowStatus>,
+    }
+
+    /// The figures of a host row (null: blank in the row, not measured).
+    #[derive(Serialize)]
+    struct RowStatus {
+        ts: i64,
+        /// Seconds since `ts`, from this machine's clock.
+        age_s: f64,
+        phase: Option<String>,
+        sent_pps: Option<f64>,
+        /// Null for unpaced flows.
+        target_pps: Option<f64>,
+        back_pps: Option<f64>,
+        loss_pct: Option<f64>,
+        rtt_p50_us: Option<f64>,
+        rtt_p99_us: Option<f64>,
+        cpu_pct: Option<f64>,
+        cpu_core_pct: Option<f64>,
+        agent_cpu_pct: Option<f64>,
+        workers: Option<u32>,
+    }
+
+    pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
+        let fleet = crate::commands::open_fleet(&args.fleet)?;
+        let all = fleet.all();
+        loop {
+            let outcomes = fleet.each(&all, |host| {
+                fleet
+                    .transport
+                    .run(host, &scripts::status_row(&fleet.dir(host)), LOOK_TIMEOUT)
+            });
+            let now = wall_now();
+            let hosts: Vec<HostStatus> = all
+                .iter()
+                .zip(&outcomes)
+                .map(|(&h, outcome)| {
+                    let name = fleet.matrix.hosts()[h].name.clone();
+                    if !outcome.ok() {
+                        return HostStatus {
+                            host: name,
+                            state: "unreachable",
+                            error: Some(outcome.text.trim().to_string())
+                                .filter(|e| !e.is_empty())
+                                .or_else(|| Some(format!("exit {}", outcome.code))),
+                            row: None,
+                        };
+                    }
+                    host_status(name, &outcome.text, now)
+                })
+                .collect();
+            let unreachable = hosts.iter().any(|h| h.state == "unreachable");
+            let doc = StatusDoc {
+                schema: "mx.status/1",
+                at: now,
+                hosts,
+            };
+            // One document per look: pretty once, one line each with --watch.
+            let text = if args.watch > 0.0 {
+                serde_json::to_string(&doc)
+            } else {
+                serde_json::to_string_pretty(&doc)
+            }
+            .expect("a status document serializes");
+            writeln!(out, "{text}")?;
+            out.flush()?;
+            if args.watch <= 0.0 {
+                return Ok(if unreachable { EXIT_PROBLEMS } else { 0 });
+            }
+            std::thread::sleep(Duration::from_secs_f64(args.watch));
+        }
+    }
+
+    /// A host's state and newest row from what [`scripts::status_row`] printed.
+    fn host_status(host: String, text: &str, now: f64) -> HostStatus {
+        let mut lines = text.lines();
+        let state = match lines.next().map(str::trim) {
+            Some("running") => "running",
+            Some("NOT-DEPLOYED") => "not-deployed",
+            _ => "not-running",
+        };
+        let report: String = lines.map(|l| format!("{l}\n")).collect();
+        let mut row = None;
+        // A report the host cannot give whole (a header alone, a torn row)
+        // has no row to show: the state stands alone.
+        let _ = rows_of(report.as_bytes(), Path::new(&host), |r| {
+            let text = |c: Column| Some(r.text(c).to_string()).filter(|t| !t.is_empty());
+            row = Some(RowStatus {
+                ts: r.ts,
+                age_s: (now - r.ts as f64).max(0.0).floor(),
+                phase: text(Column::Phase),
+                sent_pps: r.num(Column::Pps),
+                target_pps: r.num(Column::TargetPps).filter(|t| *t > 0.0),
+                back_pps: r.num(Column::RepPps),
+                loss_pct: r.num(Column::LossPct),
+                rtt_p50_us: r.num(Column::RttP50Us),
+                rtt_p99_us: r.num(Column::RttP99Us),
+                cpu_pct: r.num(Column::CpuPct),
+                cpu_core_pct: r.num(Column::CpuMaxPct),
+                agent_cpu_pct: r.num(Column::AgentCpuPct),
+                workers: r.num(Column::Workers).map(|w| w as u32),
+            });
+        });
+        HostStatus {
+            host,
+            state,
+            error: None,
+            row,
+        }
     }
 }
 

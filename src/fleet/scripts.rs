@@ -241,6 +241,24 @@ pub fn status(dir: &str) -> String {
     )
 }
 
+/// The agent's state for `status --json`: `running`, `NOT-RUNNING` or
+/// `NOT-DEPLOYED` on the first line; then, when there is a report, its
+/// header line and its newest host row (read from the end: `tac` seeks, so
+/// an hour's report costs what its last interval does).
+pub fn status_row(dir: &str) -> String {
+    format!(
+        "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
+         if [ -n \"$(agent_pids)\" ]; then echo running; else echo NOT-RUNNING; fi\n\
+         if [ -s report.csv ]; then\n\
+         head -n 1 report.csv\n\
+         col=$(head -n 1 report.csv | tr -d '\\r' | tr ',' '\\n' | grep -nxF dir | head -n 1 | cut -d: -f1)\n\
+         tac report.csv | awk -F, -v d=\"$col\" '$d == \"host\" {{ print; exit }}'\n\
+         fi",
+        pids = agent_pids(dir),
+        d = q(dir)
+    )
+}
+
 /// Stops the agent: TERM, wait up to 10 s, then KILL. Prints what it did.
 pub fn stop(dir: &str) -> String {
     format!("{pids}\n{STOP_BODY}", pids = agent_pids(dir)).replace("__DIR__", &q(dir))

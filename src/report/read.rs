@@ -175,7 +175,7 @@ fn complete_length(file: &mut File) -> std::io::Result<u64> {
 }
 
 /// Calls `f` for every row of `path` that has a timestamp, in file order.
-pub fn for_each_row(path: &Path, mut f: impl FnMut(&RowView<'_>)) -> Result<()> {
+pub fn for_each_row(path: &Path, f: impl FnMut(&RowView<'_>)) -> Result<()> {
     let mut file = File::open(path).map_err(|e| Error::io(path, "cannot read the report", &e))?;
     check_header_line(&mut file, path)?;
     let length =
@@ -185,14 +185,21 @@ pub fn for_each_row(path: &Path, mut f: impl FnMut(&RowView<'_>)) -> Result<()> 
     if length == 0 {
         return Ok(());
     }
+    rows_of(file.take(length), path, f)
+}
+
+/// Calls `f` for every row with a timestamp of a report's text (its header
+/// line first), read from `reader`; `path` names it in errors.
+pub fn rows_of(
+    reader: impl std::io::Read,
+    path: &Path,
+    mut f: impl FnMut(&RowView<'_>),
+) -> Result<()> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .buffer_capacity(1 << 20)
-        .from_reader(std::io::BufReader::with_capacity(
-            1 << 20,
-            file.take(length),
-        ));
+        .from_reader(std::io::BufReader::with_capacity(1 << 20, reader));
     let mut record = csv::ByteRecord::new();
     let read = |reader: &mut csv::Reader<_>, record: &mut csv::ByteRecord| {
         reader

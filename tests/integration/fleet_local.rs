@@ -32,7 +32,7 @@ fn fleet_dir(net: u8, names: &[&str]) -> Sandbox {
 
 /// A sandbox whose hosts `names` sit on 127.`net`.0.x, its matrix made by
 /// `mx gen` with `gen_args`.
-fn fleet_dir_with(net: u8, names: &[&str], gen_args: &[&str]) -> Sandbox {
+pub fn fleet_dir_with(net: u8, names: &[&str], gen_args: &[&str]) -> Sandbox {
     let sb = Sandbox::new();
     let servers: String = names
         .iter()
