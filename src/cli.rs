@@ -63,6 +63,24 @@ pub enum Command {
     Demo(DemoArgs),
     /// Every command, every switch, on one page
     Help(HelpArgs),
+    /// Print the shell completion script for bash, zsh or fish
+    Completions(CompletionsArgs),
+    /// Print the manual page (mx.1), or write one per command into a directory
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish (elvish and powershell too)
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write mx.1 and mx-COMMAND.1 for every command into DIR instead of printing mx.1
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

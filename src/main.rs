@@ -10,7 +10,7 @@ use clap::FromArgMatches;
 use matrix_orchestrator::cli::{self, Cli, Command};
 use matrix_orchestrator::commands::{
     agent, check, clean, collect, compare, demo, doctor, export, generate, help, hints, logs,
-    reload, run, start, status, stop, summarize,
+    manual, reload, run, start, status, stop, summarize,
 };
 use matrix_orchestrator::error::Result;
 
@@ -57,6 +57,8 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Run(args)) => run::run(&args, out),
         Some(Command::Demo(args)) => demo::run(&args, out),
         Some(Command::Help(args)) => help::run(args.command.as_deref(), out),
+        Some(Command::Completions(args)) => manual::completions(&args, out),
+        Some(Command::Man(args)) => manual::man(&args, out),
     }
 }
 

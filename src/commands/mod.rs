@@ -14,6 +14,7 @@ pub mod generate;
 pub mod help;
 pub mod hints;
 pub mod logs;
+pub mod manual;
 pub mod pools;
 pub mod reload;
 pub mod run;

@@ -29,6 +29,7 @@ mod lab_faults;
 mod lab_pools;
 mod lab_truth;
 mod malformed_input;
+mod manual;
 mod pools;
 mod properties;
 mod schedule;

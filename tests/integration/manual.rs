@@ -1,0 +1,95 @@
+//! `mx completions` and `mx man`: generated from the clap declarations, and
+//! the bash script really completes when bash loads it.
+
+use std::process::Command;
+
+use crate::util::Sandbox;
+
+/// What bash's completion of `words` (the last one being typed) offers,
+/// with mx's completion script loaded as bash-completion would load it.
+fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}' || exit 9\n\
+         complete -p mx >/dev/null || exit 8\n\
+         COMP_WORDS=({})\n\
+         COMP_CWORD={}\n\
+         COMP_LINE='{}'\n\
+         COMP_POINT=${{#COMP_LINE}}\n\
+         _mx mx '{}' '{}'\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1,
+        words.join(" "),
+        words[words.len() - 1],
+        words[words.len() - 2],
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "-c", &program])
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn bash_loads_the_completions_and_completes_commands_and_switches() {
+    let sb = Sandbox::new();
+    let run = sb.mx(&["completions", "bash"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let script = sb.write("mx.bash", &run.stdout);
+    assert_eq!(bash_completes(&script, &["mx", "summ"]), ["summarize"]);
+    let compare = bash_completes(&script, &["mx", "compare", "--fo"]);
+    assert_eq!(compare, ["--force"]);
+    let every = bash_completes(&script, &["mx", ""]);
+    for command in ["gen", "start", "summarize", "compare", "completions", "man"] {
+        assert!(every.iter().any(|c| c == command), "{command}: {every:?}");
+    }
+}
+
+#[test]
+fn zsh_and_fish_scripts_name_every_command() {
+    let sb = Sandbox::new();
+    for shell in ["zsh", "fish"] {
+        let run = sb.mx(&["completions", shell]);
+        assert_eq!(run.code, 0, "{shell}: {}", run.stderr);
+        for command in ["summarize", "compare", "export"] {
+            assert!(run.stdout.contains(command), "{shell} lacks {command}");
+        }
+    }
+    let bad = sb.mx(&["completions", "tcsh"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}
+
+#[test]
+fn man_prints_mx_1_and_writes_a_page_per_command() {
+    let sb = Sandbox::new();
+    let run = sb.mx(&["man"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!(".TH mx 1  \"mx {}\"", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        &run.stdout[..200.min(run.stdout.len())]
+    );
+    let dir = sb.mx(&["man", "-o", "man1"]);
+    assert_eq!(dir.code, 0, "{}", dir.stderr);
+    let help = sb.mx(&["--help"]).stdout;
+    for command in ["gen", "summarize", "compare", "clean"] {
+        assert!(help.contains(command));
+        let page = sb.read(&format!("man1/mx-{command}.1"));
+        assert!(page.contains(&format!(".TH mx-{command} 1")), "{page}");
+        assert!(page.contains(&format!("mx {command}")), "{page}");
+    }
+    assert!(sb.file("man1/mx.1").exists());
+}
