@@ -31,6 +31,7 @@ mod lab_truth;
 mod malformed_input;
 mod manual;
 mod pools;
+mod progress;
 mod properties;
 mod report_page;
 mod schedule;
