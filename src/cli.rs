@@ -838,6 +838,14 @@ pub struct ReportArgs {
     /// Also write each heatmap and chart as its own SVG file into DIR
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+
+    /// Compare this run with an earlier one (a reports directory, or a summary saved with `summarize --json`), as `mx compare RUN` this would
+    #[arg(long, value_name = "RUN")]
+    pub compare: Option<PathBuf>,
+
+    /// With --compare: compare runs of different shapes anyway
+    #[arg(long, requires = "compare")]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
