@@ -95,7 +95,9 @@ pub struct HelpArgs {
 /// `--servers`, shared by the commands that read the server list.
 #[derive(Debug, Args)]
 pub struct ServersArg {
-    /// Server list: one host token per line (name[=addr[:port]]), # comments allowed
+    /// Server list: one host token per line (name[=addr[:port]]), # comments
+    /// allowed; `slurm`: the nodes of the Slurm allocation this shell is in
+    /// (./slurm reads a file so named)
     #[arg(
         long = "servers",
         value_name = "FILE",
@@ -554,7 +556,7 @@ pub struct FleetArgs {
     )]
     pub remote_dir: String,
 
-    /// Print the ssh and scp commands instead of running them
+    /// Print the ssh and scp (or srun and sbcast) commands instead of running them
     #[arg(long)]
     pub dry_run: bool,
 
@@ -562,6 +564,18 @@ pub struct FleetArgs {
     /// (hosts on 127.0.0.x): no ssh, no root
     #[arg(long, value_name = "DIR")]
     pub local: Option<PathBuf>,
+
+    /// How the hosts are reached: ssh, or slurm (inside an allocation, its
+    /// nodes through srun and sbcast: see `mx gen --servers slurm`)
+    #[arg(
+        long,
+        value_name = "ssh|slurm",
+        env = "MX_VIA",
+        hide_env_values = true,
+        default_value = "ssh",
+        hide_possible_values = true
+    )]
+    pub via: Via,
 
     // Hidden, as in the original: no usage line or page shows it, and `mx help`
     // lists MX_SSH with this text instead of pointing at the switch.
@@ -586,6 +600,16 @@ pub struct FleetArgs {
         default_value = "scp"
     )]
     pub scp: String,
+}
+
+/// How a fleet command reaches its hosts (`--via`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Via {
+    /// The system's OpenSSH (MX_SSH, MX_SCP).
+    #[default]
+    Ssh,
+    /// The nodes of the Slurm allocation this shell is in: srun, sbcast.
+    Slurm,
 }
 
 /// `--agent`: the executable deployed as the agent on every host.

@@ -7,6 +7,10 @@ use crate::cli::CleanArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
 use crate::fleet::{STEP_TIMEOUT, scripts};
 
+/// How long clean waits for the transport's own leftovers to end by
+/// themselves before it ends them.
+const SWEEP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub fn run(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
     let fleet = super::open_fleet(&args.fleet)?;
     if !args.yes && !fleet.dry_run {
@@ -49,7 +53,15 @@ pub fn run(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
             .transport
             .run(host, &scripts::clean(&fleet.dir(host)), STEP_TIMEOUT)
     })?;
-    if done.len() < fleet.matrix.host_count() {
+    // What the transport itself kept for this fleet (Slurm: the job steps
+    // that held the agents), which end once the agents have.
+    let swept = fleet.transport.sweep(&fleet.remote_dir, SWEEP_WAIT);
+    if let Some(swept) = &swept {
+        for line in swept.text.lines() {
+            writeln!(out, "[mx] {line}")?;
+        }
+    }
+    if done.len() < fleet.matrix.host_count() || swept.is_some_and(|s| !s.ok()) {
         return Ok(EXIT_PROBLEMS);
     }
     writeln!(

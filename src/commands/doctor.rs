@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::agent::disk::file;
-use crate::cli::DoctorArgs;
+use crate::cli::{DoctorArgs, Via};
 use crate::error::{EXIT_PROBLEMS, Result};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, instants, scripts};
@@ -73,12 +73,14 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let all = fleet.all();
     let findings = Findings::default();
     let disk = super::data_files_needed(&fleet.matrix);
+    let slurm = args.fleet.via == Via::Slurm;
+    let reach = if slurm { "srun" } else { "ssh" };
     let label = if disk {
-        "checking hosts (ssh + architecture + fd limit + clock + disk space)"
+        format!("checking hosts ({reach} + architecture + fd limit + clock + disk space)")
     } else {
-        "checking hosts (ssh + architecture + fd limit + clock)"
+        format!("checking hosts ({reach} + architecture + fd limit + clock)")
     };
-    let ok = fleet.step(out, label, &all, false, |host| {
+    let ok = fleet.step(out, &label, &all, false, |host| {
         check_host(&fleet, host, arch, disk, &findings)
     })?;
     let wrong_arch = findings.wrong_arch.into_inner().expect("unpoisoned");
@@ -86,10 +88,17 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let low_disk = findings.low_disk.into_inner().expect("unpoisoned");
     let offsets = findings.offsets.into_inner().expect("unpoisoned");
     if ok.len() < all.len() {
-        writeln!(
-            out,
-            "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
-        )?;
+        if slurm {
+            writeln!(
+                out,
+                "[mx] fix those nodes first (`srun --overlap -w NODE true` must work in this allocation)"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
+            )?;
+        }
         return Ok(EXIT_PROBLEMS);
     }
     let wrong = wrong_arch;
@@ -150,7 +159,8 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
-/// This machine's side: ssh and scp on the PATH, the matrix, the agent.
+/// This machine's side: ssh and scp (or Slurm's srun, sbcast, scontrol and
+/// squeue) on the PATH, the matrix, the agent.
 fn local_checks(
     args: &DoctorArgs,
     fleet: &Fleet,
@@ -160,7 +170,11 @@ fn local_checks(
 ) -> Result<()> {
     let m = &fleet.matrix;
     writeln!(out, "[mx] local checks")?;
-    for tool in [&args.fleet.ssh, &args.fleet.scp] {
+    let tools: Vec<&str> = match args.fleet.via {
+        Via::Ssh => vec![&args.fleet.ssh, &args.fleet.scp],
+        Via::Slurm => vec!["srun", "sbcast", "scontrol", "squeue"],
+    };
+    for tool in tools {
         let name = tool.split_whitespace().next().unwrap_or("");
         let found = if on_path(name) || Path::new(name).is_file() {
             "found"

@@ -8,7 +8,6 @@ use crate::cli::{GenArgs, PpsArg};
 use crate::error::{Error, Result};
 use crate::matrix::build::{Shape, Traffic, build, build_between};
 use crate::matrix::pools::{Between, Pool, Pools};
-use crate::matrix::servers::read_servers;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{
@@ -36,7 +35,7 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
     };
     let (matrix, shape, peers) = match Selection::read(&args.pools, args.port)? {
         Selection::Servers => {
-            let hosts = read_servers(&args.servers.path)?;
+            let hosts = super::read_server_list(&args.servers.path)?;
             // Two hosts at one address and port would make a matrix every reader refuses.
             let placed: Vec<Host> = hosts
                 .iter()

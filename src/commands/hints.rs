@@ -7,7 +7,6 @@ use std::io::Write;
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
 use crate::matrix::DEFAULT_PORT;
-use crate::matrix::servers::read_servers;
 use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
 use crate::units::{bits, pps, wire_bits};
 
@@ -282,13 +281,13 @@ impl Layout {
         match Selection::read(&args.pools, DEFAULT_PORT)? {
             Selection::Servers => {
                 let servers = &args.servers.path;
-                if !servers.exists() {
+                if servers != std::path::Path::new("slurm") && !servers.exists() {
                     return Err(Error::refused(format!(
                         "sizing a run needs the server list: --servers {} not found",
                         servers.display()
                     )));
                 }
-                let n = read_servers(servers)?.len();
+                let n = super::read_server_list(servers)?.len();
                 mesh(n, format!("--servers {}", servers.display()))
             }
             Selection::Inside { hosts, .. } => mesh(hosts.len(), pool_flags()),

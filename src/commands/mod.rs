@@ -26,11 +26,15 @@ pub mod status;
 pub mod stop;
 pub mod summarize;
 
-use crate::cli::FleetArgs;
+use std::path::Path;
+
+use crate::cli::{FleetArgs, Via};
 use crate::error::{Error, Result};
+use crate::fleet::slurm::{self, Allocation, Slurm};
 use crate::fleet::transport::{Local, Rehearsal, Ssh, Transport};
 use crate::fleet::{self, DEFAULT_MATRIX, DEFAULT_REMOTE_DIR, Fleet};
-use crate::matrix::Matrix;
+use crate::matrix::servers::{parse_servers, read_servers};
+use crate::matrix::{HostToken, Matrix};
 
 /// How to find what unpaced flows reach, in the words gen, check and hints share:
 /// an unpaced flow has no rate to weigh against a NIC or to size workers from, so
@@ -95,11 +99,24 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         }),
         None => None,
     };
-    let transport: Box<dyn Transport> = match (local, args.dry_run) {
-        (Some(local), true) => Box::new(Rehearsal::Local(local)),
-        (Some(local), false) => Box::new(local),
-        (None, true) => Box::new(Rehearsal::Ssh(ssh)),
-        (None, false) => Box::new(ssh),
+    let transport: Box<dyn Transport> = match (args.via, local, args.dry_run) {
+        (Via::Slurm, Some(_), _) => {
+            return Err(Error::refused(
+                "--via slurm and --local do not go together: --local runs every host on this machine, --via slurm on the nodes of a Slurm allocation",
+            ));
+        }
+        (Via::Slurm, None, dry_run) => {
+            let slurm = open_slurm(args, &matrix)?;
+            if dry_run {
+                Box::new(Rehearsal::Slurm(slurm))
+            } else {
+                Box::new(slurm)
+            }
+        }
+        (Via::Ssh, Some(local), true) => Box::new(Rehearsal::Local(local)),
+        (Via::Ssh, Some(local), false) => Box::new(local),
+        (Via::Ssh, None, true) => Box::new(Rehearsal::Ssh(ssh)),
+        (Via::Ssh, None, false) => Box::new(ssh),
     };
     if args.jobs == 0 {
         return Err(Error::refused("--jobs must be at least 1"));
@@ -115,9 +132,41 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
     })
 }
 
+/// The Slurm transport for `matrix`: the allocation this shell is in, each
+/// matrix host mapped to one of its nodes.
+fn open_slurm(args: &FleetArgs, matrix: &Matrix) -> Result<Slurm> {
+    // Relative to what? Each node's srun starts in `/`: a node-local path
+    // says where the files go.
+    if !args.remote_dir.starts_with('/') {
+        return Err(Error::refused(format!(
+            "--via slurm needs an absolute --remote-dir on the nodes (a node-local directory such as {DEFAULT_REMOTE_DIR}), not '{}'",
+            args.remote_dir
+        )));
+    }
+    let alloc = Allocation::current("--via slurm", Some(matrix.host_count()))?;
+    let node_of = slurm::map_hosts(matrix.hosts(), &alloc)?;
+    Ok(Slurm {
+        job: alloc.job,
+        node_of,
+    })
+}
+
+/// The server list `--servers` names: the file, or with `slurm` the nodes of
+/// the Slurm allocation this shell is in (`./slurm` is a file so named).
+pub(crate) fn read_server_list(path: &Path) -> Result<Vec<HostToken>> {
+    if path != Path::new("slurm") {
+        return read_servers(path);
+    }
+    let alloc = Allocation::current("--servers slurm", None)?;
+    parse_servers(
+        &alloc.server_list(),
+        &format!("the Slurm allocation (job {})", alloc.job),
+    )
+}
+
 /// The flags a suggested command needs to reach the same fleet as this one
 /// (` --local DIR`, ` --matrix FILE` and ` --remote-dir DIR` when not the
-/// defaults, ` --user USER` when one was given), shell-quoted, each with a
+/// defaults, ` --user USER` when one was given, ` --via slurm`), shell-quoted, each with a
 /// leading space: `mx status` + this is a command that works as typed.
 pub fn locator(args: &FleetArgs) -> String {
     let mut words: Vec<String> = Vec::new();
@@ -132,6 +181,9 @@ pub fn locator(args: &FleetArgs) -> String {
     }
     if let Some(user) = &args.user {
         words.extend(["--user".to_string(), user.clone()]);
+    }
+    if args.via == Via::Slurm {
+        words.extend(["--via".to_string(), "slurm".to_string()]);
     }
     if words.is_empty() {
         String::new()
@@ -153,6 +205,7 @@ mod tests {
             remote_dir: DEFAULT_REMOTE_DIR.into(),
             dry_run: false,
             local: None,
+            via: Via::Ssh,
             ssh: "ssh".into(),
             scp: "scp".into(),
         };
@@ -175,5 +228,10 @@ mod tests {
             locator(&everything),
             " --local '/tmp/a b' --matrix m2.csv --remote-dir '/srv/mx run' --user ops"
         );
+        let slurm = FleetArgs {
+            via: Via::Slurm,
+            ..plain.clone()
+        };
+        assert_eq!(locator(&slurm), " --via slurm");
     }
 }

@@ -18,9 +18,10 @@ use clap::Parser as _;
 use super::start::check_dwell_interval;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{deploy, stage};
+use crate::fleet::deploy::{deploy, deploy_all, stage};
+use crate::fleet::scripts::Begin;
 use crate::fleet::transport::Outcome;
-use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, scripts};
+use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, launch, scripts};
 use crate::matrix::{Host, Matrix};
 use crate::stamp::fingerprint;
 
@@ -128,8 +129,10 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let (_staging, files) = stage(&fleet, &args.agent.resolve()?, Some(target))?;
     let label = format!("restarting {} host(s)", act.len());
-    let done = if super::data_files_needed(target) {
-        let Some(done) = restart_with_disks(&fleet, &act, &files, &flags_of, &label, out)? else {
+    let disks = super::data_files_needed(target);
+    let done = if disks || fleet.transport.holds_agents() {
+        let Some(done) = restart_in_steps(&fleet, &act, &files, &flags_of, &label, disks, out)?
+        else {
             return Ok(EXIT_PROBLEMS);
         };
         done
@@ -237,17 +240,7 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
 fn stop_and_deploy(fleet: &Fleet, host: &Host, files: &[PathBuf]) -> Outcome {
     // Stop first: a running executable cannot be overwritten (ETXTBSY), and
     // one unlinked under a running agent would hide it from stop.
-    let stopped = fleet
-        .transport
-        .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT);
-    // What the stop script found: `stopped` and `killed` are agents that
-    // were running.
-    let was = match stopped.text.lines().last() {
-        Some("stopped") => "restarted (was running)",
-        Some("killed") => "restarted (was running, and had to be killed)",
-        Some("not-deployed") => "started (was not deployed)",
-        _ => "started (was not running)",
-    };
+    let was = stop_agent(fleet, host);
     let copied = deploy(fleet, host, files, false);
     if !copied.ok() {
         return copied;
@@ -258,12 +251,47 @@ fn stop_and_deploy(fleet: &Fleet, host: &Host, files: &[PathBuf]) -> Outcome {
     }
 }
 
+/// Stops the agent on `host`: what the host was, in reload's words.
+fn stop_agent(fleet: &Fleet, host: &Host) -> &'static str {
+    let stopped = fleet
+        .transport
+        .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT);
+    // What the stop script found: `stopped` and `killed` are agents that
+    // were running.
+    match stopped.text.lines().last() {
+        Some("stopped") => "restarted (was running)",
+        Some("killed") => "restarted (was running, and had to be killed)",
+        Some("not-deployed") => "started (was not deployed)",
+        _ => "started (was not running)",
+    }
+}
+
+/// [`stop_and_deploy`] on each of `hosts`: a transport that broadcasts
+/// (Slurm) stops every agent first, then copies to all hosts at once.
+fn stop_and_deploy_all(fleet: &Fleet, hosts: &[usize], files: &[PathBuf]) -> Vec<Outcome> {
+    if !fleet.transport.broadcasts() {
+        return fleet.each(hosts, |host| stop_and_deploy(fleet, host, files));
+    }
+    let was = fleet.each(hosts, |host| stop_agent(fleet, host));
+    deploy_all(fleet, hosts, files, false)
+        .into_iter()
+        .zip(was)
+        .map(|(copied, was)| match copied.ok() {
+            true => Outcome {
+                code: 0,
+                text: was.to_string(),
+            },
+            false => copied,
+        })
+        .collect()
+}
+
 /// Starts the agent on `host` with `flags`, at once; on success the outcome
 /// says `was`.
 fn relaunch(fleet: &Fleet, host: &Host, flags: &[String], was: &str) -> Outcome {
     let script = scripts::launch(
         &fleet.dir(host),
-        &host.name,
+        scripts::Keep::Detached(&host.name),
         flags,
         false,
         scripts::Begin::Now,
@@ -276,17 +304,19 @@ fn relaunch(fleet: &Fleet, host: &Host, flags: &[String], was: &str) -> Outcome 
     started
 }
 
-/// A disk run's restart, in three steps over the hosts in `act`: stop and
-/// copy, write every data file (each with the `--disk-size` its host was
-/// started with), then launch, so that no restarted agent sends while a
-/// peer's disk is still busy writing. The hosts that came back, or `None`
-/// when a data file could not be written (said so; none was launched).
-fn restart_with_disks<'a>(
+/// A restart in steps over the hosts in `act`: stop and copy; with `disks`,
+/// write every data file (each with the `--disk-size` its host was started
+/// with), so that no restarted agent sends while a peer's disk is still busy
+/// writing; then launch them all (at once, where the transport holds its
+/// agents in one step). The hosts that came back, or `None` when a data file
+/// could not be written (said so; none was launched).
+fn restart_in_steps<'a>(
     fleet: &Fleet,
     act: &[usize],
     files: &[PathBuf],
     flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
     label: &str,
+    disks: bool,
     out: &mut dyn Write,
 ) -> Result<Option<Vec<usize>>> {
     writeln!(
@@ -294,20 +324,28 @@ fn restart_with_disks<'a>(
         "[mx] stopping, then deploying agent + matrix on {} hosts",
         act.len()
     )?;
-    let stopped = fleet.each(act, |host| stop_and_deploy(fleet, host, files));
+    let stopped = stop_and_deploy_all(fleet, act, files);
     let deployed = fleet.print(out, act, &stopped, true)?;
     let size_of = |i: usize| value_of(flags_of(i), "--disk-size");
-    if !super::start::prepare_disks(fleet, &deployed, &size_of, out)? {
+    if disks && !super::start::prepare_disks(fleet, &deployed, &size_of, out)? {
         return Ok(None);
     }
     let was = |i: usize| {
         let at = act.iter().position(|&a| a == i).expect("an acted host");
         stopped[at].text.as_str()
     };
-    let done = fleet.step(out, label, &deployed, false, |host| {
-        let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
-        relaunch(fleet, host, flags_of(i), was(i))
-    })?;
+    writeln!(out, "[mx] {label} on {} hosts", deployed.len())?;
+    let outcomes: Vec<Outcome> = launch::launch(fleet, &deployed, flags_of, false, Begin::Now)
+        .into_iter()
+        .zip(&deployed)
+        .map(|((mut started, _), &i)| {
+            if started.ok() {
+                started.text = was(i).to_string();
+            }
+            started
+        })
+        .collect();
+    let done = fleet.print(out, &deployed, &outcomes, false)?;
     Ok(Some(done))
 }
 

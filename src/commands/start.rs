@@ -8,9 +8,9 @@ use std::time::Instant;
 use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{deploy, stage};
+use crate::fleet::deploy::{deploy_all, stage};
 use crate::fleet::transport::Outcome;
-use crate::fleet::{Fleet, PREPARE_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
+use crate::fleet::{Fleet, PREPARE_TIMEOUT, STEP_TIMEOUT, bind, instants, launch, scripts};
 use crate::matrix::resolve::resolved;
 use crate::units::{self, local_clock, wall_now};
 
@@ -261,7 +261,7 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
         "[mx] deploying agent + matrix on {} hosts",
         hosts.len()
     )?;
-    let outcomes = fleet.each(&hosts, |host| deploy(fleet, host, &files, true));
+    let outcomes = deploy_all(fleet, &hosts, &files, true);
     let ready = fleet.print(out, &hosts, &outcomes, true)?;
     let unready = hosts.len() - ready.len();
     if unready == 0 {
@@ -298,36 +298,25 @@ fn launch_armed(
     flags: &[String],
     out: &mut dyn Write,
 ) -> Result<Launch> {
-    let stop_hint = fleet.hint("stop");
-    let offsets = std::sync::Mutex::new(Vec::new());
     let launched_at = Instant::now();
     writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
-    let outcomes = fleet.each(hosts, |host| {
-        let script = scripts::launch(
-            &fleet.dir(host),
-            &host.name,
-            flags,
-            true,
-            scripts::Begin::Armed,
-            &stop_hint,
-        );
-        let mut outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
-        let returned = wall_now();
+    let answers = launch::launch(fleet, hosts, &|_| flags, true, scripts::Begin::Armed);
+    let seconds = launched_at.elapsed().as_secs_f64();
+    let mut offsets = Vec::new();
+    let mut outcomes = Vec::with_capacity(answers.len());
+    for (&h, (mut outcome, returned)) in hosts.iter().zip(answers) {
         if let Some(remote) = instants::clock_of(&outcome.text) {
-            offsets
-                .lock()
-                .expect("unpoisoned")
-                .push(instants::Offset::at_return(&host.name, remote, returned));
+            let name = &fleet.hosts()[h].name;
+            offsets.push(instants::Offset::at_return(name, remote, returned));
         }
         outcome.text = instants::without_clock(&outcome.text);
-        outcome
-    });
-    let seconds = launched_at.elapsed().as_secs_f64();
+        outcomes.push(outcome);
+    }
     let started = fleet.print(out, hosts, &outcomes, true)?;
     Ok(Launch {
         outcomes,
         started,
-        offsets: offsets.into_inner().expect("unpoisoned"),
+        offsets,
         seconds,
     })
 }

@@ -35,17 +35,59 @@ pub fn stage(
 
 /// Makes the remote dir (refusing a host whose agent runs) and copies `files`.
 pub fn deploy(fleet: &Fleet, host: &Host, files: &[PathBuf], check_running: bool) -> Outcome {
+    let ready = make_ready(fleet, host, check_running);
+    if !ready.ok() {
+        return ready;
+    }
+    let copied = fleet
+        .transport
+        .push(host, files, &fleet.dir(host), COPY_TIMEOUT);
+    copy_outcome(fleet, ready, copied)
+}
+
+/// [`deploy`] on each of `hosts` (indices into the matrix), in order. A
+/// transport that broadcasts (Slurm) makes every host's directory first,
+/// then copies the files to all of them at once.
+pub fn deploy_all(
+    fleet: &Fleet,
+    hosts: &[usize],
+    files: &[PathBuf],
+    check_running: bool,
+) -> Vec<Outcome> {
+    if !fleet.transport.broadcasts() {
+        return fleet.each(hosts, |host| deploy(fleet, host, files, check_running));
+    }
+    let mut outcomes = fleet.each(hosts, |host| make_ready(fleet, host, check_running));
+    let ready: Vec<usize> = (0..hosts.len()).filter(|&i| outcomes[i].ok()).collect();
+    let Some(&first) = ready.first() else {
+        return outcomes;
+    };
+    let targets: Vec<&Host> = ready.iter().map(|&i| &fleet.hosts()[hosts[i]]).collect();
+    let dir = fleet.dir(&fleet.hosts()[hosts[first]]);
+    let copied = fleet
+        .transport
+        .push_all(&targets, files, &dir, COPY_TIMEOUT);
+    for (i, copied) in ready.into_iter().zip(copied) {
+        let made = outcomes[i].clone();
+        outcomes[i] = copy_outcome(fleet, made, copied);
+    }
+    outcomes
+}
+
+/// Makes the remote dir on `host`; with `check_running`, refuses a host
+/// whose agent runs.
+fn make_ready(fleet: &Fleet, host: &Host, check_running: bool) -> Outcome {
     let dir = fleet.dir(host);
     let script = if check_running {
         scripts::prepare(&dir, &fleet.hint("stop"))
     } else {
         scripts::make_dir(&dir)
     };
-    let ready = fleet.transport.run(host, &script, STEP_TIMEOUT);
-    if !ready.ok() {
-        return ready;
-    }
-    let copied = fleet.transport.push(host, files, &dir, COPY_TIMEOUT);
+    fleet.transport.run(host, &script, STEP_TIMEOUT)
+}
+
+/// A host's deploy, from its directory made (`ready`) and its copy.
+fn copy_outcome(fleet: &Fleet, ready: Outcome, copied: Outcome) -> Outcome {
     match (fleet.dry_run, copied.ok()) {
         (true, _) => Outcome {
             code: 0,

@@ -5,9 +5,10 @@
 //! host that fails (unreachable, refused, timed out) gets its own line and
 //! makes the command exit 1; it never stops the others.
 //!
-//! The steps: [`deploy`] (the agent and the matrix), [`scripts`] (what runs
-//! on a host), [`instants`] (the fleet's one start and end instant),
-//! [`end`], [`collect`]. Which steps a command takes, and what it prints
+//! The steps: [`deploy`] (the agent and the matrix), [`launch`] (the
+//! agents), [`scripts`] (what runs on a host), [`instants`] (the fleet's one
+//! start and end instant), [`end`], [`collect`]. The transports:
+//! [`transport`] (ssh, local, dry run) and [`slurm`]. Which steps a command takes, and what it prints
 //! around them, is the command's business (`crate::commands`).
 
 pub mod bind;
@@ -15,7 +16,9 @@ pub mod collect;
 pub mod deploy;
 pub mod end;
 pub mod instants;
+pub mod launch;
 pub mod scripts;
+pub mod slurm;
 pub mod transport;
 
 use std::sync::Mutex;
@@ -127,12 +130,14 @@ impl Fleet {
 
     /// Runs `step` for each of `hosts` (indices into the matrix), `--jobs` at a
     /// time; returns the outcomes in the same order.
-    pub fn each<F>(&self, hosts: &[usize], step: F) -> Vec<Outcome>
+    pub fn each<T, F>(&self, hosts: &[usize], step: F) -> Vec<T>
     where
-        F: Fn(&Host) -> Outcome + Sync,
+        T: Send,
+        F: Fn(&Host) -> T + Sync,
     {
         let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; hosts.len()]);
+        let results: Mutex<Vec<Option<T>>> =
+            Mutex::new(std::iter::repeat_with(|| None).take(hosts.len()).collect());
         std::thread::scope(|scope| {
             for _ in 0..self.jobs.min(hosts.len()) {
                 scope.spawn(|| {

@@ -82,13 +82,30 @@ pub enum Begin {
 /// Prints this host's wall clock, for the controller to measure its offset.
 const CLOCK: &str = "echo \"clock=$(date +%s.%N)\"";
 
-/// Starts the agent detached; waits for its stamp (written once its workers
-/// run, its responders listening) or its death, for at most 5 s; then prints
-/// the host's clock. `wipe` deletes the last run's log and report first.
-/// `stop` is the command that stops this fleet, named when an agent runs.
+/// How a launched agent outlives its launch script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep<'a> {
+    /// Detached (nohup) as host `name`: the script returns and the agent
+    /// runs on (ssh, local).
+    Detached(&'a str),
+    /// Held: the script runs as the host its transport names
+    /// ([`HELD_HOST`](super::transport::HELD_HOST)), says [`HELD`] once the
+    /// agent runs, then waits for it (Slurm: an agent lives as long as the
+    /// step that started it).
+    Held,
+}
+
+/// What a held launch script says once its agent runs, before it waits.
+pub const HELD: &str = "mx-held";
+
+/// Starts the agent (see [`Keep`]); waits for its stamp (written once its
+/// workers run, its responders listening) or its death, for at most 5 s;
+/// then prints the host's clock. `wipe` deletes the last run's log and
+/// report first. `stop` is the command that stops this fleet, named when an
+/// agent runs.
 pub fn launch(
     dir: &str,
-    host: &str,
+    keep: Keep,
     agent_flags: &[String],
     wipe: bool,
     begin: Begin,
@@ -110,13 +127,20 @@ pub fn launch(
          child=$!\n\
          i=0; while [ $i -lt 50 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; sleep 0.1; i=$((i+1)); done\n\
          if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi\n\
-         {CLOCK}",
+         {CLOCK}{hold}",
         pids = agent_pids(dir),
         d = q(dir),
         exe = q(&format!("{dir}/{AGENT_BIN}")),
-        h = q(host),
+        h = match keep {
+            Keep::Detached(host) => q(host),
+            Keep::Held => super::transport::HELD_HOST.to_string(),
+        },
         flags = shell_join(agent_flags),
         running = q(&already_running(stop)),
+        hold = match keep {
+            Keep::Detached(_) => String::new(),
+            Keep::Held => format!("\necho {HELD}\nwait $child"),
+        },
     )
 }
 

@@ -7,6 +7,8 @@
 //! - [`Local`]: the same scripts run by `sh` on this machine, each host in its
 //!   own sandbox directory. It powers `mx demo` and the tests that need no
 //!   root. Not a fake: same scripts, same agent, real packets.
+//! - [`Slurm`](super::slurm::Slurm): the nodes of a Slurm allocation, through
+//!   srun and sbcast; its agents live in one job step ([`Transport::run_held`]).
 //!
 //! With `--dry-run` nothing runs, through either transport: each call
 //! "succeeds" and returns the command it would have run, shell-quoted.
@@ -17,7 +19,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::shell_join;
+use super::slurm::Slurm;
 use crate::matrix::Host;
+use crate::units::wall_now;
 
 /// What a remote step returned: its exit status and its output (stdout and
 /// stderr together, as a person reading it would see them).
@@ -52,12 +56,94 @@ pub trait Transport: Send + Sync {
     fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome;
     /// Copies `remote` (a path on `host`) to the local `to`.
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome;
+
+    /// Whether [`Transport::push_all`] copies to every host at once (Slurm's
+    /// sbcast), so that a deploy makes every host's directory first, then
+    /// copies once; otherwise each host is made and copied to in turn.
+    fn broadcasts(&self) -> bool {
+        false
+    }
+
+    /// Copies local `files` into `dir` on every one of `hosts`: one outcome
+    /// per host, in order.
+    fn push_all(
+        &self,
+        hosts: &[&Host],
+        files: &[PathBuf],
+        dir: &str,
+        timeout: Duration,
+    ) -> Vec<Outcome> {
+        hosts
+            .iter()
+            .map(|h| self.push(h, files, dir, timeout))
+            .collect()
+    }
+
+    /// Whether an agent lives only as long as the step that launched it
+    /// (Slurm), so that launches go through [`Transport::run_held`]; over
+    /// ssh the launch script detaches the agent (nohup) and returns.
+    fn holds_agents(&self) -> bool {
+        false
+    }
+
+    /// Runs `script` on every one of `hosts` at once, in `dir`'s fleet, and
+    /// leaves it running: the script names its host [`HELD_HOST`], says
+    /// [`HELD`](super::scripts::HELD) once its agent runs, then waits for it.
+    /// Each host's outcome is what its script said up to then (or its exit
+    /// status when it ended first), with when it came (Unix seconds), within
+    /// `timeout`. Only for a transport that [`holds_agents`](Transport::holds_agents).
+    fn run_held(
+        &self,
+        hosts: &[&Host],
+        _dir: &str,
+        _script: &str,
+        _timeout: Duration,
+    ) -> Vec<(Outcome, f64)> {
+        let none = Outcome {
+            code: CANNOT_RUN,
+            text: "this transport holds no agents".to_string(),
+        };
+        vec![(none, wall_now()); hosts.len()]
+    }
+
+    /// What the transport itself may have left for the fleet in `dir` once
+    /// every host is clean (Slurm: the job steps that held the agents):
+    /// waits up to `wait` for it to go, ends what stays, and says so.
+    /// `None` when it keeps nothing of its own (ssh, local).
+    fn sweep(&self, _dir: &str, _wait: Duration) -> Option<Outcome> {
+        None
+    }
 }
 
+/// The shell word a held script names its host by: the transport sets it
+/// on each node before the script runs.
+pub const HELD_HOST: &str = "\"$MX_HOST\"";
+
 /// Runs `cmd`, returning its status and merged output; kills it at `timeout`.
-pub fn run_command(mut cmd: Command, timeout: Duration) -> Outcome {
+pub fn run_command(cmd: Command, timeout: Duration) -> Outcome {
+    run_with(cmd, None, timeout)
+}
+
+/// Runs `cmd` with its standard output written to the file `to` (made or
+/// truncated), returning its status and its standard error; kills it at
+/// `timeout`.
+pub fn run_command_into(cmd: Command, to: &Path, timeout: Duration) -> Outcome {
+    match std::fs::File::create(to) {
+        Ok(file) => run_with(cmd, Some(file), timeout),
+        Err(e) => Outcome {
+            code: CANNOT_RUN,
+            text: format!("cannot write {}: {e}", to.display()),
+        },
+    }
+}
+
+fn run_with(mut cmd: Command, into: Option<std::fs::File>, timeout: Duration) -> Outcome {
+    let stdout = match into {
+        Some(file) => Stdio::from(file),
+        None => Stdio::piped(),
+    };
     cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(child) => child,
@@ -69,11 +155,13 @@ pub fn run_command(mut cmd: Command, timeout: Duration) -> Outcome {
         }
     };
     // Read both pipes on threads so a chatty command cannot block on a full pipe.
-    let mut stdout = child.stdout.take().expect("piped");
+    let stdout = child.stdout.take();
     let mut stderr = child.stderr.take().expect("piped");
     let out_reader = std::thread::spawn(move || {
         let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
+        if let Some(mut stdout) = stdout {
+            let _ = stdout.read_to_string(&mut s);
+        }
         s
     });
     let err_reader = std::thread::spawn(move || {
@@ -319,6 +407,7 @@ fn dry_run_lines(text: &str) -> String {
 pub enum Rehearsal {
     Ssh(Ssh),
     Local(Local),
+    Slurm(Slurm),
 }
 
 impl Local {
@@ -340,6 +429,7 @@ impl Transport for Rehearsal {
         match self {
             Rehearsal::Ssh(ssh) => ssh.remote_dir(host, dir),
             Rehearsal::Local(local) => local.remote_dir(host, dir),
+            Rehearsal::Slurm(slurm) => slurm.remote_dir(host, dir),
         }
     }
 
@@ -347,13 +437,15 @@ impl Transport for Rehearsal {
         match self {
             Rehearsal::Ssh(ssh) => ssh.shown_dir(dir),
             Rehearsal::Local(local) => local.shown_dir(dir),
+            Rehearsal::Slurm(slurm) => slurm.shown_dir(dir),
         }
     }
 
-    fn run(&self, host: &Host, script: &str, _timeout: Duration) -> Outcome {
+    fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome {
         let text = match self {
             Rehearsal::Ssh(ssh) => shell_join(&ssh.ssh_argv(host, script)),
             Rehearsal::Local(local) => local.run_text(host, script),
+            Rehearsal::Slurm(slurm) => slurm.rehearse_run(host, script, timeout),
         };
         Outcome {
             code: 0,
@@ -361,8 +453,9 @@ impl Transport for Rehearsal {
         }
     }
 
-    fn push(&self, host: &Host, files: &[PathBuf], dir: &str, _timeout: Duration) -> Outcome {
+    fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome {
         let argv = match self {
+            Rehearsal::Slurm(_) => return self.push_all(&[host], files, dir, timeout).remove(0),
             Rehearsal::Ssh(ssh) => ssh.push_argv(host, files, dir),
             Rehearsal::Local(_) => {
                 let mut argv = vec!["cp".to_string()];
@@ -377,8 +470,14 @@ impl Transport for Rehearsal {
         }
     }
 
-    fn pull(&self, host: &Host, remote: &str, to: &Path, _timeout: Duration) -> Outcome {
+    fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
         let argv = match self {
+            Rehearsal::Slurm(slurm) => {
+                return Outcome {
+                    code: 0,
+                    text: dry_run_lines(&slurm.rehearse_pull(host, remote, to, timeout)),
+                };
+            }
             Rehearsal::Ssh(ssh) => ssh.pull_argv(host, remote, to),
             Rehearsal::Local(_) => vec![
                 "cp".to_string(),
@@ -391,4 +490,73 @@ impl Transport for Rehearsal {
             text: dry_run_text(&argv),
         }
     }
+
+    fn broadcasts(&self) -> bool {
+        matches!(self, Rehearsal::Slurm(_))
+    }
+
+    /// Slurm's one copy for every host: shown once, with the first host.
+    fn push_all(
+        &self,
+        hosts: &[&Host],
+        files: &[PathBuf],
+        dir: &str,
+        timeout: Duration,
+    ) -> Vec<Outcome> {
+        let Rehearsal::Slurm(slurm) = self else {
+            return hosts
+                .iter()
+                .map(|h| self.push(h, files, dir, timeout))
+                .collect();
+        };
+        once_for_all(hosts, &slurm.rehearse_push(hosts, files, dir, timeout))
+    }
+
+    fn holds_agents(&self) -> bool {
+        matches!(self, Rehearsal::Slurm(_))
+    }
+
+    fn run_held(
+        &self,
+        hosts: &[&Host],
+        dir: &str,
+        script: &str,
+        _timeout: Duration,
+    ) -> Vec<(Outcome, f64)> {
+        let text = match self {
+            Rehearsal::Slurm(slurm) => slurm.rehearse_held(hosts, dir, script),
+            _ => String::from("(this transport holds no agents)"),
+        };
+        once_for_all(hosts, &text)
+            .into_iter()
+            .map(|o| (o, wall_now()))
+            .collect()
+    }
+
+    fn sweep(&self, _dir: &str, _wait: Duration) -> Option<Outcome> {
+        match self {
+            Rehearsal::Slurm(slurm) => Some(Outcome {
+                code: 0,
+                text: dry_run_lines(&slurm.rehearse_sweep()),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// One dry-run command that serves every one of `hosts`: the first host
+/// shows it, the others say they are in it.
+fn once_for_all(hosts: &[&Host], text: &str) -> Vec<Outcome> {
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, _)| Outcome {
+            code: 0,
+            text: if i == 0 {
+                dry_run_lines(text)
+            } else {
+                format!("DRY-RUN (in the same step as {})", hosts[0].name)
+            },
+        })
+        .collect()
 }

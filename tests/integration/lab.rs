@@ -12,10 +12,14 @@ pub struct Lab {
     net: u8,
     hosts: usize,
     pub dir: PathBuf,
+    /// The script that built it (tests/lab/<script>), and takes it down.
+    script: &'static str,
 }
 
-fn lab_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/lab.sh")
+fn lab_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/lab")
+        .join(name)
 }
 
 impl Lab {
@@ -23,22 +27,33 @@ impl Lab {
     /// tests that build one are `#[ignore]`d, and run with `--run-ignored all`
     /// (as CI does, as root); run so without root, they fail, saying why.
     pub fn up(net: u8, hosts: usize) -> Lab {
+        Lab::built_by("lab.sh", net, hosts)
+    }
+
+    /// The lab built by tests/lab/`script` (lab.sh, or slurm.sh: lab.sh's
+    /// hosts with a Slurm cluster on them), called `up <net> <hosts> <dir>`.
+    pub fn built_by(script: &'static str, net: u8, hosts: usize) -> Lab {
         crate::util::require_root("the lab (network namespaces, one sshd per host)");
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "the lab needs Debian's openssh-server (.ci/run installs it)"
         );
         let dir = std::env::temp_dir().join(format!("mx-lab-{net}"));
-        let lab = Lab { net, hosts, dir };
+        let lab = Lab {
+            net,
+            hosts,
+            dir,
+            script,
+        };
         let out = Command::new("bash")
-            .arg(lab_script())
+            .arg(lab_script(script))
             .args(["up", &net.to_string(), &hosts.to_string()])
             .arg(&lab.dir)
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "lab up: {}",
+            "{script} up: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         lab
@@ -145,7 +160,7 @@ pub fn run_fed(mut cmd: Command, stdin: &str) -> String {
 impl Drop for Lab {
     fn drop(&mut self) {
         let _ = Command::new("bash")
-            .arg(lab_script())
+            .arg(lab_script(self.script))
             .args(["down", &self.net.to_string(), &self.hosts.to_string()])
             .arg(&self.dir)
             .status();

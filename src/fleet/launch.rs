@@ -1,0 +1,66 @@
+//! Launching the agents of a fleet. Over ssh (and locally) each host runs
+//! its launch script, which leaves the agent running detached (nohup) and
+//! returns. A transport whose agents live only as long as the step that
+//! started them (Slurm) runs one held launch across the hosts instead: each
+//! node's script says how its launch went, then stays, waiting for its agent.
+
+use std::collections::BTreeMap;
+
+use super::scripts::{self, Begin, Keep};
+use super::transport::Outcome;
+use super::{Fleet, STEP_TIMEOUT};
+use crate::units::wall_now;
+
+/// Launches the agent on each of `hosts` (indices into the matrix), host `i`
+/// with `flags_of(i)`: what each host said, and when it answered (this
+/// machine's clock, Unix seconds), in the order of `hosts`. `wipe` deletes
+/// the last run's log and report first.
+pub fn launch<'a>(
+    fleet: &Fleet,
+    hosts: &[usize],
+    flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
+    wipe: bool,
+    begin: Begin,
+) -> Vec<(Outcome, f64)> {
+    let stop = fleet.hint("stop");
+    let index = |name: &str| fleet.matrix.index_of(name).expect("a matrix host") as usize;
+    if !fleet.transport.holds_agents() {
+        return fleet.each(hosts, |host| {
+            let script = scripts::launch(
+                &fleet.dir(host),
+                Keep::Detached(&host.name),
+                flags_of(index(&host.name)),
+                wipe,
+                begin,
+                &stop,
+            );
+            let outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
+            (outcome, wall_now())
+        });
+    }
+    // One held launch per set of flags (a reload may restart hosts stamped
+    // with different ones): the same script on every node of it.
+    let mut groups: BTreeMap<&[String], Vec<usize>> = BTreeMap::new();
+    for (at, &h) in hosts.iter().enumerate() {
+        groups.entry(flags_of(h)).or_default().push(at);
+    }
+    let mut answers: Vec<Option<(Outcome, f64)>> = vec![None; hosts.len()];
+    for (flags, members) in groups {
+        let group: Vec<&crate::matrix::Host> = members
+            .iter()
+            .map(|&at| &fleet.hosts()[hosts[at]])
+            .collect();
+        let dir = fleet.dir(group[0]);
+        let script = scripts::launch(&dir, Keep::Held, flags, wipe, begin, &stop);
+        let said = fleet
+            .transport
+            .run_held(&group, &dir, &script, STEP_TIMEOUT);
+        for (at, answer) in members.into_iter().zip(said) {
+            answers[at] = Some(answer);
+        }
+    }
+    answers
+        .into_iter()
+        .map(|a| a.expect("every host launched"))
+        .collect()
+}
