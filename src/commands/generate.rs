@@ -331,7 +331,13 @@ fn print_summary(
     } else {
         format!(" --matrix {}", args.output.display())
     };
-    let run = format!("mx run{matrix_flag} --for 60");
+    // A matrix of the Slurm allocation's nodes runs through Slurm.
+    let via = if args.pools.pools.is_empty() && args.servers.path == Path::new("slurm") {
+        " --via slurm"
+    } else {
+        ""
+    };
+    let run = format!("mx run{matrix_flag}{via} --for 60");
     match per_host(rate, peers) {
         None => {
             // No rate, so no figure to size a NIC or workers by: say so, and how
@@ -432,7 +438,7 @@ fn print_summary(
             "# will the NICs take it?",
         )
     };
-    let start = format!("mx start{matrix_flag}");
+    let start = format!("mx start{matrix_flag}{via}");
     let width = first.len().max(start.len()) + 5;
     writeln!(out)?;
     writeln!(out, "next: {first:<width$}{why}")?;

@@ -225,7 +225,7 @@ pub fn map_hosts(hosts: &[Host], alloc: &Allocation) -> Result<HashMap<String, S
         .collect();
     if !missing.is_empty() {
         return Err(Error::refused(format!(
-            "{} matrix host(s) are no node of this allocation (job {}: {}): {} -- a host is the node of its name, or of its address (NodeAddr); `mx gen --servers slurm` writes a matrix of the allocation's nodes",
+            "{} matrix host(s) not in this allocation (job {}, nodes {}): {} -- a host is the node of its name, or of its address (NodeAddr); `mx gen --servers slurm` writes a matrix of the allocation's nodes",
             missing.len(),
             alloc.job,
             listed(alloc.nodes.iter().map(|n| n.name.as_str())),
@@ -725,7 +725,7 @@ impl Transport for Slurm {
             Outcome {
                 code: 1,
                 text: format!(
-                    "LEFTOVER: job step(s) still there after scancel: {}{}",
+                    "LEFTOVER: job step(s) still there after scancel: {}{} -- Slurm ends a step once every node of it answers (a node that does not holds it until slurmctld gives up on the node; `squeue -s` shows it)",
                     named(&still),
                     if cancelled.ok() {
                         String::new()
@@ -915,7 +915,7 @@ mod tests {
         let err = map_hosts(&[host("node1"), host("h9=198.18.113.9")], &a).unwrap_err();
         assert_eq!(
             err.message(),
-            "1 matrix host(s) are no node of this allocation (job 42: node1, node2, gpu7): h9 (198.18.113.9) -- a host is the node of its name, or of its address (NodeAddr); `mx gen --servers slurm` writes a matrix of the allocation's nodes"
+            "1 matrix host(s) not in this allocation (job 42, nodes node1, node2, gpu7): h9 (198.18.113.9) -- a host is the node of its name, or of its address (NodeAddr); `mx gen --servers slurm` writes a matrix of the allocation's nodes"
         );
         let err = map_hosts(&[host("node1"), host("h1=198.18.112.1")], &a).unwrap_err();
         assert_eq!(

@@ -269,4 +269,37 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
         assert!(lab.agents(i).is_empty(), "node{i}: no agent runs");
     }
     assert_eq!(alloc.steps().trim(), "", "no job step is left");
+
+    // A step of this fleet left behind (an mx killed mid-launch, a node that
+    // hung): clean ends it, and says so.
+    let mut stray = Command::new("srun")
+        .args(["--jobid", &alloc.job, "--overlap", "--quiet", "-N1", "-n1"])
+        .args(["-w", "node2", "-J", "mx-agent:/var/tmp/mx", "sleep", "300"])
+        .env("SLURM_CONF", &alloc.conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut waited = 0;
+    while !alloc.steps().contains("|mx-agent:/var/tmp/mx") {
+        waited += 1;
+        assert!(
+            waited < 100,
+            "the stray step never showed: {}",
+            alloc.steps()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let clean = slurm(&["clean", "--yes"]);
+    assert_ok(&clean, "clean of a stray step");
+    assert!(
+        clean
+            .stdout
+            .contains("[mx] cancelled the job step(s) still there: "),
+        "{}",
+        clean.stdout
+    );
+    let _ = stray.wait();
+    assert_eq!(alloc.steps().trim(), "", "no job step is left");
 }
