@@ -73,10 +73,7 @@ pub trait Transport: Send + Sync {
         dir: &str,
         timeout: Duration,
     ) -> Vec<Outcome> {
-        hosts
-            .iter()
-            .map(|h| self.push(h, files, dir, timeout))
-            .collect()
+        push_each(self, hosts, files, dir, timeout)
     }
 
     /// Whether an agent lives only as long as the step that launched it
@@ -113,6 +110,20 @@ pub trait Transport: Send + Sync {
     fn sweep(&self, _dir: &str, _wait: Duration) -> Option<Outcome> {
         None
     }
+}
+
+/// [`Transport::push`] to each of `hosts` in turn.
+fn push_each<T: Transport + ?Sized>(
+    transport: &T,
+    hosts: &[&Host],
+    files: &[PathBuf],
+    dir: &str,
+    timeout: Duration,
+) -> Vec<Outcome> {
+    hosts
+        .iter()
+        .map(|h| transport.push(h, files, dir, timeout))
+        .collect()
 }
 
 /// The shell word a held script names its host by: the transport sets it
@@ -504,10 +515,7 @@ impl Transport for Rehearsal {
         timeout: Duration,
     ) -> Vec<Outcome> {
         let Rehearsal::Slurm(slurm) = self else {
-            return hosts
-                .iter()
-                .map(|h| self.push(h, files, dir, timeout))
-                .collect();
+            return push_each(self, hosts, files, dir, timeout);
         };
         once_for_all(hosts, &slurm.rehearse_push(hosts, files, dir, timeout))
     }

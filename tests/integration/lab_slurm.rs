@@ -113,6 +113,25 @@ fn assert_ok(run: &Run, what: &str) {
     assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
 }
 
+/// `run` (`what`) exited 0 and said each of `says`.
+fn assert_says(run: &Run, what: &str, says: &[&str]) {
+    assert_ok(run, what);
+    for text in says {
+        assert!(
+            run.stdout.contains(text),
+            "{what}: no {text:?} in\n{}",
+            run.stdout
+        );
+    }
+}
+
+/// `run` (`what`) exited 0 and said `text` on `n` lines.
+fn assert_lines(run: &Run, what: &str, text: &str, n: usize) {
+    assert_ok(run, what);
+    let said = run.stdout.lines().filter(|l| l.contains(text)).count();
+    assert_eq!(said, n, "{what}: {text:?}\n{}", run.stdout);
+}
+
 #[test]
 #[ignore = "needs root: a Slurm cluster on the lab's namespaces (CI runs it: --run-ignored all)"]
 fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
@@ -147,8 +166,7 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     let alloc = Allocation::get(&lab, NODES);
     // The lab's own matrix (h1=198.18.112.1 ...) maps to the nodes by address.
     let by_addr = alloc.mx(&sb, &["status"], &[("MX_VIA", "slurm")]);
-    assert_ok(&by_addr, "status of hosts mapped by address");
-    assert_eq!(by_addr.stdout.matches("NOT-DEPLOYED").count(), NODES);
+    assert_lines(&by_addr, "status by address", "NOT-DEPLOYED", NODES);
     // The allocation's own nodes, named and addressed by scontrol.
     let generated = alloc.mx(&sb, &["gen", "--servers", "slurm", "--pps", "1000"], &[]);
     assert_ok(&generated, "gen --servers slurm");
@@ -159,29 +177,18 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     );
 
     let slurm = |args: &[&str]| alloc.mx(&sb, &[args, &["--via", "slurm"]].concat(), &[]);
-    let dry = slurm(&["start", "--dry-run"]);
-    assert_ok(&dry, "start --dry-run");
     let srun = format!("DRY-RUN srun --jobid {} --overlap", alloc.job);
-    assert!(dry.stdout.contains(&srun), "{}", dry.stdout);
     let sbcast = format!("DRY-RUN sbcast --jobid '{}.<step>'", alloc.job);
-    assert!(dry.stdout.contains(&sbcast), "{}", dry.stdout);
+    let dry = slurm(&["start", "--dry-run"]);
+    assert_says(&dry, "start --dry-run", &[&srun, &sbcast]);
     for i in 1..=NODES {
         assert_eq!(std::fs::read_dir(lab.var_tmp(i)).unwrap().count(), 0);
     }
     assert_ok(&slurm(&["doctor"]), "doctor");
 
     let start = slurm(&["start", "--interval", "1"]);
-    assert_ok(&start, "start");
-    assert!(
-        start.stdout.contains("[mx] running: 3 hosts, 6 flows"),
-        "{}",
-        start.stdout
-    );
-    assert!(
-        start.stdout.contains("mx status --via slurm"),
-        "{}",
-        start.stdout
-    );
+    let running = ["[mx] running: 3 hosts, 6 flows", "mx status --via slurm"];
+    assert_says(&start, "start", &running);
     for i in 1..=NODES {
         assert_eq!(lab.agents(i).len(), 1, "node{i} runs one agent");
         assert!(lab.var_tmp(i).join("mx/agent.stamp").exists());
@@ -203,14 +210,7 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     );
 
     std::thread::sleep(Duration::from_millis(3500));
-    let status = slurm(&["status"]);
-    assert_ok(&status, "status");
-    assert_eq!(
-        status.stdout.matches("s ago: tx=").count(),
-        NODES,
-        "{}",
-        status.stdout
-    );
+    assert_lines(&slurm(&["status"]), "status", "s ago: tx=", NODES);
     let summary = slurm(&["summarize", "--window", "2", "--json"]);
     assert_ok(&summary, "summarize");
     let doc: serde_json::Value = serde_json::from_str(&summary.stdout).unwrap();
@@ -231,36 +231,20 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     );
     assert_ne!(edited, matrix, "{matrix}");
     sb.write("matrix.csv", &edited);
-    let reload = slurm(&["reload"]);
-    assert_ok(&reload, "reload");
-    assert!(
-        reload
-            .stdout
-            .contains("reloaded: 1 restarted, 2 left running"),
-        "{}",
-        reload.stdout
-    );
+    let reloaded = [
+        "node1  restarted (was running)",
+        "reloaded: 1 restarted, 2 left running",
+    ];
+    assert_says(&slurm(&["reload"]), "reload", &reloaded);
     assert_eq!(lab.agents(1).len(), 1, "node1 runs its new agent");
 
     let logs = slurm(&["logs"]);
     assert_ok(&logs, "logs");
     assert!(sb.read("logs/node3.log").contains("host=node3"));
 
-    let stop = slurm(&["stop"]);
-    assert_ok(&stop, "stop");
-    assert_eq!(
-        stop.stdout.matches("  ended").count(),
-        NODES,
-        "{}",
-        stop.stdout
-    );
-    let clean = slurm(&["clean", "--yes"]);
-    assert_ok(&clean, "clean");
-    assert!(
-        clean.stdout.contains("no job step of this fleet left"),
-        "{}",
-        clean.stdout
-    );
+    assert_lines(&slurm(&["stop"]), "stop", "  ended", NODES);
+    let cleaned = ["[mx] no job step of this fleet left in job "];
+    assert_says(&slurm(&["clean", "--yes"]), "clean", &cleaned);
     for i in 1..=NODES {
         assert!(
             !lab.var_tmp(i).join("mx").exists(),
@@ -291,15 +275,8 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let clean = slurm(&["clean", "--yes"]);
-    assert_ok(&clean, "clean of a stray step");
-    assert!(
-        clean
-            .stdout
-            .contains("[mx] cancelled the job step(s) still there: "),
-        "{}",
-        clean.stdout
-    );
+    let cancelled = ["[mx] cancelled the job step(s) still there: "];
+    assert_says(&slurm(&["clean", "--yes"]), "clean a stray", &cancelled);
     let _ = stray.wait();
     assert_eq!(alloc.steps().trim(), "", "no job step is left");
 }
