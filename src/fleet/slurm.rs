@@ -601,6 +601,9 @@ impl Transport for Slurm {
         true
     }
 
+    /// One step per chunk of hosts whose script fits an argument (see
+    /// [`held_chunks`]): all launched at once, their output read until every
+    /// node has answered, its step has ended, or `timeout`.
     fn run_held(
         &self,
         hosts: &[&Host],
@@ -608,85 +611,30 @@ impl Transport for Slurm {
         script: &str,
         timeout: Duration,
     ) -> Vec<(Outcome, f64)> {
-        let failed =
-            |code: i32, text: String| vec![(Outcome { code, text }, wall_now()); hosts.len()];
-        if hosts.is_empty() {
-            return Vec::new();
-        }
-        // srun's output goes to a file this side reads, unlinked when the
-        // launch is over: srun keeps writing to it while the step runs, and a
-        // pipe would kill the step once this command exits.
-        let log = match tempfile::NamedTempFile::new() {
-            Ok(log) => log,
-            Err(e) => {
-                return failed(
-                    CANNOT_RUN,
-                    format!("cannot make a file for srun's output: {e}"),
-                );
-            }
-        };
-        let (Ok(out), Ok(err)) = (log.as_file().try_clone(), log.as_file().try_clone()) else {
-            return failed(CANNOT_RUN, "cannot hand srun its output file".to_string());
-        };
-        let mut cmd = command(&self.held_argv(hosts, dir, script));
-        // Its own process group: a ctrl-c meant for mx never reaches it.
-        cmd.stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0);
-        let mut child = match cmd.spawn() {
-            Ok(child) => child,
-            Err(e) => return failed(CANNOT_RUN, format!("cannot run srun: {e}")),
-        };
         let deadline = Instant::now() + timeout;
-        let mut seen: HashMap<String, f64> = HashMap::new();
-        let (tasks, own, ended) = loop {
-            let exited = child.try_wait().ok().flatten();
-            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
-            let (tasks, own) = parse_held(&text);
-            for told in tasks.values() {
-                if let (Some(node), Some(_)) = (&told.node, told.code) {
-                    seen.entry(node.clone()).or_insert_with(wall_now);
-                }
-            }
-            if seen.len() >= hosts.len() || exited.is_some() || Instant::now() >= deadline {
-                break (tasks, own, exited);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let own = own.join("\n");
-        hosts
-            .iter()
-            .map(|h| {
-                let node = self.node(h);
-                let told = tasks.values().find(|t| t.node.as_deref() == Some(node));
-                match (told, seen.get(node)) {
-                    (Some(told), Some(&at)) => (
-                        Outcome {
-                            code: told.code.unwrap_or(1),
-                            text: told.lines.join("\n"),
-                        },
-                        at,
-                    ),
-                    _ => {
-                        let said = told.map(|t| t.lines.join("\n")).unwrap_or_default();
-                        let why = match &ended {
-                            Some(status) => format!(
-                                "the agents' step ended ({status}) with no answer from node {node}"
-                            ),
-                            None => format!("no answer from node {node} in {}s", timeout.as_secs()),
-                        };
-                        let text = [said.as_str(), own.as_str(), why.as_str()]
-                            .iter()
-                            .filter(|t| !t.is_empty())
-                            .copied()
-                            .collect::<Vec<_>>()
-                            .join("\n");
-                        let code = if ended.is_some() { 1 } else { TIMED_OUT };
-                        (Outcome { code, text }, wall_now())
+        let mut answers: HashMap<String, (Outcome, f64)> = HashMap::new();
+        let mut steps = Vec::new();
+        for chunk in held_chunks(self, hosts) {
+            match self.spawn_held(&chunk, dir, script) {
+                Ok(step) => steps.push(step),
+                Err(failed) => {
+                    for h in chunk {
+                        answers.insert(h.name.clone(), (failed.clone(), wall_now()));
                     }
                 }
-            })
+            }
+        }
+        while steps.iter_mut().any(|step| !step.look()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for step in &steps {
+            for (h, answer) in step.hosts.iter().zip(step.answers(self, timeout)) {
+                answers.insert(h.name.clone(), answer);
+            }
+        }
+        hosts
+            .iter()
+            .map(|h| answers.remove(&h.name).expect("every host answered"))
             .collect()
     }
 
@@ -784,6 +732,143 @@ impl Slurm {
             }
         }
         outcomes
+    }
+}
+
+/// The most bytes of node-to-host lines one held step's script carries: a
+/// single argument may not pass 128 KiB (MAX_ARG_STRLEN), so a fleet of
+/// thousands of nodes is held by a few steps.
+const HELD_CASES_MAX: usize = 64 * 1024;
+
+/// `hosts` in runs whose held script's node-to-host lines fit
+/// [`HELD_CASES_MAX`], in order.
+fn held_chunks<'h>(slurm: &Slurm, hosts: &[&'h Host]) -> Vec<Vec<&'h Host>> {
+    let mut chunks: Vec<Vec<&Host>> = Vec::new();
+    let mut bytes = 0;
+    for &h in hosts {
+        let line = q(slurm.node(h)).len() + q(&h.name).len() + 16;
+        match chunks.last_mut() {
+            Some(chunk) if bytes + line <= HELD_CASES_MAX => {
+                chunk.push(h);
+                bytes += line;
+            }
+            _ => {
+                chunks.push(vec![h]);
+                bytes = line;
+            }
+        }
+    }
+    chunks
+}
+
+/// A held step as it launches: its srun, the file its output goes to (read
+/// here, unlinked when this is dropped while srun keeps writing to it), its
+/// hosts, and what its tasks have said so far.
+struct Held<'h> {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+    hosts: Vec<&'h Host>,
+    tasks: HashMap<u32, Told>,
+    own: Vec<String>,
+    ended: Option<std::process::ExitStatus>,
+    /// When each node's answer was first seen (Unix seconds), by node name.
+    seen: HashMap<String, f64>,
+}
+
+impl Slurm {
+    /// Starts the step holding `hosts`, its output going to a file: a pipe
+    /// would end the step once this command exits.
+    fn spawn_held<'h>(
+        &self,
+        hosts: &[&'h Host],
+        dir: &str,
+        script: &str,
+    ) -> std::result::Result<Held<'h>, Outcome> {
+        let cannot = |text: String| Outcome {
+            code: CANNOT_RUN,
+            text,
+        };
+        let log = tempfile::NamedTempFile::new()
+            .map_err(|e| cannot(format!("cannot make a file for srun's output: {e}")))?;
+        let (Ok(out), Ok(err)) = (log.as_file().try_clone(), log.as_file().try_clone()) else {
+            return Err(cannot("cannot hand srun its output file".to_string()));
+        };
+        let mut cmd = command(&self.held_argv(hosts, dir, script));
+        // Its own process group: a ctrl-c meant for mx never reaches it.
+        cmd.stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        let child = cmd
+            .spawn()
+            .map_err(|e| cannot(format!("cannot run srun: {e}")))?;
+        Ok(Held {
+            child,
+            log,
+            hosts: hosts.to_vec(),
+            tasks: HashMap::new(),
+            own: Vec::new(),
+            ended: None,
+            seen: HashMap::new(),
+        })
+    }
+}
+
+impl Held<'_> {
+    /// Reads what the step has said; true once every node has answered or
+    /// the step has ended.
+    fn look(&mut self) -> bool {
+        if self.ended.is_none() {
+            // Before the read: whatever it said before it ended is in the file.
+            self.ended = self.child.try_wait().ok().flatten();
+        }
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        (self.tasks, self.own) = parse_held(&text);
+        for told in self.tasks.values() {
+            if let (Some(node), Some(_)) = (&told.node, told.code) {
+                self.seen.entry(node.clone()).or_insert_with(wall_now);
+            }
+        }
+        self.ended.is_some() || self.seen.len() >= self.hosts.len()
+    }
+
+    /// Each host's answer, in order, and when it came.
+    fn answers(&self, slurm: &Slurm, timeout: Duration) -> Vec<(Outcome, f64)> {
+        let own = self.own.join("\n");
+        self.hosts
+            .iter()
+            .map(|h| {
+                let node = slurm.node(h);
+                let told = self
+                    .tasks
+                    .values()
+                    .find(|t| t.node.as_deref() == Some(node));
+                if let (Some(told), Some(&at)) = (told, self.seen.get(node)) {
+                    let text = told.lines.join("\n");
+                    return (
+                        Outcome {
+                            code: told.code.unwrap_or(1),
+                            text,
+                        },
+                        at,
+                    );
+                }
+                let said = told.map(|t| t.lines.join("\n")).unwrap_or_default();
+                let why = match &self.ended {
+                    Some(status) => {
+                        format!("the agents' step ended ({status}) with no answer from node {node}")
+                    }
+                    None => format!("no answer from node {node} in {}s", timeout.as_secs()),
+                };
+                let text = [said.as_str(), own.as_str(), why.as_str()]
+                    .into_iter()
+                    .filter(|t| !t.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let code = if self.ended.is_some() { 1 } else { TIMED_OUT };
+                (Outcome { code, text }, wall_now())
+            })
+            .collect()
     }
 }
 
@@ -940,6 +1025,42 @@ mod tests {
         assert_eq!(tasks[&1].code, Some(1));
         assert_eq!(tasks[&1].lines, ["already running -- mx stop first"]);
         assert_eq!(own, ["srun: error: Unable to create step"]);
+    }
+
+    #[test]
+    fn thousands_of_nodes_are_held_by_steps_whose_scripts_fit_an_argument() {
+        let hosts: Vec<Host> = (0..9000)
+            .map(|i| {
+                host(&format!(
+                    "a-rather-long-host-name-{i:05}=10.{}.{}.1",
+                    i / 250,
+                    i % 250
+                ))
+            })
+            .collect();
+        let s = Slurm {
+            job: "7".into(),
+            node_of: hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.name.clone(), format!("compute-node-{i:05}")))
+                .collect(),
+        };
+        let refs: Vec<&Host> = hosts.iter().collect();
+        let chunks = held_chunks(&s, &refs);
+        assert!(chunks.len() > 1, "{}", chunks.len());
+        let flat: Vec<&str> = chunks.iter().flatten().map(|h| h.name.as_str()).collect();
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(flat, names, "every host, once, in order");
+        for chunk in &chunks {
+            let argv = s.held_argv(chunk, "/var/tmp/mx", "true");
+            assert!(
+                argv.iter().all(|a| a.len() < 128 * 1024),
+                "an argument too long"
+            );
+        }
+        let three: Vec<&Host> = refs[..3].to_vec();
+        assert_eq!(held_chunks(&s, &three).len(), 1);
     }
 
     #[test]
