@@ -186,12 +186,16 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     }
     assert_ok(&slurm(&["doctor"]), "doctor");
 
-    let start = slurm(&["start", "--interval", "1"]);
+    // The traffic on the data NIC (eth1, 198.19.112.0/24), as `--bind ib0`
+    // would put it on a fabric: resolved on each node through srun.
+    let start = slurm(&["start", "--interval", "1", "--bind", "eth1"]);
     let running = ["[mx] running: 3 hosts, 6 flows", "mx status --via slurm"];
     assert_says(&start, "start", &running);
     for i in 1..=NODES {
         assert_eq!(lab.agents(i).len(), 1, "node{i} runs one agent");
         assert!(lab.var_tmp(i).join("mx/agent.stamp").exists());
+        let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
+        assert!(deployed.contains("node2=198.19.112.2"), "{deployed}");
     }
     let steps = alloc.steps();
     assert_eq!(
@@ -235,7 +239,7 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
         "node1  restarted (was running)",
         "reloaded: 1 restarted, 2 left running",
     ];
-    assert_says(&slurm(&["reload"]), "reload", &reloaded);
+    assert_says(&slurm(&["reload", "--bind", "eth1"]), "reload", &reloaded);
     assert_eq!(lab.agents(1).len(), 1, "node1 runs its new agent");
 
     let logs = slurm(&["logs"]);
