@@ -300,7 +300,9 @@ impl Slurm {
             .map_or(host.name.as_str(), String::as_str)
     }
 
-    /// srun in this job, sharing the nodes with the steps already there.
+    /// srun in this job, sharing the nodes with the steps already there,
+    /// with this environment (PATH finds `timeout` and `sh`), whatever a
+    /// batch script's `--export` said.
     fn srun(&self) -> Vec<String> {
         [
             "srun",
@@ -310,12 +312,14 @@ impl Slurm {
             "--quiet",
             "--chdir",
             "/",
+            "--export",
+            "ALL",
         ]
         .map(str::to_string)
         .to_vec()
     }
 
-    /// `--nodes=K --ntasks=K --ntasks-per-node=1 --nodelist=a,b`: one task on each node.
+    /// `--nodes K --ntasks K --ntasks-per-node 1 --nodelist a,b`: one task on each node.
     fn across(nodes: &[&str]) -> Vec<String> {
         let n = nodes.len().to_string();
         [
@@ -357,6 +361,8 @@ impl Slurm {
         argv.extend(
             [
                 "--kill-on-bad-exit=0",
+                "--input",
+                "all",
                 "--job-name",
                 &step_name("copy", dir),
             ]

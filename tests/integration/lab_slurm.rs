@@ -258,6 +258,12 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     }
     assert_eq!(alloc.steps().trim(), "", "no job step is left");
 
+    // The README's way: one command from deploy to summary.
+    let run = slurm(&["run", "--for", "3", "--interval", "1"]);
+    let ran = ["[mx] every agent ended at", "s steady, 3 hosts, 6 flows"];
+    assert_says(&run, "run", &ran);
+    assert_eq!(alloc.steps().trim(), "", "the agents' step ended with them");
+
     // A step of this fleet left behind (an mx killed mid-launch, a node that
     // hung): clean ends it, and says so.
     let mut stray = Command::new("srun")
