@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::transport::Outcome;
+use super::transport::{Copy, Outcome};
 use super::{COPY_TIMEOUT, Fleet, STEP_TIMEOUT, scripts};
 use crate::error::{Error, Result};
 use crate::matrix::{Host, Matrix};
@@ -64,9 +64,12 @@ pub fn deploy_all(
     };
     let targets: Vec<&Host> = ready.iter().map(|&i| &fleet.hosts()[hosts[i]]).collect();
     let dir = fleet.dir(&fleet.hosts()[hosts[first]]);
-    let copied = fleet
-        .transport
-        .push_all(&targets, files, &dir, COPY_TIMEOUT);
+    let copy = Copy {
+        files,
+        dir: &dir,
+        timeout: COPY_TIMEOUT,
+    };
+    let copied = fleet.transport.push_all(&targets, &copy);
     for (i, copied) in ready.into_iter().zip(copied) {
         let made = outcomes[i].clone();
         outcomes[i] = copy_outcome(fleet, made, copied);

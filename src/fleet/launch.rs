@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::scripts::{self, Begin, Keep};
-use super::transport::Outcome;
+use super::transport::{HeldLaunch, Outcome};
 use super::{Fleet, STEP_TIMEOUT};
 use crate::units::wall_now;
 
@@ -52,9 +52,12 @@ pub fn launch<'a>(
             .collect();
         let dir = fleet.dir(group[0]);
         let script = scripts::launch(&dir, Keep::Held, flags, wipe, begin, &stop);
-        let said = fleet
-            .transport
-            .run_held(&group, &dir, &script, STEP_TIMEOUT);
+        let held = HeldLaunch {
+            script: &script,
+            dir: &dir,
+            timeout: STEP_TIMEOUT,
+        };
+        let said = fleet.transport.run_held(&group, &held);
         for (at, answer) in members.into_iter().zip(said) {
             answers[at] = Some(answer);
         }

@@ -38,7 +38,9 @@ use std::time::{Duration, Instant};
 
 use super::scripts::{self, q};
 use super::shell_join;
-use super::transport::{CANNOT_RUN, Outcome, TIMED_OUT, Transport, run_command, run_command_into};
+use super::transport::{
+    CANNOT_RUN, Copy, HeldLaunch, Outcome, TIMED_OUT, Transport, run_command, run_command_into,
+};
 use crate::error::{Error, Result};
 use crate::matrix::Host;
 use crate::matrix::resolve::resolve;
@@ -353,21 +355,22 @@ impl Slurm {
         argv
     }
 
-    /// The copy step across `nodes`: each task says the step's id, then waits
-    /// for its input to close.
-    fn copy_argv(&self, nodes: &[&str], dir: &str, timeout: Duration) -> Vec<String> {
+    /// A step of this fleet (`mx-<what>:<dir>`) across `nodes`, one task on
+    /// each, a task that fails leaving the others be, with `options`.
+    fn fleet_step(&self, what: &str, dir: &str, nodes: &[&str], options: &[&str]) -> Vec<String> {
         let mut argv = self.srun();
         argv.extend(Self::across(nodes));
         argv.extend(
-            [
-                "--kill-on-bad-exit=0",
-                "--input",
-                "all",
-                "--job-name",
-                &step_name("copy", dir),
-            ]
-            .map(str::to_string),
+            ["--kill-on-bad-exit=0", "--job-name", &step_name(what, dir)].map(str::to_string),
         );
+        argv.extend(options.iter().map(|o| o.to_string()));
+        argv
+    }
+
+    /// The copy step across `nodes`: each task says the step's id, then waits
+    /// for its input (all tasks share it) to close.
+    fn copy_argv(&self, nodes: &[&str], dir: &str, timeout: Duration) -> Vec<String> {
+        let mut argv = self.fleet_step("copy", dir, nodes, &["--input", "all"]);
         argv.extend(Self::bounded(timeout));
         argv.extend(["sh", "-c", "echo \"mx-step=$SLURM_STEP_ID\"; read -r _"].map(str::to_string));
         argv
@@ -391,24 +394,12 @@ impl Slurm {
     }
 
     /// The step holding the agents of `hosts`: one task per node, each
-    /// running `script` as its host, output labelled by task.
+    /// running `script` as its host, output labelled by task; a task that
+    /// ends never ends the others (`--wait 0`: whatever the site's WaitTime).
     fn held_argv(&self, hosts: &[&Host], dir: &str, script: &str) -> Vec<String> {
         let nodes: Vec<&str> = hosts.iter().map(|h| self.node(h)).collect();
-        let mut argv = self.srun();
-        argv.extend(Self::across(&nodes));
-        argv.extend(
-            [
-                "--kill-on-bad-exit=0",
-                "--wait",
-                "0",
-                "--label",
-                "--cpu-bind",
-                "none",
-                "--job-name",
-                &step_name("agent", dir),
-            ]
-            .map(str::to_string),
-        );
+        let options = ["--wait", "0", "--label", "--cpu-bind", "none"];
+        let mut argv = self.fleet_step("agent", dir, &nodes, &options);
         argv.extend(["sh", "-c", &self.held_script(hosts, script)].map(str::to_string));
         argv
     }
@@ -539,7 +530,12 @@ impl Transport for Slurm {
     }
 
     fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome {
-        self.push_all(&[host], files, dir, timeout).remove(0)
+        let copy = Copy {
+            files,
+            dir,
+            timeout,
+        };
+        self.push_all(&[host], &copy).remove(0)
     }
 
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
@@ -558,19 +554,13 @@ impl Transport for Slurm {
     }
 
     /// One copy step across the hosts' nodes, and sbcast of each file to it.
-    fn push_all(
-        &self,
-        hosts: &[&Host],
-        files: &[PathBuf],
-        dir: &str,
-        timeout: Duration,
-    ) -> Vec<Outcome> {
+    fn push_all(&self, hosts: &[&Host], copy: &Copy) -> Vec<Outcome> {
         if hosts.is_empty() {
             return Vec::new();
         }
         let every = |code: i32, text: String| vec![Outcome { code, text }; hosts.len()];
         let nodes: Vec<&str> = hosts.iter().map(|h| self.node(h)).collect();
-        let mut holder = command(&self.copy_argv(&nodes, dir, timeout));
+        let mut holder = command(&self.copy_argv(&nodes, copy.dir, copy.timeout));
         holder
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -586,8 +576,8 @@ impl Transport for Slurm {
             let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
             text
         });
-        let copied = first_step_id(child.stdout.take().expect("piped"), timeout)
-            .map(|step| self.sbcast_to(&step, hosts, &nodes, files, dir, timeout));
+        let copied = first_step_id(child.stdout.take().expect("piped"), copy.timeout)
+            .map(|step| self.sbcast_to(&step, &nodes, copy));
         // Its input closed, each task of the copy step ends.
         drop(input);
         end_within(&mut child, Duration::from_secs(10));
@@ -609,19 +599,13 @@ impl Transport for Slurm {
 
     /// One step per chunk of hosts whose script fits an argument (see
     /// [`held_chunks`]): all launched at once, their output read until every
-    /// node has answered, its step has ended, or `timeout`.
-    fn run_held(
-        &self,
-        hosts: &[&Host],
-        dir: &str,
-        script: &str,
-        timeout: Duration,
-    ) -> Vec<(Outcome, f64)> {
-        let deadline = Instant::now() + timeout;
+    /// node has answered, its step has ended, or the launch's timeout.
+    fn run_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> Vec<(Outcome, f64)> {
+        let deadline = Instant::now() + launch.timeout;
         let mut answers: HashMap<String, (Outcome, f64)> = HashMap::new();
         let mut steps = Vec::new();
         for chunk in held_chunks(self, hosts) {
-            match self.spawn_held(&chunk, dir, script) {
+            match self.spawn_held(&chunk, launch) {
                 Ok(step) => steps.push(step),
                 Err(failed) => {
                     for h in chunk {
@@ -634,7 +618,7 @@ impl Transport for Slurm {
             std::thread::sleep(Duration::from_millis(20));
         }
         for step in &steps {
-            for (h, answer) in step.hosts.iter().zip(step.answers(self, timeout)) {
+            for (h, answer) in step.hosts.iter().zip(step.answers(self, launch.timeout)) {
                 answers.insert(h.name.clone(), answer);
             }
         }
@@ -696,29 +680,24 @@ impl Slurm {
     /// sbcast of each of `files` to the nodes of the copy step `step`; a
     /// failure that names a node (`REQUEST_FILE_BCAST(node2)`) is that
     /// node's, any other every host's.
-    fn sbcast_to(
-        &self,
-        step: &str,
-        hosts: &[&Host],
-        nodes: &[&str],
-        files: &[PathBuf],
-        dir: &str,
-        timeout: Duration,
-    ) -> Vec<Outcome> {
+    fn sbcast_to(&self, step: &str, nodes: &[&str], copy: &Copy) -> Vec<Outcome> {
         let mut outcomes = vec![
             Outcome {
                 code: 0,
                 text: String::new(),
             };
-            hosts.len()
+            nodes.len()
         ];
-        for file in files {
-            let sent = run_command(command(&self.sbcast_argv(step, file, dir)), timeout);
+        for file in copy.files {
+            let sent = run_command(
+                command(&self.sbcast_argv(step, file, copy.dir)),
+                copy.timeout,
+            );
             if sent.ok() {
                 continue;
             }
             let text = format!("sbcast {}: {}", file.display(), sent.text);
-            let named: Vec<usize> = (0..hosts.len())
+            let named: Vec<usize> = (0..nodes.len())
                 .filter(|&i| sent.text.contains(&format!("({})", nodes[i])))
                 .collect();
             if named.is_empty() {
@@ -727,7 +706,7 @@ impl Slurm {
                         code: sent.code,
                         text
                     };
-                    hosts.len()
+                    nodes.len()
                 ];
             }
             for i in named {
@@ -787,8 +766,7 @@ impl Slurm {
     fn spawn_held<'h>(
         &self,
         hosts: &[&'h Host],
-        dir: &str,
-        script: &str,
+        launch: &HeldLaunch,
     ) -> std::result::Result<Held<'h>, Outcome> {
         let cannot = |text: String| Outcome {
             code: CANNOT_RUN,
@@ -799,7 +777,7 @@ impl Slurm {
         let (Ok(out), Ok(err)) = (log.as_file().try_clone(), log.as_file().try_clone()) else {
             return Err(cannot("cannot hand srun its output file".to_string()));
         };
-        let mut cmd = command(&self.held_argv(hosts, dir, script));
+        let mut cmd = command(&self.held_argv(hosts, launch.dir, launch.script));
         // Its own process group: a ctrl-c meant for mx never reaches it.
         cmd.stdin(Stdio::null())
             .stdout(out)
@@ -918,20 +896,12 @@ impl Slurm {
         shell_join(&self.run_argv(host, script, timeout))
     }
 
-    pub fn rehearse_push(
-        &self,
-        hosts: &[&Host],
-        files: &[PathBuf],
-        dir: &str,
-        timeout: Duration,
-    ) -> String {
+    pub fn rehearse_push(&self, hosts: &[&Host], copy: &Copy) -> String {
         let nodes: Vec<&str> = hosts.iter().map(|h| self.node(h)).collect();
-        let mut lines = vec![format!(
-            "{} &",
-            shell_join(&self.copy_argv(&nodes, dir, timeout))
-        )];
-        for file in files {
-            lines.push(shell_join(&self.sbcast_argv("<step>", file, dir)));
+        let holder = self.copy_argv(&nodes, copy.dir, copy.timeout);
+        let mut lines = vec![format!("{} &", shell_join(&holder))];
+        for file in copy.files {
+            lines.push(shell_join(&self.sbcast_argv("<step>", file, copy.dir)));
         }
         lines.join("\n")
     }
@@ -945,8 +915,9 @@ impl Slurm {
         )
     }
 
-    pub fn rehearse_held(&self, hosts: &[&Host], dir: &str, script: &str) -> String {
-        format!("{} &", shell_join(&self.held_argv(hosts, dir, script)))
+    pub fn rehearse_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> String {
+        let argv = self.held_argv(hosts, launch.dir, launch.script);
+        format!("{} &", shell_join(&argv))
     }
 
     pub fn rehearse_sweep(&self) -> String {

@@ -64,16 +64,9 @@ pub trait Transport: Send + Sync {
         false
     }
 
-    /// Copies local `files` into `dir` on every one of `hosts`: one outcome
-    /// per host, in order.
-    fn push_all(
-        &self,
-        hosts: &[&Host],
-        files: &[PathBuf],
-        dir: &str,
-        timeout: Duration,
-    ) -> Vec<Outcome> {
-        push_each(self, hosts, files, dir, timeout)
+    /// Makes `copy` to every one of `hosts`: one outcome per host, in order.
+    fn push_all(&self, hosts: &[&Host], copy: &Copy) -> Vec<Outcome> {
+        push_each(self, hosts, copy)
     }
 
     /// Whether an agent lives only as long as the step that launched it
@@ -83,19 +76,12 @@ pub trait Transport: Send + Sync {
         false
     }
 
-    /// Runs `script` on every one of `hosts` at once, in `dir`'s fleet, and
-    /// leaves it running: the script names its host [`HELD_HOST`], says
-    /// [`HELD`](super::scripts::HELD) once its agent runs, then waits for it.
-    /// Each host's outcome is what its script said up to then (or its exit
-    /// status when it ended first), with when it came (Unix seconds), within
-    /// `timeout`. Only for a transport that [`holds_agents`](Transport::holds_agents).
-    fn run_held(
-        &self,
-        hosts: &[&Host],
-        _dir: &str,
-        _script: &str,
-        _timeout: Duration,
-    ) -> Vec<(Outcome, f64)> {
+    /// Runs `launch` on every one of `hosts` at once and leaves it running.
+    /// Each host's outcome is what its script said until it said
+    /// [`HELD`](super::scripts::HELD) (or its exit status when it ended
+    /// first), with when that came (Unix seconds). Only for a transport that
+    /// [`holds_agents`](Transport::holds_agents).
+    fn run_held(&self, hosts: &[&Host], _launch: &HeldLaunch) -> Vec<(Outcome, f64)> {
         let none = Outcome {
             code: CANNOT_RUN,
             text: "this transport holds no agents".to_string(),
@@ -112,17 +98,28 @@ pub trait Transport: Send + Sync {
     }
 }
 
+/// Local files to copy into a directory on the hosts, and how long that may take.
+pub struct Copy<'a> {
+    pub files: &'a [PathBuf],
+    pub dir: &'a str,
+    pub timeout: Duration,
+}
+
+/// A launch that a transport holding its agents keeps running: `script`,
+/// which names its host [`HELD_HOST`], says [`HELD`](super::scripts::HELD)
+/// once its agent runs, then waits for it; the fleet's remote `dir`; and how
+/// long every host may take to answer.
+pub struct HeldLaunch<'a> {
+    pub script: &'a str,
+    pub dir: &'a str,
+    pub timeout: Duration,
+}
+
 /// [`Transport::push`] to each of `hosts` in turn.
-fn push_each<T: Transport + ?Sized>(
-    transport: &T,
-    hosts: &[&Host],
-    files: &[PathBuf],
-    dir: &str,
-    timeout: Duration,
-) -> Vec<Outcome> {
+fn push_each<T: Transport + ?Sized>(transport: &T, hosts: &[&Host], copy: &Copy) -> Vec<Outcome> {
     hosts
         .iter()
-        .map(|h| transport.push(h, files, dir, timeout))
+        .map(|h| transport.push(h, copy.files, copy.dir, copy.timeout))
         .collect()
 }
 
@@ -466,7 +463,14 @@ impl Transport for Rehearsal {
 
     fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome {
         let argv = match self {
-            Rehearsal::Slurm(_) => return self.push_all(&[host], files, dir, timeout).remove(0),
+            Rehearsal::Slurm(_) => {
+                let copy = Copy {
+                    files,
+                    dir,
+                    timeout,
+                };
+                return self.push_all(&[host], &copy).remove(0);
+            }
             Rehearsal::Ssh(ssh) => ssh.push_argv(host, files, dir),
             Rehearsal::Local(_) => {
                 let mut argv = vec!["cp".to_string()];
@@ -507,32 +511,20 @@ impl Transport for Rehearsal {
     }
 
     /// Slurm's one copy for every host: shown once, with the first host.
-    fn push_all(
-        &self,
-        hosts: &[&Host],
-        files: &[PathBuf],
-        dir: &str,
-        timeout: Duration,
-    ) -> Vec<Outcome> {
+    fn push_all(&self, hosts: &[&Host], copy: &Copy) -> Vec<Outcome> {
         let Rehearsal::Slurm(slurm) = self else {
-            return push_each(self, hosts, files, dir, timeout);
+            return push_each(self, hosts, copy);
         };
-        once_for_all(hosts, &slurm.rehearse_push(hosts, files, dir, timeout))
+        once_for_all(hosts, &slurm.rehearse_push(hosts, copy))
     }
 
     fn holds_agents(&self) -> bool {
         matches!(self, Rehearsal::Slurm(_))
     }
 
-    fn run_held(
-        &self,
-        hosts: &[&Host],
-        dir: &str,
-        script: &str,
-        _timeout: Duration,
-    ) -> Vec<(Outcome, f64)> {
+    fn run_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> Vec<(Outcome, f64)> {
         let text = match self {
-            Rehearsal::Slurm(slurm) => slurm.rehearse_held(hosts, dir, script),
+            Rehearsal::Slurm(slurm) => slurm.rehearse_held(hosts, launch),
             _ => String::from("(this transport holds no agents)"),
         };
         once_for_all(hosts, &text)
