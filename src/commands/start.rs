@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{deploy, stage};
+use crate::fleet::deploy::{AGENT_UNCHANGED, deploy, stage};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, PREPARE_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
 use crate::matrix::resolve::resolved;
@@ -254,15 +254,26 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
         Some(spec) => Some(bind::retarget(fleet, spec, out)?),
         None => resolved(&fleet.matrix)?,
     };
-    let (_staging, files) = stage(fleet, &run.agent.resolve()?, retargeted.as_ref())?;
+    let staged = stage(fleet, &run.agent.resolve()?, retargeted.as_ref())?;
     let hosts = fleet.all();
     writeln!(
         out,
         "[mx] deploying agent + matrix on {} hosts",
         hosts.len()
     )?;
-    let outcomes = fleet.each(&hosts, |host| deploy(fleet, host, &files, true));
+    let outcomes = fleet.each(&hosts, |host| deploy(fleet, host, &staged, true));
     let ready = fleet.print(out, &hosts, &outcomes, true)?;
+    let unchanged = outcomes
+        .iter()
+        .filter(|o| o.ok() && o.text == AGENT_UNCHANGED)
+        .count();
+    if unchanged > 0 {
+        writeln!(
+            out,
+            "[mx] {unchanged} of {} hosts had this agent already (same sha256): only the matrix was copied there",
+            hosts.len()
+        )?;
+    }
     let unready = hosts.len() - ready.len();
     if unready == 0 {
         return Ok(Some(ready));

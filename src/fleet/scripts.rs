@@ -69,6 +69,16 @@ pub fn make_dir(dir: &str) -> String {
     make_owned_dir(dir)
 }
 
+/// Prints `sha256=<hex>` of the agent binary already in `dir`, when there is
+/// one and the host has `sha256sum` (nothing otherwise: the binary is
+/// copied).
+pub fn agent_sha256(dir: &str) -> String {
+    format!(
+        "if [ -f {exe} ] && command -v sha256sum >/dev/null 2>&1; then echo \"sha256=$(sha256sum < {exe} | cut -d' ' -f1)\"; fi; true",
+        exe = q(&format!("{dir}/{AGENT_BIN}"))
+    )
+}
+
 /// How an agent begins sending once launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {
