@@ -16,6 +16,7 @@ pub mod hints;
 pub mod logs;
 pub mod manual;
 pub mod pools;
+pub mod ramp;
 pub mod reload;
 pub mod run;
 pub mod start;

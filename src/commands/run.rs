@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::start::start_fleet;
 use crate::cli::RunArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
@@ -29,6 +29,14 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
 
 /// The run, said on `out`; the summary goes to `document` when given.
 fn run_saying(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>) -> Result<u8> {
+    if args.ramp.range.is_some() {
+        return super::ramp::run(args, out, document);
+    }
+    if let Some(flag) = args.ramp.others_given().first() {
+        return Err(Error::refused(format!(
+            "{flag} is a setting of the ramp: give --ramp FROM:TO with it (e.g. --ramp 0.5:3)"
+        )));
+    }
     super::agent::check_flags(&args.run.agent_flags)?;
     let fleet = super::open_fleet(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
@@ -36,7 +44,7 @@ fn run_saying(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Wri
     } else {
         args.for_seconds
     };
-    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), out)?;
+    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), None, out)?;
     let Some(begin) = started.start else {
         return Ok(started.code);
     };

@@ -325,6 +325,17 @@ impl ReportSet {
     /// (its newest `window` seconds; 0 = all of it), and the coverage of the
     /// whole history; `interval_rtt` keeps each interval's RTT buckets too.
     pub fn read(dir: &Path, window: f64, interval_rtt: bool) -> Result<ReportSet> {
+        ReportSet::read_in(dir, window, interval_rtt, None)
+    }
+
+    /// [`ReportSet::read`], keeping only the intervals of the span that
+    /// belong to one ramp step, when `step` is given ([`span::step_span`]).
+    pub fn read_in(
+        dir: &Path,
+        window: f64,
+        interval_rtt: bool,
+        step: Option<&span::Step>,
+    ) -> Result<ReportSet> {
         let files = report_files(dir)?;
         let mut set = ReportSet {
             files: files.len(),
@@ -341,6 +352,9 @@ impl ReportSet {
             ));
         }
         set.span = span::span(&set.timeline, window);
+        if let Some(step) = step {
+            set.span = span::step_span(std::mem::take(&mut set.span), &set.timeline, step);
+        }
         set.start = set.span.first().unwrap_or(i64::MAX);
         // 2. The figures, over the span.
         for file in &files {
@@ -369,6 +383,7 @@ impl ReportSet {
         match dir {
             Dir::Host if row.num(Column::Pps).is_some() => {
                 mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
+                mark.rate_scale = row.num(Column::RateScale);
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
                 s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);

@@ -20,6 +20,7 @@ pub mod document;
 pub mod evidence;
 pub mod figures;
 pub mod grids;
+pub mod ramp;
 pub mod span;
 pub mod spread;
 
