@@ -514,9 +514,9 @@ impl Timing {
             let from = clock::rate_from(at, wall_now(), self.interval);
             clock.set_rate(from, scale);
             say!(
-                "rate: every flow at x{} of its matrix rate from the interval ending at {} (ordered for {at:.3})",
+                "rate: every flow at x{} of its matrix rate from the interval ending at {:.0} (ordered for {at:.3})",
                 units::g(scale),
-                units::g(from as f64 * self.interval)
+                from as f64 * self.interval
             );
         }
         if let Some(path) = &self.start_file

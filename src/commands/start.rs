@@ -173,7 +173,7 @@ pub fn start_fleet(
         0
     };
     print_running(fleet, begin, out)?;
-    if code == 0 && end_after.is_none() {
+    if code == 0 && end_after.is_none() && scale.is_none() {
         fleet.hint_lines(
             out,
             "[mx] next: ",

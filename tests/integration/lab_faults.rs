@@ -66,7 +66,12 @@ fn run_and_collect(lab: &Lab, sb: &Sandbox, seconds: u64) {
 
 /// The rows of a collected report whose `dir` and `peer` are these, as
 /// column name -> cell.
-fn report_rows(sb: &Sandbox, host: &str, dir: &str, peer: &str) -> Vec<BTreeMap<String, String>> {
+pub fn report_rows(
+    sb: &Sandbox,
+    host: &str,
+    dir: &str,
+    peer: &str,
+) -> Vec<BTreeMap<String, String>> {
     let text = sb.read(&format!("reports/{host}.csv"));
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();

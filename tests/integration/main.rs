@@ -32,5 +32,6 @@ mod malformed_input;
 mod manual;
 mod pools;
 mod properties;
+mod ramp;
 mod schedule;
 mod summarize;
