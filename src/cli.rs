@@ -58,7 +58,7 @@ pub enum Command {
     /// Fetch every host's report into --reports
     Collect(CollectArgs),
     /// start, hold --for S, summarize, stop: a whole run in one command
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// A whole run on local agents (127.77.0.x), no ssh and no root: try mx here
     Demo(DemoArgs),
     /// Every command, every switch, on one page

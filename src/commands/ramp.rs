@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::start::start_fleet;
+use crate::agent::clock::RATE_LEAD;
 use crate::cli::RunArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::collect::collect_reports;
@@ -22,6 +23,10 @@ use crate::summary::ramp::{
 };
 use crate::summary::span::Step;
 use crate::units::{self, local_clock, pps, wall_now};
+
+/// How far ahead of now a step's instant is, at least: the order's ssh
+/// fan-out, and the lead an agent needs before the interval it applies from.
+const ORDER_MARGIN: f64 = 1.5;
 
 /// Intervals a step holds when `--ramp-hold` is not given.
 const DEFAULT_HOLD_INTERVALS: f64 = 3.0;
@@ -199,7 +204,9 @@ fn climb(
     let mut steps: Vec<StepResult> = Vec::new();
     let mut tried: Vec<(f64, bool)> = Vec::new();
     let mut current = Some((first, Kind::Climb, begin));
-    let mut margin = instants::START_MARGIN;
+    // Far enough ahead for the order to reach every host a lead before its
+    // instant; widened to the fan-out each order takes.
+    let mut margin = ORDER_MARGIN;
     while let Some((scale, kind, at)) = current.take() {
         let until = at + ramp.hold;
         // Its last interval is written a hold after its tick, everywhere.
@@ -254,7 +261,7 @@ fn climb(
         let Some((at, took)) = order(fleet, next, ramp.interval, margin, out)? else {
             return Ok((steps, EXIT_PROBLEMS));
         };
-        margin = instants::START_MARGIN.max(took * 1.5);
+        margin = ORDER_MARGIN.max(took * 1.5 + RATE_LEAD);
         current = Some((next, next_kind, at));
     }
     Ok((steps, 0))
@@ -326,7 +333,7 @@ fn order(
             STEP_TIMEOUT,
         );
         let returned = wall_now();
-        if outcome.ok() && returned > at - crate::agent::clock::RATE_LEAD {
+        if outcome.ok() && returned > at - RATE_LEAD {
             late.lock()
                 .expect("unpoisoned")
                 .push((host.name.clone(), returned - at));
@@ -344,9 +351,14 @@ fn order(
         return Ok(None);
     }
     for (host, by) in late.into_inner().expect("unpoisoned") {
+        let when = if by < 0.0 {
+            format!("only {:.2}s before", -by)
+        } else {
+            format!("{by:.2}s after")
+        };
         writeln!(
             out,
-            "[mx] {host} had the order for x{} only {by:+.1}s from its instant {} (slow ssh?): it moves an interval late, and its intervals at two rates are left out",
+            "[mx] {host} had the order for x{} {when} its instant {} (an agent needs it {RATE_LEAD}s ahead; slow ssh?): it moves an interval later, and the interval it ran at another rate than its peers is left out",
             scale_text(scale),
             local_clock(at)
         )?;

@@ -370,7 +370,7 @@ pub struct StepResult {
 /// The header of the steps' table.
 pub fn table_header() -> String {
     format!(
-        "  {:>4}  {:>8}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  verdict\n",
+        "  {:>4}  {:>10}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  verdict\n",
         "step",
         "scale",
         "offered",
@@ -394,7 +394,7 @@ pub fn table_row(n: usize, s: &StepResult) -> String {
         Kind::Bisect => format!("x{} b", scale_text(s.scale)),
     };
     format!(
-        "  {n:>4}  {scale:>8}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {}\n",
+        "  {n:>4}  {scale:>10}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {}\n",
         rate(f.offered_pps),
         rate(f.sent_pps),
         pct(f.delivered_pct),
@@ -631,8 +631,8 @@ mod tests {
     fn bisect_halves_the_gap_to_within_two_percent() {
         let p = plan(1.0, 4.0, 0.5, true);
         let steps = ramp_against(&p, 2.358);
-        let (climb, bisect): (Vec<&(f64, Kind)>, Vec<&(f64, Kind)>) =
-            steps.iter().partition(|s| s.1 == Kind::Climb);
+        type Steps<'a> = Vec<&'a (f64, Kind)>;
+        let (climb, bisect): (Steps, Steps) = steps.iter().partition(|s| s.1 == Kind::Climb);
         assert_eq!(
             climb.iter().map(|s| s.0).collect::<Vec<_>>(),
             vec![1.0, 1.5, 2.0, 2.5]

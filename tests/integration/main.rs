@@ -27,6 +27,7 @@ mod lab;
 mod lab_compare;
 mod lab_faults;
 mod lab_pools;
+mod lab_ramp;
 mod lab_truth;
 mod malformed_input;
 mod manual;
