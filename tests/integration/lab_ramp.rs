@@ -2,6 +2,7 @@
 //! knee `mx run --ramp` finds on the running fleet.
 
 use crate::lab::Lab;
+use crate::lab_faults::cap_link;
 
 /// Bytes a 64-byte request or reply takes on the capped link as tbf counts
 /// it: the UDP payload, and the UDP, IP and Ethernet headers.
@@ -32,14 +33,7 @@ fn agent_lab_ramp_finds_the_knee_of_a_rate_capped_link_within_10_percent() {
     // its requests to h1 and h3 and its replies to theirs: 4 flows' worth of
     // 64-byte datagrams, 106 bytes each as tbf counts them. At x1 (200 pps a
     // flow) that is 4 x 200 x 106 x 8 = 678 kbit/s: a 2 Mbit/s cap is x2.95.
-    lab.exec(
-        2,
-        &[
-            "tc", "qdisc", "replace", "dev", "eth1", "root", "tbf", "rate", "2mbit", "burst",
-            "16kb", "latency", "20ms",
-        ],
-        "",
-    );
+    cap_link(&lab, 2, "2mbit");
     let run = lab.mx(
         &sb,
         &[

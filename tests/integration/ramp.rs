@@ -68,16 +68,10 @@ fn agent_fleet_ramp_raises_the_running_agents_rate_and_rows_carry_its_scale() {
         );
     }
     // Progress on stderr; the document alone on stdout.
-    assert!(
-        run.stderr.contains("[mx] step 1 at x1 (2.0 kpps offered"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("[mx] step 2 at x2 (4.0 kpps offered"),
-        "{}",
-        run.stderr
-    );
+    for step in ["1 at x1 (2.0 kpps", "2 at x2 (4.0 kpps"] {
+        let want = format!("[mx] step {step} offered");
+        assert!(run.stderr.contains(&want), "{want}: {}", run.stderr);
+    }
     let doc: serde_json::Value = serde_json::from_str(&run.stdout).expect(&run.stdout);
     assert_eq!(doc["schema"], "mx.ramp/1");
     let steps = doc["steps"].as_array().unwrap();
