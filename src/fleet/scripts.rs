@@ -105,9 +105,9 @@ pub fn launch(
     stop: &str,
 ) -> String {
     let wipe = if wipe {
-        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end\n"
+        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end agent.rate\n"
     } else {
-        "rm -f agent.stamp agent.start agent.end\n"
+        "rm -f agent.stamp agent.start agent.end agent.rate\n"
     };
     let armed = match begin {
         Begin::Now => "",
@@ -163,20 +163,48 @@ fn write_control(name: &str, words: &str) -> String {
     )
 }
 
-/// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
-/// instant and grace); fails when no agent runs there any more, naming
-/// `logs`, the command that fetches this fleet's logs.
-pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>, logs: &str) -> String {
-    let mut script = format!(
+/// A rate file's words: `scale=<factor> at=<unix s>`.
+fn rate_words(scale: f64, at: f64) -> String {
+    format!("scale={scale:.4} {}", instant_words(at, None))
+}
+
+/// The head of a script for a running agent: into its directory, or fail
+/// saying it is not running any more (naming `logs`, the command that
+/// fetches this fleet's logs).
+fn running_agent(dir: &str, logs: &str) -> String {
+    format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed'; exit 1; }}\n\
-         if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n{start}\n",
+         if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n",
         pids = agent_pids(dir),
         d = q(dir),
         gone = q(&format!(
             "the agent is not running any more (died after it started? {logs})"
         )),
-        start = write_control("agent.start", &instant_words(start, Some(grace))),
-    );
+    )
+}
+
+/// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
+/// instant and grace; for `mx run --ramp`, the rate scale of the first step,
+/// written first); fails when no agent runs there any more, naming `logs`,
+/// the command that fetches this fleet's logs.
+pub fn go(
+    dir: &str,
+    start: f64,
+    grace: f64,
+    end: Option<f64>,
+    scale: Option<f64>,
+    logs: &str,
+) -> String {
+    let mut script = running_agent(dir, logs);
+    if let Some(scale) = scale {
+        script.push_str(&write_control(RATE_FILE, &rate_words(scale, start)));
+        script.push('\n');
+    }
+    script.push_str(&write_control(
+        "agent.start",
+        &instant_words(start, Some(grace)),
+    ));
+    script.push('\n');
     if let Some(end) = end {
         script.push_str(&write_control(
             "agent.end",
@@ -186,6 +214,20 @@ pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>, logs: &str) -> St
     }
     script.push_str(CLOCK);
     script
+}
+
+/// The rate control file's name (the agent's `clock::RATE_FILE`).
+const RATE_FILE: &str = "agent.rate";
+
+/// Orders a running agent to scale every flow's matrix rate by `scale` from
+/// the whole interval that begins at `at` (`mx run --ramp`); fails when no
+/// agent runs there any more, naming `logs`.
+pub fn rate(dir: &str, scale: f64, at: f64, logs: &str) -> String {
+    format!(
+        "{}{}\necho ordered",
+        running_agent(dir, logs),
+        write_control(RATE_FILE, &rate_words(scale, at))
+    )
 }
 
 /// What reload needs to know: `state=absent|running|stopped`, then the stamp.
@@ -335,6 +377,29 @@ mod tests {
         assert!(
             prepare_disk("/var/tmp/mx", None).ends_with("\n/var/tmp/mx/mx agent --prepare-disk")
         );
+    }
+
+    #[test]
+    fn a_rate_order_is_written_whole_for_a_running_agent_only() {
+        let script = rate("/var/tmp/mx", 1.25, 1_796_003_025.0, "mx logs");
+        assert!(
+            script.contains(
+                "printf '%s\\n' 'scale=1.2500 at=1796003025.000000' > agent.rate.tmp && mv -f agent.rate.tmp agent.rate || exit 1\necho ordered"
+            ),
+            "{script}"
+        );
+        assert!(
+            script.contains("the agent is not running any more"),
+            "{script}"
+        );
+        // The go of a ramp orders the first step's scale before the start.
+        let go = go("/var/tmp/mx", 100.0, 1.0, None, Some(0.5), "mx logs");
+        let (rate_at, start_at) = (
+            go.find("agent.rate.tmp").unwrap(),
+            go.find("agent.start.tmp").unwrap(),
+        );
+        assert!(rate_at < start_at, "{go}");
+        assert!(!super::go("/d", 100.0, 1.0, None, None, "l").contains("agent.rate"));
     }
 
     #[test]
