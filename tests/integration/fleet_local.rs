@@ -1446,7 +1446,7 @@ fn release_binary() -> std::path::PathBuf {
 }
 
 #[test]
-fn the_agent_start_deploys_is_the_stripped_release_binary_under_5_mb() {
+fn the_agent_start_deploys_is_the_stripped_release_binary_under_6_mib() {
     let release = release_binary();
     let sb = fleet_dir(65, &["h1", "h2"]);
     // `mx start` run from the release binary deploys that very file.
@@ -1460,7 +1460,7 @@ fn the_agent_start_deploys_is_the_stripped_release_binary_under_5_mb() {
     let deployed = sb.file("hosts/h1/var/tmp/mx/mx");
     let size = std::fs::metadata(&deployed).unwrap().len();
     assert_eq!(size, std::fs::metadata(&release).unwrap().len());
-    assert!(size < 5 * 1024 * 1024, "{size} bytes deployed");
+    assert!(size < 6 * 1024 * 1024, "{size} bytes deployed");
     // No debug sections, no symbol table: what runs, not what debugs.
     let sections = std::process::Command::new("readelf")
         .args(["-S", "-W"])
