@@ -23,6 +23,17 @@ impl Lab {
     /// tests that build one are `#[ignore]`d, and run with `--run-ignored all`
     /// (as CI does, as root); run so without root, they fail, saying why.
     pub fn up(net: u8, hosts: usize) -> Lab {
+        Lab::build(net, hosts, false)
+    }
+
+    /// [`Lab::up`] over IPv6 as well: host i also at fd00:18:<net>::<i>
+    /// (eth0) and fd00:19:<net>::<i> (eth1), sshd listening on IPv6 alone,
+    /// servers.txt naming the hosts by their IPv6 addresses.
+    pub fn up_v6(net: u8, hosts: usize) -> Lab {
+        Lab::build(net, hosts, true)
+    }
+
+    fn build(net: u8, hosts: usize, v6: bool) -> Lab {
         crate::util::require_root("the lab (network namespaces, one sshd per host)");
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
@@ -34,6 +45,7 @@ impl Lab {
             .arg(lab_script())
             .args(["up", &net.to_string(), &hosts.to_string()])
             .arg(&lab.dir)
+            .env("MX_LAB_IPV6", if v6 { "1" } else { "0" })
             .output()
             .unwrap();
         assert!(
@@ -202,6 +214,146 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
     let clean = lab.mx(&sb, &["clean", "--yes"]);
     assert_eq!(clean.code, 0, "{}", clean.stdout);
     for i in 1..=4 {
+        assert!(
+            !lab.var_tmp(i).join("mx").exists(),
+            "h{i}: the remote dir is gone"
+        );
+        assert!(lab.agents(i).is_empty(), "h{i}: no agent runs");
+    }
+}
+
+/// UDP datagrams host `i` received over IPv4 and over IPv6 (its kernel's
+/// `InDatagrams` of /proc/net/snmp and `Udp6InDatagrams` of /proc/net/snmp6).
+fn udp_datagrams_in(lab: &Lab, i: usize) -> (u64, u64) {
+    let snmp = lab.exec(i, &["cat", "/proc/net/snmp"], "");
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "InDatagrams")
+        .unwrap();
+    let v4 = values.split_whitespace().nth(at).unwrap().parse().unwrap();
+    let snmp6 = lab.exec(i, &["cat", "/proc/net/snmp6"], "");
+    let v6 = snmp6
+        .lines()
+        .find_map(|l| l.strip_prefix("Udp6InDatagrams"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (v4, v6)
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
+    // sshd listens on IPv6 alone and servers.txt names the hosts by their
+    // fd00:18:111::<i> addresses: every ssh and scp goes over IPv6. The
+    // traffic rides eth1's IPv6 addresses (--bind eth1: eth1 has an IPv4
+    // address too; the hosts' family decides).
+    let lab = Lab::up_v6(111, 3);
+    assert_eq!(
+        std::fs::read_to_string(lab.dir.join("servers.txt")).unwrap(),
+        "h1=[fd00:18:111::1]\nh2=[fd00:18:111::2]\nh3=[fd00:18:111::3]\n"
+    );
+    let sb = lab.controller("1000");
+    let before: Vec<(u64, u64)> = (1..=3).map(|i| udp_datagrams_in(&lab, i)).collect();
+    let start = lab.mx(&sb, &["start", "--interval", "1", "--bind", "eth1"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stdout.contains(
+            "[mx] --bind 'eth1': matrix retargeted at each host's matching address (3 of 3 changed)"
+        ),
+        "{}",
+        start.stdout
+    );
+    assert!(
+        start.stdout.contains("[mx] running: 3 hosts, 6 flows"),
+        "{}",
+        start.stdout
+    );
+    for i in 1..=3 {
+        assert_eq!(lab.agents(i).len(), 1, "h{i} runs one agent");
+        let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
+        assert!(
+            deployed.contains(
+                "h1=[fd00:19:111::1]:5300,h2=[fd00:19:111::2]:5300,h3=[fd00:19:111::3]:5300"
+            ),
+            "{deployed}"
+        );
+    }
+
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let status = lab.mx(&sb, &["status"]);
+    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    assert_eq!(
+        status.stdout.matches("s ago: tx=").count(),
+        3,
+        "{}",
+        status.stdout
+    );
+    let summary = lab.mx(&sb, &["summarize", "--window", "2"]);
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    let text = &summary.stdout;
+    assert!(text.contains("s steady, 3 hosts, 6 flows"), "{text}");
+    let line = |lead: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(lead))
+            .unwrap_or_else(|| panic!("no {lead} line: {text}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Delivered ~100%, and requests weighed at IPv6's 150 wire bytes.
+    let delivered = line("DELIVERED");
+    let share: f64 = delivered[3].trim_end_matches('%').parse().unwrap();
+    assert!(share >= 99.5, "{text}");
+    let requests = line("REQUESTS");
+    let (kpps, mbps): (f64, f64) = (requests[1].parse().unwrap(), requests[3].parse().unwrap());
+    assert_eq!(
+        (&requests[2][..], &requests[4][..]),
+        ("kpps", "Mbps"),
+        "{text}"
+    );
+    let bits = mbps * 1e6 / (kpps * 1e3);
+    assert!(
+        (1150.0..1250.0).contains(&bits),
+        "{bits} bits a request: {text}"
+    );
+    for h in ["h1", "h2", "h3"] {
+        assert!(
+            sb.file(&format!("reports/{h}.csv")).exists(),
+            "{h} collected"
+        );
+    }
+    // The flows went over IPv6: thousands of UDP datagrams in per host over
+    // IPv6, next to nothing over IPv4.
+    for i in 1..=3 {
+        let (v4, v6) = udp_datagrams_in(&lab, i);
+        let (v4_before, v6_before) = before[i - 1];
+        assert!(
+            v6 - v6_before > 5000,
+            "h{i}: {} IPv6 datagrams",
+            v6 - v6_before
+        );
+        assert!(
+            v4 - v4_before < 50,
+            "h{i}: {} IPv4 datagrams",
+            v4 - v4_before
+        );
+        let log = std::fs::read_to_string(lab.var_tmp(i).join("mx/agent.log")).unwrap();
+        assert!(
+            log.contains(&format!("bind: 'eth1' -> fd00:19:111::{i} (eth1)")),
+            "{log}"
+        );
+    }
+
+    let stop = lab.mx(&sb, &["stop"]);
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    assert_eq!(stop.stdout.matches("  ended").count(), 3, "{}", stop.stdout);
+    let clean = lab.mx(&sb, &["clean", "--yes"]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+    for i in 1..=3 {
         assert!(
             !lab.var_tmp(i).join("mx").exists(),
             "h{i}: the remote dir is gone"
