@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{Run, Sandbox};
+use crate::util::{Run, Sandbox, summary_words, wire_bits_per_request};
 
 pub struct Lab {
     net: u8,
@@ -296,26 +296,11 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
     assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
     let text = &summary.stdout;
     assert!(text.contains("s steady, 3 hosts, 6 flows"), "{text}");
-    let line = |lead: &str| {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(lead))
-            .unwrap_or_else(|| panic!("no {lead} line: {text}"))
-            .split_whitespace()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
     // Delivered ~100%, and requests weighed at IPv6's 150 wire bytes.
-    let delivered = line("DELIVERED");
+    let delivered = summary_words(text, "DELIVERED");
     let share: f64 = delivered[3].trim_end_matches('%').parse().unwrap();
     assert!(share >= 99.5, "{text}");
-    let requests = line("REQUESTS");
-    let (kpps, mbps): (f64, f64) = (requests[1].parse().unwrap(), requests[3].parse().unwrap());
-    assert_eq!(
-        (&requests[2][..], &requests[4][..]),
-        ("kpps", "Mbps"),
-        "{text}"
-    );
-    let bits = mbps * 1e6 / (kpps * 1e3);
+    let bits = wire_bits_per_request(text);
     assert!(
         (1150.0..1250.0).contains(&bits),
         "{bits} bits a request: {text}"
