@@ -79,6 +79,24 @@ impl Lab {
         sb.mx_env(args, &pairs)
     }
 
+    /// `mx stop` (every agent ends its flows) and `mx clean --yes`, then
+    /// checks that nothing is left: no remote dir, no agent, on any host.
+    pub fn stop_and_clean(&self, sb: &Sandbox) {
+        let stop = self.mx(sb, &["stop"]);
+        assert_eq!(stop.code, 0, "{}", stop.stdout);
+        let ended = stop.stdout.matches("  ended").count();
+        assert_eq!(ended, self.hosts, "{}", stop.stdout);
+        let clean = self.mx(sb, &["clean", "--yes"]);
+        assert_eq!(clean.code, 0, "{}", clean.stdout);
+        for i in 1..=self.hosts {
+            assert!(
+                !self.var_tmp(i).join("mx").exists(),
+                "h{i}: the remote dir is gone"
+            );
+            assert!(self.agents(i).is_empty(), "h{i}: no agent runs");
+        }
+    }
+
     /// Host `i`'s /var/tmp, as the lab keeps it on this machine.
     pub fn var_tmp(&self, i: usize) -> PathBuf {
         self.dir.join(format!("h{i}/vartmp"))
@@ -208,18 +226,7 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
     assert_eq!(logs.code, 0, "{}", logs.stdout);
     assert!(sb.read("logs/h3.log").contains("host=h3"));
 
-    let stop = lab.mx(&sb, &["stop"]);
-    assert_eq!(stop.code, 0, "{}", stop.stdout);
-    assert_eq!(stop.stdout.matches("  ended").count(), 4, "{}", stop.stdout);
-    let clean = lab.mx(&sb, &["clean", "--yes"]);
-    assert_eq!(clean.code, 0, "{}", clean.stdout);
-    for i in 1..=4 {
-        assert!(
-            !lab.var_tmp(i).join("mx").exists(),
-            "h{i}: the remote dir is gone"
-        );
-        assert!(lab.agents(i).is_empty(), "h{i}: no agent runs");
-    }
+    lab.stop_and_clean(&sb);
 }
 
 /// UDP datagrams host `i` received over IPv4 and over IPv6 (its kernel's
@@ -333,18 +340,7 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
         );
     }
 
-    let stop = lab.mx(&sb, &["stop"]);
-    assert_eq!(stop.code, 0, "{}", stop.stdout);
-    assert_eq!(stop.stdout.matches("  ended").count(), 3, "{}", stop.stdout);
-    let clean = lab.mx(&sb, &["clean", "--yes"]);
-    assert_eq!(clean.code, 0, "{}", clean.stdout);
-    for i in 1..=3 {
-        assert!(
-            !lab.var_tmp(i).join("mx").exists(),
-            "h{i}: the remote dir is gone"
-        );
-        assert!(lab.agents(i).is_empty(), "h{i}: no agent runs");
-    }
+    lab.stop_and_clean(&sb);
 }
 
 #[test]
