@@ -41,6 +41,8 @@ pub enum Command {
     Export(ExportArgs),
     /// Before/after: two runs side by side, each change with its noise and a verdict
     Compare(CompareArgs),
+    /// One self-contained HTML page: the summary, heatmaps, the run over time, RTT
+    Report(ReportArgs),
     /// Copy the agent and the matrix to every host and start the agents
     Start(StartArgs),
     /// One line per host: running (and how fast), NOT-RUNNING or NOT-DEPLOYED
@@ -809,6 +811,36 @@ pub struct SummarizeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+
+    #[command(flatten)]
+    pub reports: ReportsDir,
+
+    /// Seconds of the newest reports to show (0 = the whole history)
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub window: f64,
+
+    /// Use the reports already in --reports; do not collect first
+    #[arg(long)]
+    pub no_collect: bool,
+
+    /// The page to write
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "report.html"
+    )]
+    pub output: PathBuf,
+
+    /// Also write each heatmap and chart as its own SVG file into DIR
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The run before: a reports directory, or a summary saved with `summarize --json`
     #[arg(value_name = "A")]
@@ -1163,7 +1195,16 @@ mod tests {
             top.starts_with("mx [-h] [-V]\n          {gen,check,"),
             "{top}"
         );
-        assert!(top.ends_with(",help}\n          ..."), "{top}");
+        assert!(top.ends_with("}\n          ..."), "{top}");
+        for sub in cli.get_subcommands() {
+            assert!(
+                top.contains(&format!(",{},", sub.get_name()))
+                    || top.contains(&format!("{{{},", sub.get_name()))
+                    || top.contains(&format!(",{}}}", sub.get_name())),
+                "{} missing: {top}",
+                sub.get_name()
+            );
+        }
     }
 
     #[test]

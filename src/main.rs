@@ -10,7 +10,7 @@ use clap::FromArgMatches;
 use matrix_orchestrator::cli::{self, Cli, Command};
 use matrix_orchestrator::commands::{
     agent, check, clean, collect, compare, demo, doctor, export, generate, help, hints, logs,
-    manual, reload, run, start, status, stop, summarize,
+    manual, reload, report, run, start, status, stop, summarize,
 };
 use matrix_orchestrator::error::Result;
 
@@ -46,6 +46,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Summarize(args)) => summarize::run(&args, out),
         Some(Command::Export(args)) => export::run(&args, out),
         Some(Command::Compare(args)) => compare::run(&args, out),
+        Some(Command::Report(args)) => report::run(&args, out),
         Some(Command::Start(args)) => start::run(&args, out),
         Some(Command::Status(args)) => status::run(&args, out),
         Some(Command::Stop(args)) => stop::run(&args, out),

@@ -42,7 +42,7 @@ fn load(path: &Path, args: &CompareArgs) -> Result<Document> {
             window: args.window,
             top: 0,
             top_hosts: 0,
-            interval_rtt: true,
+            series: true,
         };
         let summary = Summary::read(path, optional_matrix(&args.matrix)?, opts)
             .map_err(|e| Error::refused(format!("{}: {}", path.display(), e.message())))?;

@@ -17,6 +17,7 @@ pub mod logs;
 pub mod manual;
 pub mod pools;
 pub mod reload;
+pub mod report;
 pub mod run;
 pub mod start;
 pub mod status;

@@ -72,7 +72,7 @@ fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
         window: args.window,
         top: args.top,
         top_hosts: args.top_hosts,
-        interval_rtt: args.json,
+        series: args.json,
     };
     let matrix = optional_matrix(&args.fleet.matrix)?;
     let summary = Summary::read(&args.reports.dir, matrix, opts)?;

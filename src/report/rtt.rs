@@ -118,6 +118,21 @@ impl MergedRtt {
         merged
     }
 
+    /// The distribution as (microseconds, fraction of samples at or below),
+    /// one point per non-empty bucket, in order (empty when nothing was
+    /// recorded): the CDF a picture draws.
+    pub fn cdf(&self) -> Vec<(f64, f64)> {
+        let total = self.0.len() as f64;
+        let mut below = 0u64;
+        self.0
+            .iter_recorded()
+            .map(|v| {
+                below += v.count_at_value();
+                (v.value_iterated_to() as f64 / 1000.0, below as f64 / total)
+            })
+            .collect()
+    }
+
     /// The `q` quantile (0..=1) in microseconds; `None` when nothing was recorded.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
         (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1000.0)
@@ -181,6 +196,24 @@ mod tests {
         assert_eq!(back.count(), 5);
         assert!(back.add_encoded("12:x").is_err());
         assert_eq!(MergedRtt::default().encode(), None);
+    }
+
+    #[test]
+    fn the_cdf_climbs_to_one_through_every_bucket() {
+        let mut flow = FlowRtt::default();
+        for ns in [10_000u64, 10_000, 20_000, 40_000] {
+            flow.record(ns);
+        }
+        let mut merged = MergedRtt::default();
+        merged.add(&flow.take());
+        let cdf = merged.cdf();
+        assert_eq!(cdf.len(), 3);
+        assert_eq!(
+            cdf.iter().map(|p| p.1).collect::<Vec<_>>(),
+            [0.5, 0.75, 1.0]
+        );
+        assert!((cdf[0].0 - 10.0).abs() < 0.1 && (cdf[2].0 - 40.0).abs() < 0.4);
+        assert!(MergedRtt::default().cdf().is_empty());
     }
 
     #[test]

@@ -297,9 +297,16 @@ pub struct ReportSet {
     pub rows_in_window: u64,
     pub files: usize,
     /// The span's intervals, fleet-wide (counts always; RTT buckets only
-    /// when [`ReportSet::read`] was asked for them).
+    /// when [`ReportSet::read`] was asked for the series).
     pub intervals: BTreeMap<i64, IntervalAgg>,
-    interval_rtt: bool,
+    /// Every interval any host reported, the edges included (the time
+    /// axis of the report's series: what lies outside the span is an edge).
+    pub all_ts: BTreeSet<i64>,
+    /// With the series: each host's packets per interval of the span, (sent,
+    /// back), and the layer each interval ran (layered runs).
+    pub host_intervals: BTreeMap<(u32, i64), (f64, f64)>,
+    pub interval_layer: BTreeMap<i64, u32>,
+    series: bool,
 }
 
 impl ReportSet {
@@ -323,12 +330,13 @@ impl ReportSet {
 
     /// Reads every report in `dir`, keeping the rows of the run's steady span
     /// (its newest `window` seconds; 0 = all of it), and the coverage of the
-    /// whole history; `interval_rtt` keeps each interval's RTT buckets too.
-    pub fn read(dir: &Path, window: f64, interval_rtt: bool) -> Result<ReportSet> {
+    /// whole history; `series` keeps each interval's RTT buckets and each
+    /// host's packets per interval too (what a picture over time needs).
+    pub fn read(dir: &Path, window: f64, series: bool) -> Result<ReportSet> {
         let files = report_files(dir)?;
         let mut set = ReportSet {
             files: files.len(),
-            interval_rtt,
+            series,
             ..ReportSet::default()
         };
         // 1. Who reported which interval, and how.
@@ -365,6 +373,7 @@ impl ReportSet {
         }
         *seen = (*seen).max(row.ts);
         self.latest = self.latest.max(row.ts);
+        self.all_ts.insert(row.ts);
         let mark: &mut Mark = self.timeline[host].entry(row.ts).or_default();
         match dir {
             Dir::Host if row.num(Column::Pps).is_some() => {
@@ -438,6 +447,14 @@ impl ReportSet {
         let fleet = self.intervals.entry(row.ts).or_default();
         fleet.sent += sent;
         fleet.back += back;
+        if self.series {
+            let own = self.host_intervals.entry((host, row.ts)).or_default();
+            own.0 += sent;
+            own.1 += back;
+            if let Some(l) = layer {
+                self.interval_layer.entry(row.ts).or_insert(l);
+            }
+        }
         let p = self.tx.entry((host, peer)).or_default();
         p.sent += sent;
         p.back += back;
@@ -522,7 +539,7 @@ impl ReportSet {
         let hist = row.text(Column::RttHist);
         if !hist.is_empty() && h.rtt.add_encoded(hist).is_ok() {
             h.rtt_rows += 1;
-            if self.interval_rtt {
+            if self.series {
                 let fleet = self.intervals.entry(row.ts).or_default();
                 // Already parsed once above: a bad bucket cannot get here.
                 let _ = crate::report::rtt::decode_into(hist, &mut fleet.rtt);

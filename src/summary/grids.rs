@@ -37,91 +37,106 @@ pub fn order(set: &ReportSet, ctx: &Context) -> Vec<u32> {
     ids
 }
 
-/// One grid as CSV (CRLF, as the original writes it): a header of the hosts
-/// in `order`, then a row per sender whose cells are `cell(src, dst)`, blank
-/// on the diagonal and where nothing was measured. `what` names the figure
-/// in the corner cell (`src\dst loss %`).
-fn grid_text(
-    set: &ReportSet,
-    order: &[u32],
-    what: &str,
-    cell: impl Fn(u32, u32) -> Option<String>,
-) -> String {
-    let mut text = format!("src\\dst {what}");
-    for &id in order {
-        text.push(',');
-        text.push_str(set.name(id));
+/// One N x N figure: rows send, columns receive, in [`order`]; `None` on
+/// the diagonal and where nothing was measured (never 0).
+pub struct Grid {
+    /// Its CSV file's name.
+    pub file: &'static str,
+    /// What a cell is, with its unit (the CSV's corner cell).
+    pub what: &'static str,
+    /// Whether its cells count (coverage: intervals) rather than measure.
+    pub counts: bool,
+    pub cells: Vec<Vec<Option<f64>>>,
+}
+
+impl Grid {
+    fn of(
+        order: &[u32],
+        file: &'static str,
+        what: &'static str,
+        cell: impl Fn(u32, u32) -> Option<f64>,
+    ) -> Grid {
+        let cells = order
+            .iter()
+            .map(|&src| {
+                order
+                    .iter()
+                    .map(|&dst| if src == dst { None } else { cell(src, dst) })
+                    .collect()
+            })
+            .collect();
+        Grid {
+            file,
+            what,
+            counts: false,
+            cells,
+        }
     }
-    text.push_str("\r\n");
-    for &src in order {
-        text.push_str(set.name(src));
-        for &dst in order {
+
+    /// The grid as CSV (CRLF, as the original writes it): a header of the
+    /// hosts, then a row per sender, one decimal (counts whole).
+    fn csv(&self, set: &ReportSet, order: &[u32]) -> String {
+        let mut text = format!("src\\dst {}", self.what);
+        for &id in order {
             text.push(',');
-            if src != dst
-                && let Some(value) = cell(src, dst)
-            {
-                text.push_str(&value);
-            }
+            text.push_str(set.name(id));
         }
         text.push_str("\r\n");
+        for (&src, row) in order.iter().zip(&self.cells) {
+            text.push_str(set.name(src));
+            for cell in row {
+                text.push(',');
+                if let Some(v) = cell {
+                    let _ = if self.counts {
+                        write!(text, "{v:.0}")
+                    } else {
+                        write!(text, "{v:.1}")
+                    };
+                }
+            }
+            text.push_str("\r\n");
+        }
+        text
     }
-    text
 }
 
-fn one_decimal(v: f64) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "{v:.1}");
-    s
-}
-
-/// The grids, by file name: pps, delivered, loss, rtt p99, and coverage on
-/// a layered run.
-pub fn grids(set: &ReportSet, ctx: &Context) -> Vec<(&'static str, String)> {
-    let order = order(set, ctx);
-    let mut grids: Vec<(&'static str, String)> = vec![
-        (
-            "pps_grid.csv",
-            grid_text(set, &order, "requests/s sent", |s, d| {
-                set.tx
-                    .get(&(s, d))
-                    .and_then(|p| p.pps.get())
-                    .map(one_decimal)
-            }),
-        ),
-        (
-            "delivered_grid.csv",
-            grid_text(set, &order, "requests/s arrived", |s, d| {
-                set.rx
-                    .get(&(d, s))
-                    .and_then(|p| p.pps.get())
-                    .map(one_decimal)
-            }),
-        ),
-        (
-            "loss_grid.csv",
-            grid_text(set, &order, "% lost (round trip)", |s, d| {
-                // Of the requests sent, the share whose replies never came back.
-                let p = set.tx.get(&(s, d))?;
-                (p.sent > 0.0).then(|| one_decimal((1.0 - p.back / p.sent).max(0.0) * 100.0))
-            }),
-        ),
-        (
+/// The grids in [`order`]: pps, delivered, loss, rtt p99, and coverage on a
+/// layered run.
+pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32]) -> Vec<Grid> {
+    let mut grids = vec![
+        Grid::of(order, "pps_grid.csv", "requests/s sent", |s, d| {
+            set.tx.get(&(s, d)).and_then(|p| p.pps.get())
+        }),
+        Grid::of(order, "delivered_grid.csv", "requests/s arrived", |s, d| {
+            set.rx.get(&(d, s)).and_then(|p| p.pps.get())
+        }),
+        Grid::of(order, "loss_grid.csv", "% lost (round trip)", |s, d| {
+            // Of the requests sent, the share whose replies never came back.
+            let p = set.tx.get(&(s, d))?;
+            (p.sent > 0.0).then(|| (1.0 - p.back / p.sent).max(0.0) * 100.0)
+        }),
+        Grid::of(
+            order,
             "rtt_p99_grid.csv",
-            grid_text(
-                set,
-                &order,
-                "RTT p99 us (the pair's worst interval)",
-                |s, d| set.tx.get(&(s, d)).and_then(|p| p.p99).map(one_decimal),
-            ),
+            "RTT p99 us (the pair's worst interval)",
+            |s, d| set.tx.get(&(s, d)).and_then(|p| p.p99),
         ),
     ];
     if ctx.layered {
-        grids.push((
-            "coverage_grid.csv",
-            grid_text(set, &order, "intervals measured", |s, d| {
-                set.coverage.get(&(s, d)).map(|n| n.to_string())
-            }),
-        ));
+        let mut coverage = Grid::of(order, "coverage_grid.csv", "intervals measured", |s, d| {
+            set.coverage.get(&(s, d)).map(|&n| n as f64)
+        });
+        coverage.counts = true;
+        grids.push(coverage);
     }
     grids
+}
+
+/// The grids as CSV, by file name.
+pub fn grids(set: &ReportSet, ctx: &Context) -> Vec<(&'static str, String)> {
+    let order = order(set, ctx);
+    numeric(set, ctx, &order)
+        .iter()
+        .map(|g| (g.file, g.csv(set, &order)))
+        .collect()
 }

@@ -20,6 +20,7 @@ pub mod document;
 pub mod evidence;
 pub mod figures;
 pub mod grids;
+pub mod page;
 pub mod span;
 pub mod spread;
 
@@ -44,7 +45,7 @@ pub struct Options {
     /// Rows of the host table.
     pub top_hosts: usize,
     /// Keep each interval's RTT (the JSON document's interval series).
-    pub interval_rtt: bool,
+    pub series: bool,
 }
 
 /// The summary of a reports directory: the rows of its span, and every
@@ -60,7 +61,7 @@ impl Summary {
     /// Reads the reports in `dir`; `matrix` gives names, order and layers
     /// when there is one (a summary of reports alone still works).
     pub fn read(dir: &Path, matrix: Option<Matrix>, opts: Options) -> Result<Summary> {
-        let mut set = ReportSet::read(dir, opts.window, opts.interval_rtt)?;
+        let mut set = ReportSet::read(dir, opts.window, opts.series)?;
         if let Some(m) = &matrix {
             for host in m.hosts() {
                 set.id(&host.name);

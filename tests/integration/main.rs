@@ -32,5 +32,6 @@ mod malformed_input;
 mod manual;
 mod pools;
 mod properties;
+mod report_page;
 mod schedule;
 mod summarize;

@@ -137,16 +137,31 @@ EOF
             > "$d/sshd.log" 2>&1 < /dev/null &
         echo "$h=$token" >> "$dir/servers.txt"
     done
-    # Every sshd answers before we return.
+    # Every sshd answers before we return, within 20 s in all: a host whose
+    # packets vanish (a route or a firewall of the machine's own taking
+    # 198.18.0.0/15 or fd00::/8) fails here in seconds, saying what the machine does with
+    # the address, rather than hanging each test until its timeout.
+    local deadline=$((SECONDS + 20))
     for i in $(seq 1 "$hosts"); do
-        local ok=0
-        for _ in $(seq 1 100); do
-            if ssh -F "$dir/ssh_config" "$(cat "$dir/h$i/addr")" true 2>/dev/null; then ok=1; break; fi
+        local ok=0 err="" addr
+        addr=$(cat "$dir/h$i/addr")
+        while [ "$SECONDS" -lt "$deadline" ]; do
+            if err=$(timeout 5 ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "$addr" true 2>&1); then
+                ok=1
+                break
+            fi
             sleep 0.1
         done
         if [ "$ok" != 1 ]; then
-            echo "lab: h$i's sshd did not answer; its log:" >&2
-            cat "$dir/h$i/sshd.log" >&2
+            {
+                echo "lab: h$i's sshd ($addr) did not answer in 20 s: ${err:-ssh timed out}"
+                echo "lab: its log:"
+                cat "$dir/h$i/sshd.log"
+                echo "lab: the route to it: $(ip route get "$addr" 2>&1)"
+                echo "lab: policy rules: $(ip rule 2>&1 | tr '\n' ';')"
+                echo "lab: nftables tables: $(nft list tables 2>&1 | tr '\n' ';')"
+                echo "lab: listening in its namespace: $(ip netns exec "$(ns "$i")" ss -ltn 2>&1 | tr '\n' ';')"
+            } >&2
             exit 1
         fi
     done

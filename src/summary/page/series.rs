@@ -1,0 +1,205 @@
+//! Charts over time and of the RTT distribution, on [`Plot`]: lines of
+//! values per interval (a gap where an interval has none), the edges the
+//! summary left out shaded and labelled, and layer switches marked.
+
+use super::svg::{Plot, Scale, Svg};
+use crate::units::{local_clock, micros};
+
+/// One line of a chart: a value per interval end (Unix seconds).
+pub struct Line {
+    pub name: String,
+    pub colour: &'static str,
+    /// Wider for the fleet, thinner for a host on top of it.
+    pub width: f64,
+    pub points: Vec<(i64, Option<f64>)>,
+}
+
+/// What a chart over time shows besides its lines.
+pub struct TimeAxis<'a> {
+    /// Every interval end of the run, edges included.
+    pub all: &'a [i64],
+    /// The intervals the summary left out (the run's edges).
+    pub edges: &'a [i64],
+    /// Interval ends at which a new layer began (layered runs).
+    pub switches: &'a [i64],
+    pub interval_s: i64,
+}
+
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 230.0;
+
+/// A chart of `lines` over the run's time, its y values formatted by `fmt`.
+pub fn over_time(
+    title: &str,
+    lines: &[Line],
+    time: &TimeAxis<'_>,
+    fmt: &dyn Fn(f64) -> String,
+) -> String {
+    let (Some(&first), Some(&last)) = (time.all.first(), time.all.last()) else {
+        return String::new();
+    };
+    let start = (first - time.interval_s) as f64;
+    let plot = Plot {
+        left: 70.0,
+        top: 28.0,
+        width: WIDTH - 90.0,
+        height: HEIGHT - 70.0,
+        x: Scale::Linear {
+            min: start,
+            max: (last as f64).max(start + 1.0),
+        },
+        y: Scale::linear_from_zero(
+            lines
+                .iter()
+                .flat_map(|l| l.points.iter().filter_map(|p| p.1)),
+        ),
+    };
+    let mut svg = Svg::new(WIDTH, HEIGHT);
+    svg.text(
+        (0.0, 14.0),
+        "start",
+        r#"font-size="13" font-weight="bold""#,
+        title,
+    );
+    // Edges first, under everything: an interval ends at its label.
+    for &ts in time.edges {
+        let (x0, x1) = (
+            plot.x_px((ts - time.interval_s) as f64),
+            plot.x_px(ts as f64),
+        );
+        svg.rect(
+            x0,
+            plot.top,
+            (x1 - x0).max(1.0),
+            plot.height,
+            r##"fill="#eeeeee" class="edge""##,
+            Some(&format!(
+                "{}: left out of the summary (hosts starting or stopping)",
+                local_clock(ts as f64)
+            )),
+        );
+    }
+    plot.axes(&mut svg, &|v| local_clock(v), fmt);
+    for &ts in time.switches {
+        let x = plot.x_px((ts - time.interval_s) as f64);
+        svg.line(
+            (x, plot.top),
+            (x, plot.top + plot.height),
+            r##"stroke="#6a51a3" stroke-dasharray="3,3" class="switch""##,
+        );
+    }
+    for line in lines {
+        // A gap (no value) breaks the line.
+        let mut segment: Vec<(f64, f64)> = Vec::new();
+        let style = format!(r#"stroke="{}" stroke-width="{}""#, line.colour, line.width);
+        for (ts, v) in &line.points {
+            match v {
+                Some(v) => segment.push(plot.at(*ts as f64, *v)),
+                None => {
+                    svg.polyline(&segment, &style, &line.name);
+                    segment.clear();
+                }
+            }
+        }
+        svg.polyline(&segment, &style, &line.name);
+    }
+    legend(&mut svg, lines, time);
+    svg.finish(title)
+}
+
+/// The lines' names under the chart, and the marks' meaning when present.
+fn legend(svg: &mut Svg, lines: &[Line], time: &TimeAxis<'_>) {
+    let mut x = 70.0;
+    let y = HEIGHT - 10.0;
+    for line in lines {
+        svg.line(
+            (x, y - 4.0),
+            (x + 16.0, y - 4.0),
+            &format!(
+                r#"stroke="{}" stroke-width="{}""#,
+                line.colour,
+                line.width.max(2.0)
+            ),
+        );
+        svg.text((x + 20.0, y), "start", "", &line.name);
+        x += 30.0 + 6.5 * line.name.chars().count() as f64;
+    }
+    if !time.edges.is_empty() {
+        svg.rect(x, y - 9.0, 12.0, 10.0, r##"fill="#eeeeee""##, None);
+        svg.text((x + 16.0, y), "start", "", "left out");
+        x += 70.0;
+    }
+    if !time.switches.is_empty() {
+        svg.line(
+            (x, y - 9.0),
+            (x, y + 1.0),
+            r##"stroke="#6a51a3" stroke-dasharray="3,3""##,
+        );
+        svg.text((x + 6.0, y), "start", "", "layer switch");
+    }
+}
+
+/// The RTT distribution: the share of replies back within each RTT, RTT on
+/// a log scale, p50 and p99 marked.
+pub fn cdf(title: &str, points: &[(f64, f64)], p50: Option<f64>, p99: Option<f64>) -> String {
+    let (Some(lo), Some(hi)) = (points.first(), points.last()) else {
+        return String::new();
+    };
+    let plot = Plot {
+        left: 60.0,
+        top: 28.0,
+        width: WIDTH - 80.0,
+        height: HEIGHT - 70.0,
+        x: Scale::Log {
+            min: (lo.0 * 0.8).max(0.1),
+            max: (hi.0 * 1.25).max(lo.0 + 1.0),
+        },
+        y: Scale::Linear { min: 0.0, max: 1.0 },
+    };
+    let mut svg = Svg::new(WIDTH, HEIGHT);
+    svg.text(
+        (0.0, 14.0),
+        "start",
+        r#"font-size="13" font-weight="bold""#,
+        title,
+    );
+    plot.axes(&mut svg, &|v| micros(Some(v)), &|v| {
+        format!("{:.0}%", v * 100.0)
+    });
+    // A step per bucket: the share climbs at each bucket's value.
+    let mut steps = Vec::with_capacity(points.len() * 2);
+    let mut below = 0.0;
+    for &(us, share) in points {
+        steps.push(plot.at(us, below));
+        steps.push(plot.at(us, share));
+        below = share;
+    }
+    svg.polyline(
+        &steps,
+        r##"stroke="#08519c" stroke-width="2""##,
+        "share of replies back within this RTT",
+    );
+    for (name, value) in [("p50", p50), ("p99", p99)] {
+        if let Some(v) = value {
+            let x = plot.x_px(v);
+            svg.line(
+                (x, plot.top),
+                (x, plot.top + plot.height),
+                r##"stroke="#cb181d" stroke-dasharray="4,3""##,
+            );
+            svg.text(
+                (x + 3.0, plot.top + 12.0),
+                "start",
+                r##"fill="#cb181d""##,
+                &format!("{name} {}", micros(Some(v))),
+            );
+        }
+    }
+    svg.text(
+        (plot.left, HEIGHT - 10.0),
+        "start",
+        r##"fill="#555""##,
+        "RTT (log scale), share of replies back within it; exact, from every host's histogram",
+    );
+    svg.finish(title)
+}
