@@ -264,6 +264,13 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
         "h1=[fd00:18:111::1]\nh2=[fd00:18:111::2]\nh3=[fd00:18:111::3]\n"
     );
     let sb = lab.controller("1000");
+    let doctor = lab.mx(&sb, &["doctor"]);
+    assert_eq!(doctor.code, 0, "{}{}", doctor.stdout, doctor.stderr);
+    assert!(
+        doctor.stdout.contains("[mx] fleet looks ready: mx start"),
+        "{}",
+        doctor.stdout
+    );
     let before: Vec<(u64, u64)> = (1..=3).map(|i| udp_datagrams_in(&lab, i)).collect();
     let start = lab.mx(&sb, &["start", "--interval", "1", "--bind", "eth1"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
@@ -340,6 +347,21 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
         );
     }
 
+    // collect, logs and reload (an edited rate) over IPv6 ssh too.
+    let collect = lab.mx(&sb, &["collect", "--reports", "again"]);
+    assert_eq!(collect.code, 0, "{}{}", collect.stdout, collect.stderr);
+    assert!(sb.file("again/h3.csv").exists());
+    let logs = lab.mx(&sb, &["logs"]);
+    assert_eq!(logs.code, 0, "{}{}", logs.stdout, logs.stderr);
+    assert!(sb.read("logs/h2.log").contains("host=h2"));
+    assert_eq!(sb.mx(&["gen", "--pps", "500"]).code, 0);
+    let reload = lab.mx(&sb, &["reload", "--bind", "eth1"]);
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    for i in 1..=3 {
+        let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
+        assert!(deployed.contains(",500,"), "{deployed}");
+        assert!(deployed.contains("h1=[fd00:19:111::1]:5300"), "{deployed}");
+    }
     lab.stop_and_clean(&sb);
 }
 
