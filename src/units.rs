@@ -24,6 +24,14 @@ impl Ip {
         if addr.is_ipv4() { Ip::V4 } else { Ip::V6 }
     }
 
+    /// The wildcard address of the family (`0.0.0.0`, `::`).
+    pub fn unspecified(self) -> std::net::IpAddr {
+        match self {
+            Ip::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Ip::V6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        }
+    }
+
     /// Bytes of its IP header (without options or extension headers).
     pub fn header_bytes(self) -> u32 {
         match self {

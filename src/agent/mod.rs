@@ -48,7 +48,7 @@ pub mod udp;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -277,11 +277,7 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     let local_ip = bound.or_else(|| my_addr.map(|a| a.ip()).filter(|ip| identity::is_local(*ip)));
     // Responders listen on that address too, so replies leave from the address
     // the peer sent to: a connected flow socket accepts nothing else.
-    let any = match me_host.ip() {
-        crate::matrix::Ip::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        crate::matrix::Ip::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-    };
-    let listen = SocketAddr::new(local_ip.unwrap_or(any), me_host.port);
+    let listen = SocketAddr::new(local_ip.unwrap_or(me_host.ip().unspecified()), me_host.port);
     // 5. Buffers. Large datagrams need room for as many of them: a 64 KB
     // request takes a 64 KB slot of the buffer, and 8 MiB would hold barely
     // a hundred.
