@@ -173,9 +173,9 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
             .map_err(|e| Error::refused(format!("cannot handle signals: {e}")))?;
     }
     let clock = Arc::new(RunClock::new(Arc::clone(&stop)));
-    let (start_file, end_file) = clock::control_paths(&config.report);
-    // Control files of an earlier run must not start or end this one.
-    for stale in [&start_file, &end_file] {
+    let (start_file, end_file, rate_file) = clock::control_paths(&config.report);
+    // Control files of an earlier run must not start, end or scale this one.
+    for stale in [&start_file, &end_file, &rate_file] {
         let _ = std::fs::remove_file(stale);
     }
     let mut reporter = Reporter::open(&config.report, &plan, Arc::clone(&clock))
@@ -204,6 +204,8 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
         grace: config.grace,
         start_file: config.armed.then_some(start_file),
         end_file,
+        rate_file,
+        rate_seen: std::cell::Cell::new(None),
         home,
     };
     if !config.armed {
@@ -460,6 +462,10 @@ struct Timing {
     /// `--armed`: the control file the start instant comes in.
     start_file: Option<PathBuf>,
     end_file: PathBuf,
+    /// The rate scale `mx run --ramp` orders, and the last order read from
+    /// it (scale, at), so that each order is taken once.
+    rate_file: PathBuf,
+    rate_seen: std::cell::Cell<Option<(f64, f64)>>,
     /// The directory of the report, pid and control files.
     home: PathBuf,
 }
@@ -496,6 +502,21 @@ impl Timing {
                 self.home.display()
             );
             clock.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        // The rate before the start: an order written with the start
+        // instant applies from the first interval.
+        if let Some(order) = clock::read_rate(&self.rate_file)
+            && self.rate_seen.get() != Some(order)
+        {
+            self.rate_seen.set(Some(order));
+            let (scale, at) = order;
+            let from = clock::rate_from(at, wall_now(), self.interval);
+            clock.set_rate(from, scale);
+            say!(
+                "rate: every flow at x{} of its matrix rate from the interval ending at {:.0} (ordered for {at:.3})",
+                units::g(scale),
+                from as f64 * self.interval
+            );
         }
         if let Some(path) = &self.start_file
             && !clock.has_started()

@@ -9,21 +9,15 @@ use std::path::Path;
 use super::summarize::optional_matrix;
 use crate::cli::CompareArgs;
 use crate::error::{Error, Result};
-use crate::summary::compare::{compare, render};
+use crate::summary::compare::{Comparison, compare, render};
 use crate::summary::document::{Document, SCHEMA};
 use crate::summary::{Options, Summary};
 
 pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<u8> {
-    let a = load(&args.a, args)?;
-    let b = load(&args.b, args)?;
+    let a = load(&args.a, args.window, &args.matrix)?;
+    let b = load(&args.b, args.window, &args.matrix)?;
     let (sa, sb) = (args.a.display().to_string(), args.b.display().to_string());
-    let comparison = compare(&a, &b, (&sa, &sb));
-    if !comparison.shape_differences.is_empty() && !args.force {
-        return Err(Error::refused(format!(
-            "{sa} and {sb} are runs of different shapes: {} -- their figures are not like for like (--force compares them anyway)",
-            comparison.shape_differences.join("; ")
-        )));
-    }
+    let comparison = compared(&a, &b, (&sa, &sb), args.force)?;
     if args.json {
         let mut text = serde_json::to_string_pretty(&comparison).expect("a comparison serializes");
         text.push('\n');
@@ -34,17 +28,38 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
-/// A run's summary document: a directory's reports summarized, or a file's
-/// JSON read back (refused, naming the file, when it is not one).
-fn load(path: &Path, args: &CompareArgs) -> Result<Document> {
+/// B against A; runs of different shapes are refused, saying how they
+/// differ, unless `force`.
+pub fn compared(
+    a: &Document,
+    b: &Document,
+    names: (&str, &str),
+    force: bool,
+) -> Result<Comparison> {
+    let comparison = compare(a, b, names);
+    if !comparison.shape_differences.is_empty() && !force {
+        return Err(Error::refused(format!(
+            "{} and {} are runs of different shapes: {} -- their figures are not like for like (--force compares them anyway)",
+            names.0,
+            names.1,
+            comparison.shape_differences.join("; ")
+        )));
+    }
+    Ok(comparison)
+}
+
+/// A run's summary document: a directory's reports summarized (the newest
+/// `window` seconds, the pools from `matrix` when there), or a file's JSON
+/// read back (refused, naming the file, when it is not one).
+pub fn load(path: &Path, window: f64, matrix: &Path) -> Result<Document> {
     if path.is_dir() {
         let opts = Options {
-            window: args.window,
+            window,
             top: 0,
             top_hosts: 0,
             series: true,
         };
-        let summary = Summary::read(path, optional_matrix(&args.matrix)?, opts)
+        let summary = Summary::read(path, optional_matrix(matrix)?, opts)
             .map_err(|e| Error::refused(format!("{}: {}", path.display(), e.message())))?;
         return Ok(summary.document());
     }

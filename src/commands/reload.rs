@@ -11,14 +11,13 @@
 //! | no stamp, running              | report and leave alone: flags unknown    |
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use clap::Parser as _;
 
 use super::start::check_dwell_interval;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{deploy, stage};
+use crate::fleet::deploy::{Staged, deploy, stage};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, scripts};
 use crate::matrix::{Host, Matrix};
@@ -126,17 +125,17 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         check_stamped_flags(&fleet.hosts()[i].name, flags_of(i))?;
         check_dwell_interval(&fleet, interval_of(flags_of(i)))?;
     }
-    let (_staging, files) = stage(&fleet, &args.agent.resolve()?, Some(target))?;
+    let staged = stage(&fleet, &args.agent.resolve()?, Some(target))?;
     let label = format!("restarting {} host(s)", act.len());
     let done = if super::data_files_needed(target) {
-        let Some(done) = restart_with_disks(&fleet, &act, &files, &flags_of, &label, out)? else {
+        let Some(done) = restart_with_disks(&fleet, &act, &staged, &flags_of, &label, out)? else {
             return Ok(EXIT_PROBLEMS);
         };
         done
     } else {
         fleet.step(out, &label, &act, false, |host| {
             let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
-            let stopped = stop_and_deploy(&fleet, host, &files);
+            let stopped = stop_and_deploy(&fleet, host, &staged);
             if !stopped.ok() {
                 return stopped;
             }
@@ -234,7 +233,7 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
 
 /// Stops the agent on `host` and copies `files`; on success the outcome's
 /// text says what the host was (`restarted (was running)`, ...).
-fn stop_and_deploy(fleet: &Fleet, host: &Host, files: &[PathBuf]) -> Outcome {
+fn stop_and_deploy(fleet: &Fleet, host: &Host, staged: &Staged) -> Outcome {
     // Stop first: a running executable cannot be overwritten (ETXTBSY), and
     // one unlinked under a running agent would hide it from stop.
     let stopped = fleet
@@ -248,7 +247,7 @@ fn stop_and_deploy(fleet: &Fleet, host: &Host, files: &[PathBuf]) -> Outcome {
         Some("not-deployed") => "started (was not deployed)",
         _ => "started (was not running)",
     };
-    let copied = deploy(fleet, host, files, false);
+    let copied = deploy(fleet, host, staged, false);
     if !copied.ok() {
         return copied;
     }
@@ -284,7 +283,7 @@ fn relaunch(fleet: &Fleet, host: &Host, flags: &[String], was: &str) -> Outcome 
 fn restart_with_disks<'a>(
     fleet: &Fleet,
     act: &[usize],
-    files: &[PathBuf],
+    staged: &Staged,
     flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
     label: &str,
     out: &mut dyn Write,
@@ -294,7 +293,7 @@ fn restart_with_disks<'a>(
         "[mx] stopping, then deploying agent + matrix on {} hosts",
         act.len()
     )?;
-    let stopped = fleet.each(act, |host| stop_and_deploy(fleet, host, files));
+    let stopped = fleet.each(act, |host| stop_and_deploy(fleet, host, staged));
     let deployed = fleet.print(out, act, &stopped, true)?;
     let size_of = |i: usize| value_of(flags_of(i), "--disk-size");
     if !super::start::prepare_disks(fleet, &deployed, &size_of, out)? {

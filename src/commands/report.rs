@@ -29,7 +29,21 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<u8> {
     };
     let matrix = optional_matrix(&args.fleet.matrix)?;
     let summary = Summary::read(&args.reports.dir, matrix, opts)?;
-    let page = page(&summary, &local_date_time(wall_now()));
+    let before = match &args.compare {
+        Some(run) => {
+            let a = super::compare::load(run, args.window, &args.fleet.matrix)?;
+            let this = format!("this run ({})", args.reports.dir.display());
+            let names = (run.display().to_string(), this);
+            Some(super::compare::compared(
+                &a,
+                &summary.document(),
+                (&names.0, &names.1),
+                args.force,
+            )?)
+        }
+        None => None,
+    };
+    let page = page(&summary, &local_date_time(wall_now()), before.as_ref());
     let path = &args.output;
     write_atomically(path, |w| w.write_all(page.html.as_bytes()))?;
     writeln!(

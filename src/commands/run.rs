@@ -4,16 +4,16 @@
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
+use super::progress::{Screen, Span};
 use super::start::start_fleet;
 use crate::cli::RunArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
 use crate::fleet::{STEP_TIMEOUT, scripts};
-use crate::units::{self, local_clock, wall_now};
+use crate::units::{self, local_clock};
 
 /// `run --for S`: start, hold, summarize, stop. The flows begin at one
 /// instant and (unless `--keep`) end at one, S seconds later: the agents end
@@ -22,13 +22,36 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<u8> {
     // With --json, standard output holds the summary's document alone: what
     // the run says on its way goes to standard error.
     if args.report.json {
-        return run_saying(args, &mut std::io::stderr(), Some(out));
+        let screen = screen_of(console::Term::stderr());
+        return run_saying(args, &mut std::io::stderr(), Some(out), screen);
     }
-    run_saying(args, out, None)
+    run_saying(args, out, None, screen_of(console::Term::stdout()))
+}
+
+/// The live line on `term` when it is a terminal, else plain lines.
+fn screen_of(term: console::Term) -> Screen {
+    if term.is_term() {
+        Screen::Terminal(term)
+    } else {
+        Screen::Lines
+    }
 }
 
 /// The run, said on `out`; the summary goes to `document` when given.
-fn run_saying(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>) -> Result<u8> {
+fn run_saying(
+    args: &RunArgs,
+    out: &mut dyn Write,
+    document: Option<&mut dyn Write>,
+    screen: Screen,
+) -> Result<u8> {
+    if args.ramp.range.is_some() {
+        return super::ramp::run(args, out, document);
+    }
+    if let Some(flag) = args.ramp.others_given().first() {
+        return Err(Error::refused(format!(
+            "{flag} is a setting of the ramp: give --ramp FROM:TO with it (e.g. --ramp 0.5:3)"
+        )));
+    }
     super::agent::check_flags(&args.run.agent_flags)?;
     let fleet = super::open_fleet(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
@@ -36,7 +59,7 @@ fn run_saying(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Wri
     } else {
         args.for_seconds
     };
-    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), out)?;
+    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), None, out)?;
     let Some(begin) = started.start else {
         return Ok(started.code);
     };
@@ -69,9 +92,13 @@ fn run_saying(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Wri
         Some(end) => end + started.grace + 0.5,
         None => begin + hold + crate::report::hold_seconds(interval) + 1.0,
     };
-    while wall_now() < done_at && !interrupted.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let span = Span {
+        begin,
+        hold,
+        done_at,
+        interval,
+    };
+    super::progress::hold(&fleet, &span, &interrupted, screen, out)?;
     if interrupted.load(Ordering::Relaxed) {
         writeln!(
             out,

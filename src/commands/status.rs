@@ -1,7 +1,7 @@
 //! `mx status`: one line per host, the agent's latest status row with its
 //! age and its target labelled; `--watch` looks again and again (facts.md 4.2).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use crate::cli::StatusArgs;
@@ -15,20 +15,19 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let fleet = super::open_fleet(&args.fleet)?;
     let all = fleet.all();
-    // Clear the screen between looks only where there is a screen.
-    let terminal = std::io::stdout().is_terminal();
+    // On a terminal each look redraws the last in place; elsewhere the looks
+    // follow one another, a blank line between.
+    let term = console::Term::stdout();
+    let terminal = term.is_term();
     // Each host's row at the last look (its ts), to say which rows are new.
     let mut last_rows: Vec<Option<i64>> = vec![None; all.len()];
+    let mut drawn = 0;
     let mut first = true;
     loop {
+        let mut look: Vec<u8> = Vec::new();
         if args.watch > 0.0 {
-            if terminal {
-                write!(out, "\x1b[2J\x1b[H")?;
-            } else if !first {
-                writeln!(out)?;
-            }
             writeln!(
-                out,
+                look,
                 "mx status -- {} (every {}s, ctrl-c to stop)",
                 local_clock(wall_now()),
                 units::g(args.watch)
@@ -49,7 +48,17 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
             outcome.text = status_row(&outcome.text, now, unchanged);
             *last = ts;
         }
-        let answered = fleet.print(out, &all, &outcomes, false)?;
+        let answered = fleet.print(&mut look, &all, &outcomes, false)?;
+        if args.watch > 0.0 {
+            if terminal {
+                out.flush()?;
+                term.clear_last_lines(drawn)?;
+                drawn = screen_lines(&look, term.size().1);
+            } else if !first {
+                writeln!(out)?;
+            }
+        }
+        out.write_all(&look)?;
         out.flush()?;
         if args.watch <= 0.0 {
             // Hosts that answer, running or not, are a status; one that cannot
@@ -65,21 +74,27 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     }
 }
 
+/// The rows `text` takes on a screen `width` columns wide (a line longer
+/// than the screen wraps onto more).
+fn screen_lines(text: &[u8], width: u16) -> usize {
+    let width = usize::from(width.max(1));
+    String::from_utf8_lossy(text)
+        .lines()
+        .map(|line| console::measure_text_width(line).div_ceil(width).max(1))
+        .sum()
+}
+
 /// `status --json`: per host its state and the figures of its newest host
 /// row, read from its report (exact numbers, not the status line's text).
 mod json {
     use std::io::Write;
-    use std::path::Path;
     use std::time::Duration;
 
     use serde::Serialize;
 
     use crate::cli::StatusArgs;
+    use crate::commands::look::{HostStatus, look};
     use crate::error::{EXIT_PROBLEMS, Result};
-    use crate::fleet::{LOOK_TIMEOUT, scripts};
-    use crate::report::Column;
-    use crate::report::read::rows_of;
-    use crate::units::wall_now;
 
     /// One look at the fleet (mx.status/1).
     #[derive(Serialize)]
@@ -90,69 +105,15 @@ mod json {
         hosts: Vec<HostStatus>,
     }
 
-    #[derive(Serialize)]
-    struct HostStatus {
-        host: String,
-        /// `running`, `not-running`, `not-deployed` or `unreachable`.
-        state: &'static str,
-        /// Why it could not be asked (unreachable only).
-        error: Option<String>,
-        /// Its newest host row; null when it has none yet.
-        row: Option<RowStatus>,
-    }
-
-    /// The figures of a host row (null: blank in the row, not measured).
-    #[derive(Serialize)]
-    struct RowStatus {
-        ts: i64,
-        /// Seconds since `ts`, from this machine's clock.
-        age_s: f64,
-        phase: Option<String>,
-        sent_pps: Option<f64>,
-        /// Null for unpaced flows.
-        target_pps: Option<f64>,
-        back_pps: Option<f64>,
-        loss_pct: Option<f64>,
-        rtt_p50_us: Option<f64>,
-        rtt_p99_us: Option<f64>,
-        cpu_pct: Option<f64>,
-        cpu_core_pct: Option<f64>,
-        agent_cpu_pct: Option<f64>,
-        workers: Option<u32>,
-    }
-
     pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
         let fleet = crate::commands::open_fleet(&args.fleet)?;
         let all = fleet.all();
         loop {
-            let outcomes = fleet.each(&all, |host| {
-                fleet
-                    .transport
-                    .run(host, &scripts::status_row(&fleet.dir(host)), LOOK_TIMEOUT)
-            });
-            let now = wall_now();
-            let hosts: Vec<HostStatus> = all
-                .iter()
-                .zip(&outcomes)
-                .map(|(&h, outcome)| {
-                    let name = fleet.matrix.hosts()[h].name.clone();
-                    if !outcome.ok() {
-                        return HostStatus {
-                            host: name,
-                            state: "unreachable",
-                            error: Some(outcome.text.trim().to_string())
-                                .filter(|e| !e.is_empty())
-                                .or_else(|| Some(format!("exit {}", outcome.code))),
-                            row: None,
-                        };
-                    }
-                    host_status(name, &outcome.text, now)
-                })
-                .collect();
+            let (at, hosts) = look(&fleet, &all);
             let unreachable = hosts.iter().any(|h| h.state == "unreachable");
             let doc = StatusDoc {
                 schema: "mx.status/1",
-                at: now,
+                at,
                 hosts,
             };
             // One document per look: pretty once, one line each with --watch.
@@ -168,44 +129,6 @@ mod json {
                 return Ok(if unreachable { EXIT_PROBLEMS } else { 0 });
             }
             std::thread::sleep(Duration::from_secs_f64(args.watch));
-        }
-    }
-
-    /// A host's state and newest row from what [`scripts::status_row`] printed.
-    fn host_status(host: String, text: &str, now: f64) -> HostStatus {
-        let mut lines = text.lines();
-        let state = match lines.next().map(str::trim) {
-            Some("running") => "running",
-            Some("NOT-DEPLOYED") => "not-deployed",
-            _ => "not-running",
-        };
-        let report: String = lines.map(|l| format!("{l}\n")).collect();
-        let mut row = None;
-        // A report the host cannot give whole (a header alone, a torn row)
-        // has no row to show: the state stands alone.
-        let _ = rows_of(report.as_bytes(), Path::new(&host), |r| {
-            let text = |c: Column| Some(r.text(c).to_string()).filter(|t| !t.is_empty());
-            row = Some(RowStatus {
-                ts: r.ts,
-                age_s: (now - r.ts as f64).max(0.0).floor(),
-                phase: text(Column::Phase),
-                sent_pps: r.num(Column::Pps),
-                target_pps: r.num(Column::TargetPps).filter(|t| *t > 0.0),
-                back_pps: r.num(Column::RepPps),
-                loss_pct: r.num(Column::LossPct),
-                rtt_p50_us: r.num(Column::RttP50Us),
-                rtt_p99_us: r.num(Column::RttP99Us),
-                cpu_pct: r.num(Column::CpuPct),
-                cpu_core_pct: r.num(Column::CpuMaxPct),
-                agent_cpu_pct: r.num(Column::AgentCpuPct),
-                workers: r.num(Column::Workers).map(|w| w as u32),
-            });
-        });
-        HostStatus {
-            host,
-            state,
-            error: None,
-            row,
         }
     }
 }
@@ -264,6 +187,14 @@ mod tests {
     use super::*;
 
     const ROW: &str = "ts=1796003022 tx=4.0 kpps/4.0 kpps rx=4.0 kpps serving=4.0 kpps loss=0.00% rtt_p50=112us rtt_p99=384us cpu=31%(max 33%) workers=2 peers=2 busiest_worker=13% of a core";
+
+    #[test]
+    fn a_look_takes_a_screen_row_per_line_and_more_for_a_line_that_wraps() {
+        assert_eq!(screen_lines(b"one\ntwo\n", 80), 2);
+        assert_eq!(screen_lines(b"\n", 80), 1);
+        assert_eq!(screen_lines("x".repeat(81).as_bytes(), 80), 2);
+        assert_eq!(screen_lines("x".repeat(80).as_bytes(), 80), 1);
+    }
 
     #[test]
     fn a_status_row_shows_its_age_and_a_labelled_target() {

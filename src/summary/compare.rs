@@ -146,6 +146,19 @@ pub struct FigureChange {
     kind: Kind,
 }
 
+impl FigureChange {
+    /// A, B, the change with its 95% interval, and the verdict, as the
+    /// text and the report page show them.
+    pub fn cells(&self) -> [String; 4] {
+        [
+            self.kind.value(self.a),
+            self.kind.value(self.b),
+            interval_text(self),
+            self.verdict.text().to_string(),
+        ]
+    }
+}
+
 /// A pool direction's or a host's figures, paired over its flows.
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupChange {
@@ -665,14 +678,11 @@ fn figure_table(t: &mut String, title: &str, note: &str, figures: &[FigureChange
         "", "A", "B", "change, 95% interval"
     );
     for f in figures {
+        let [a, b, change, verdict] = f.cells();
         let _ = writeln!(
             t,
-            "  {:<16}{:>12}{:>12}   {:<42}{}",
-            f.figure,
-            f.kind.value(f.a),
-            f.kind.value(f.b),
-            interval_text(f),
-            f.verdict.text()
+            "  {:<16}{a:>12}{b:>12}   {change:<42}{verdict}",
+            f.figure
         );
     }
 }

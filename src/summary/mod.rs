@@ -21,6 +21,7 @@ pub mod evidence;
 pub mod figures;
 pub mod grids;
 pub mod page;
+pub mod ramp;
 pub mod span;
 pub mod spread;
 

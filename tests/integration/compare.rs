@@ -9,7 +9,7 @@ use crate::util::Sandbox;
 /// A full mesh of `hosts` at 1000 pps for 8 intervals; each flow's replies
 /// come back at `back(src, dst, interval)` of 1000, as do the requests
 /// that arrive.
-fn reports(hosts: &[&str], back: impl Fn(&str, &str, i64) -> f64) -> Reports {
+pub fn reports(hosts: &[&str], back: impl Fn(&str, &str, i64) -> f64) -> Reports {
     let mut r = Reports::default();
     for ts in 100..108 {
         for &src in hosts {
@@ -28,7 +28,7 @@ fn reports(hosts: &[&str], back: impl Fn(&str, &str, i64) -> f64) -> Reports {
 }
 
 /// Writes `reports` as the run directory `dir` of the sandbox.
-fn write_run(sb: &Sandbox, dir: &str, reports: &Reports) {
+pub fn write_run(sb: &Sandbox, dir: &str, reports: &Reports) {
     let tmp = Sandbox::new();
     reports.write(&tmp);
     std::fs::create_dir_all(sb.file(dir)).unwrap();
@@ -48,10 +48,10 @@ fn fleet_figure(doc: &serde_json::Value, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no {name}: {doc}"))
 }
 
-const HOSTS: [&str; 4] = ["a", "b", "c", "d"];
+pub const HOSTS: [&str; 4] = ["a", "b", "c", "d"];
 
 /// Interval-to-interval noise of +-0.3% on every flow, the same in any run.
-fn noisy(_: &str, _: &str, ts: i64) -> f64 {
+pub fn noisy(_: &str, _: &str, ts: i64) -> f64 {
     1000.0 - [0.0, 3.0, 1.0, 2.0][(ts % 4) as usize]
 }
 

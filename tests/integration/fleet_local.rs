@@ -1497,3 +1497,93 @@ fn agent_fleet_lifecycle_over_ipv6_on_loopback() {
         );
     }
 }
+
+#[test]
+fn agent_fleet_start_copies_the_agent_only_where_it_differs() {
+    let sb = fleet_dir(64, &["h1", "h2"]);
+    let deployed = |host: &str| sb.file(&format!("hosts/{host}/var/tmp/mx/mx"));
+    let start = |extra: &[&str]| {
+        let run = sb.mx(&[&["start", "--local", "hosts", "--interval", "1"][..], extra].concat());
+        assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+        assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+        run.stdout
+    };
+    let first = start(&[]);
+    assert!(!first.contains("had this agent already"), "{first}");
+    let inode = |host: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(deployed(host)).unwrap().ino()
+    };
+    let before = (inode("h1"), inode("h2"));
+    // The same binary again: not copied (the file is the one already there),
+    // the matrix is.
+    sb.write("matrix.csv", &sb.read("matrix.csv").replace("1000", "900"));
+    let again = start(&[]);
+    assert!(
+        again.contains("[mx] 2 of 2 hosts had this agent already (same sha256): only the matrix was copied there"),
+        "{again}"
+    );
+    assert_eq!((inode("h1"), inode("h2")), before);
+    assert!(sb.read("hosts/h1/var/tmp/mx/matrix.csv").contains("900"));
+    // Another agent binary (this one with bytes appended: it still runs):
+    // copied.
+    let mut other = std::fs::read(env!("CARGO_BIN_EXE_mx")).unwrap();
+    other.extend_from_slice(b"another build");
+    std::fs::write(sb.file("other-mx"), &other).unwrap();
+    std::fs::set_permissions(
+        sb.file("other-mx"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let other_start = start(&["--agent", "other-mx"]);
+    assert!(
+        !other_start.contains("had this agent already"),
+        "{other_start}"
+    );
+    assert_eq!(std::fs::read(deployed("h2")).unwrap(), other);
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}
+
+/// The release build of mx (built here when it is not already: `.ci/run`
+/// builds it before the tests).
+fn release_binary() -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet"])
+        .current_dir(root)
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "cargo build --release");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), Into::into);
+    target.join("x86_64-unknown-linux-gnu/release/mx")
+}
+
+#[test]
+fn the_agent_start_deploys_is_the_stripped_release_binary_under_5_mb() {
+    let release = release_binary();
+    let sb = fleet_dir(65, &["h1", "h2"]);
+    // `mx start` run from the release binary deploys that very file.
+    let start = std::process::Command::new(&release)
+        .args(["start", "--local", "hosts", "--interval", "1"])
+        .current_dir(sb.path())
+        .output()
+        .unwrap();
+    assert!(start.status.success(), "{start:?}");
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+    let deployed = sb.file("hosts/h1/var/tmp/mx/mx");
+    let size = std::fs::metadata(&deployed).unwrap().len();
+    assert_eq!(size, std::fs::metadata(&release).unwrap().len());
+    assert!(size < 5 * 1024 * 1024, "{size} bytes deployed");
+    // No debug sections, no symbol table: what runs, not what debugs.
+    let sections = std::process::Command::new("readelf")
+        .args(["-S", "-W"])
+        .arg(&deployed)
+        .output()
+        .expect("readelf (binutils) runs");
+    let sections = String::from_utf8_lossy(&sections.stdout);
+    assert!(sections.contains(".text"), "{sections}");
+    assert!(!sections.contains(".debug_"), "{sections}");
+    assert!(!sections.contains(".symtab"), "{sections}");
+    println!("deployed agent: {size} bytes");
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}

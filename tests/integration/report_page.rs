@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::compare::{HOSTS, noisy, reports, write_run};
 use crate::lab::Lab;
 use crate::summarize::mesh_reports;
 use crate::util::Sandbox;
@@ -190,6 +191,100 @@ fn a_report_of_a_sick_receiver_shows_its_column() {
     ] {
         assert!(sb.file(&format!("svg/{file}")).exists(), "{file}");
     }
+}
+
+#[test]
+fn a_report_compared_with_an_earlier_run_shows_each_change_and_its_verdict() {
+    let sb = Sandbox::new();
+    write_run(&sb, "before", &reports(&HOSTS, noisy));
+    // This run: 5% of every flow's replies lost.
+    write_run(
+        &sb,
+        "reports",
+        &reports(&HOSTS, |s, d, ts| noisy(s, d, ts) * 0.95),
+    );
+    let run = sb.mx(&[
+        "report",
+        "--no-collect",
+        "--compare",
+        "before",
+        "-o",
+        "page.html",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let shown = render(&sb, &sb.file("page.html"));
+    let fleet = shown
+        .dom
+        .split("<table class=\"change\" id=\"fleet\">")
+        .nth(1)
+        .expect("the fleet's table")
+        .split("</table>")
+        .next()
+        .unwrap();
+    let row = |figure: &str| {
+        fleet
+            .split("<tr>")
+            .find(|r| r.starts_with(&format!("<td>{figure}</td>")))
+            .unwrap_or_else(|| panic!("no row {figure}: {fleet}"))
+    };
+    assert!(
+        row("loss").contains("<td>+5.00 pts, 95% "),
+        "{}",
+        row("loss")
+    );
+    assert!(row("loss").contains("<td class=\"worse\">worse</td>"));
+    assert!(row("requests").contains("<td class=\"\">within noise</td>"));
+    assert!(
+        shown
+            .dom
+            .contains("mx compare -- A: before (8 intervals of 1s), B: this run (reports)")
+    );
+    // A run of another shape is refused, nothing written.
+    write_run(&sb, "three", &reports(&HOSTS[..3], noisy));
+    let refused = sb.mx(&[
+        "report",
+        "--no-collect",
+        "--compare",
+        "three",
+        "-o",
+        "other.html",
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("runs of different shapes"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!sb.file("other.html").exists());
+}
+
+#[test]
+fn a_report_of_1000_hosts_stays_readable_and_a_few_mb() {
+    // 1,000 hosts in a ring, each sending to its next two, 4 intervals.
+    let names: Vec<String> = (1..=1000).map(|i| format!("h{i:04}")).collect();
+    let mut r = crate::summarize::Reports::default();
+    for ts in 100..104 {
+        for (i, src) in names.iter().enumerate() {
+            for step in 1..=2 {
+                let dst = &names[(i + step) % names.len()];
+                r.tx(ts, src, dst, Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
+                r.rx(ts, dst, src, 1000.0, 1000.0);
+            }
+            r.host(ts, src, 2000.0, 2000.0, 2000.0, 10.0, 20.0, 5.0, 2);
+        }
+    }
+    let sb = Sandbox::new();
+    r.write(&sb);
+    let run = sb.mx(&["report", "--no-collect", "-o", "page.html"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let html = sb.read("page.html");
+    assert!(html.len() < 5_000_000, "{} bytes", html.len());
+    println!("a 1,000-host page: {} bytes", html.len());
+    // The heatmaps are aggregated, and say so.
+    let heatmap = figure(&html, "loss_heatmap");
+    let drawn = heatmap.matches("class=\"cell").count();
+    assert!((1000..=3600).contains(&drawn), "{drawn} cells");
+    assert!(heatmap.contains("groups of"), "{heatmap}");
 }
 
 #[test]

@@ -95,6 +95,34 @@ impl Sandbox {
     pub fn mx(&self, args: &[&str]) -> Run {
         self.mx_env(args, &[])
     }
+
+    /// Runs `mx args...` here on a terminal: a pseudo-terminal that
+    /// util-linux `script` opens, 100 columns wide, stopped with ctrl-c
+    /// (SIGINT) after `limit` seconds. Returns what the terminal received,
+    /// escape codes and all.
+    pub fn mx_on_terminal(&self, args: &[&str], limit: u64) -> String {
+        let words: Vec<String> = [env!("CARGO_BIN_EXE_mx")]
+            .iter()
+            .chain(args)
+            .map(|w| shlex::try_quote(w).unwrap().into_owned())
+            .collect();
+        let line = format!(
+            "stty cols 100 rows 40; timeout -s INT {limit} {}",
+            words.join(" ")
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-q", "-e", "-f", "-c", &line, "/dev/null"])
+            .current_dir(self.path())
+            .env("TERM", "xterm")
+            .stdin(Stdio::null());
+        for (key, _) in std::env::vars() {
+            if key.starts_with("MX_") {
+                cmd.env_remove(key);
+            }
+        }
+        let out = cmd.output().expect("util-linux script runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
 }
 
 /// Compares `actual` with the golden file `tests/golden/<name>`. With

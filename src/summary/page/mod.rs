@@ -16,6 +16,7 @@ pub mod svg;
 use std::fmt::Write as _;
 
 use super::Summary;
+use super::compare::{Comparison, FigureChange, Verdict, render};
 use super::document::Document;
 use super::grids;
 use heatmap::{Heatmap, heatmap};
@@ -40,8 +41,9 @@ pub struct Page {
     pub pictures: Vec<Picture>,
 }
 
-/// The report page of `summary`; `made_at` is when (local time text).
-pub fn page(summary: &Summary, made_at: &str) -> Page {
+/// The report page of `summary`; `made_at` is when (local time text);
+/// `before`, this run compared with an earlier one (`mx report --compare`).
+pub fn page(summary: &Summary, made_at: &str, before: Option<&Comparison>) -> Page {
     let doc = summary.document();
     let mut pictures = heatmaps(summary);
     pictures.extend(over_time_pictures(summary, &doc));
@@ -59,7 +61,7 @@ pub fn page(summary: &Summary, made_at: &str) -> Page {
             note: None,
         });
     }
-    let html = html(summary, &doc, &pictures, made_at);
+    let html = html(summary, &doc, &pictures, made_at, before);
     Page { html, pictures }
 }
 
@@ -275,10 +277,69 @@ const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-widt
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}\
 pre{background:#f7f7f7;padding:12px;overflow-x:auto;font-size:12px;line-height:1.35}\
 table.run td{padding:2px 12px 2px 0;vertical-align:top}table.run td:first-child{color:#666}\
-.note{color:#666;font-size:12px}figure{margin:16px 0}";
+.note{color:#666;font-size:12px}figure{margin:16px 0}\
+table.change{border-collapse:collapse;font-size:13px}table.change td,table.change th{padding:3px 10px;text-align:right}\
+table.change td:first-child,table.change th:first-child{text-align:left}\
+td.worse{background:#fcbba1;font-weight:bold}td.better{background:#c7e9c0;font-weight:bold}";
+
+/// How many hosts and flows the comparison's text lists.
+const COMPARE_TOP: usize = 10;
+
+/// "Before and after": the fleet's (and each pool's) figures, A against
+/// this run, the verdicts coloured, then the comparison's text whole.
+fn comparison(h: &mut String, c: &Comparison) {
+    let _ = writeln!(
+        h,
+        "<h2>Before and after</h2>\n<p>A: {} ({} intervals); B: {} ({} intervals). Each change with its 95% bootstrap interval; a verdict past the floors ({}% of a rate, {} points of loss, {}% of RTT).</p>",
+        escape(&c.a.source),
+        c.a.intervals,
+        escape(&c.b.source),
+        c.b.intervals,
+        c.floors.rate_pct,
+        c.floors.loss_pts,
+        c.floors.rtt_pct
+    );
+    let table = |h: &mut String, id: &str, figures: &[FigureChange]| {
+        let _ = writeln!(
+            h,
+            "<table class=\"change\" id=\"{}\"><tr><th>{}</th><th>A</th><th>B</th><th>change, 95% interval</th><th>verdict</th></tr>",
+            escape(id),
+            escape(id)
+        );
+        for f in figures {
+            let [a, b, change, verdict] = f.cells();
+            let class = match f.verdict {
+                Verdict::Worse => "worse",
+                Verdict::Better => "better",
+                _ => "",
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
+                escape(f.figure),
+                escape(&a),
+                escape(&b),
+                escape(&change),
+                escape(&verdict)
+            );
+        }
+        h.push_str("</table>\n");
+    };
+    table(h, "fleet", &c.fleet);
+    for pool in &c.pools {
+        table(h, &format!("pool {}", pool.name), &pool.figures);
+    }
+    let _ = writeln!(h, "<pre>{}</pre>", escape(&render(c, COMPARE_TOP)));
+}
 
 /// The whole page.
-fn html(summary: &Summary, doc: &Document, pictures: &[Picture], made_at: &str) -> String {
+fn html(
+    summary: &Summary,
+    doc: &Document,
+    pictures: &[Picture],
+    made_at: &str,
+    before: Option<&Comparison>,
+) -> String {
     let mut h = String::new();
     let run = &doc.run;
     let title = format!(
@@ -343,6 +404,9 @@ fn html(summary: &Summary, doc: &Document, pictures: &[Picture], made_at: &str) 
     h.push_str(&escape(&summary.text()));
     h.push_str(&escape(&summary.what_to_do_next()));
     h.push_str("</pre>\n");
+    if let Some(c) = before {
+        comparison(&mut h, c);
+    }
     let section = |h: &mut String, name: &str, which: &dyn Fn(&Picture) -> bool| {
         let chosen: Vec<&Picture> = pictures.iter().filter(|p| which(p)).collect();
         if chosen.is_empty() {
