@@ -48,7 +48,7 @@ pub mod udp;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -239,6 +239,9 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
 /// host is, the address every socket binds to, its peers' addresses (each
 /// resolved once) and its sockets' buffers.
 fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
+    // Every host's family: its literal's (a deployed matrix holds addresses),
+    // or, for names, what they resolve to here; flows across families refused.
+    let matrix = crate::matrix::resolve::with_families(&matrix)?;
     // 2. Who am I.
     let me = identity::who_am_i(&matrix, config.host.as_deref())?;
     let me_host = matrix.hosts()[me as usize].clone();
@@ -247,7 +250,7 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     let bound = match &config.run.bind {
         None => None,
         Some(spec) => {
-            let (interface, ip) = identity::bind_address(spec)?;
+            let (interface, ip) = identity::bind_address(spec, me_host.ip())?;
             identity::check_bind_matches(ip, &interface, &me_host, my_addr)?;
             say!("bind: '{spec}' -> {ip} ({interface})");
             Some(ip)
@@ -256,31 +259,27 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     // 4. Peers, resolved once. Every peer this host will ever send to must
     // have an address: a flow that cannot open fails the start, it never
     // becomes a quiet, empty run.
-    let peer_addrs: Vec<Option<SocketAddrV4>> =
+    let peer_addrs: Vec<Option<SocketAddr>> =
         matrix.hosts().iter().map(identity::resolve).collect();
     for peer in schedule_peers(&matrix, me) {
         if peer_addrs[peer as usize].is_none() {
             let host = &matrix.hosts()[peer as usize];
             return Err(Error::refused(format!(
-                "cannot reach {} ({}:{}): the address does not resolve to an IPv4 address here -- fix its token in {}",
+                "cannot reach {} ({}): the address does not resolve to an {} address here -- fix its token in {}",
                 host.name,
-                host.addr,
-                host.port,
+                host.endpoint(),
+                host.ip().name(),
                 config.matrix.display()
             )));
         }
     }
-    let allowed_sources = peer_addrs.iter().flatten().map(|a| *a.ip()).collect();
+    let allowed_sources = peer_addrs.iter().flatten().map(|a| a.ip()).collect();
     // Requests leave from our matrix address when it is local, so responders
     // recognise the source as a matrix host.
-    let local_ip = bound.or_else(|| {
-        my_addr
-            .map(|a| *a.ip())
-            .filter(|ip| identity::is_local(*ip))
-    });
+    let local_ip = bound.or_else(|| my_addr.map(|a| a.ip()).filter(|ip| identity::is_local(*ip)));
     // Responders listen on that address too, so replies leave from the address
     // the peer sent to: a connected flow socket accepts nothing else.
-    let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
+    let listen = SocketAddr::new(local_ip.unwrap_or(me_host.ip().unspecified()), me_host.port);
     // 5. Buffers. Large datagrams need room for as many of them: a 64 KB
     // request takes a 64 KB slot of the buffer, and 8 MiB would hold barely
     // a hundred.

@@ -20,7 +20,7 @@
 //! to its last requests are back ([`crate::report::hold_seconds`], and
 //! [`slots`](super::slots)).
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -147,7 +147,7 @@ pub struct Worker {
     /// Requests from each peer, by [`slots::rx_slot`] of the interval number.
     rx: [Vec<RxCounts>; slots::RX_SLOTS],
     /// Sequence windows of the client sockets sending to us, by source ip:port.
-    request_windows: FxHashMap<SocketAddrV4, SeqWindow>,
+    request_windows: FxHashMap<SocketAddr, SeqWindow>,
     stray: u64,
     behind_ns: u64,
     layer: Option<usize>,
@@ -405,8 +405,10 @@ impl Worker {
             let peer = &self.plan.matrix.hosts()[spec.peer as usize];
             let Some(peer_addr) = self.plan.peer_addrs[spec.peer as usize] else {
                 return Err(std::io::Error::other(format!(
-                    "cannot reach {} ({}:{}): the address did not resolve to IPv4",
-                    peer.name, peer.addr, peer.port
+                    "cannot reach {} ({}): the address did not resolve to {}",
+                    peer.name,
+                    peer.endpoint(),
+                    peer.ip().name()
                 )));
             };
             let socket =
@@ -787,7 +789,7 @@ impl Worker {
                         if h.kind == KIND_REQUEST
                             && d.len >= HEADER_LEN
                             && usize::from(h.src_index) < hosts
-                            && self.plan.allowed_sources.contains(d.from.ip()) =>
+                            && self.plan.allowed_sources.contains(&d.from.ip()) =>
                     {
                         h
                     }
@@ -983,7 +985,7 @@ impl Replies {
         peer: u32,
         slot: Option<usize>,
         size: usize,
-        to: SocketAddrV4,
+        to: SocketAddr,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
         self.peers[batch.len()] = peer;

@@ -274,11 +274,12 @@ fn disk_room(dir: &str) -> String {
 /// `--disk-file` default, which the fleet never changes).
 pub const DATA_FILE: &str = "disk.dat";
 
-/// The address of the first interface line of `ip -o -4 addr show` that
-/// contains `spec` (what `--bind` means on that host), or nothing.
+/// What `--bind` means on a host: the address of the first line of `ip -o
+/// addr show` that contains `spec`, per family (`inet ADDR`, `inet6 ADDR`;
+/// IPv6 link-local addresses are skipped), or nothing.
 pub fn bind_probe(spec: &str) -> String {
     format!(
-        "ip -o -4 addr show 2>/dev/null | grep -F -m1 -- {s} | awk '{{print $4}}' | cut -d/ -f1",
+        "ip -o addr show 2>/dev/null | grep -F -- {s} | awk '($3 == \"inet\" || ($3 == \"inet6\" && !/ scope link /)) && !seen[$3]++ {{ sub(\"/.*\", \"\", $4); print $3, $4 }}'",
         s = q(spec)
     )
 }
@@ -377,6 +378,23 @@ mod tests {
         assert!(
             prepare_disk("/var/tmp/mx", None).ends_with("\n/var/tmp/mx/mx agent --prepare-disk")
         );
+    }
+
+    #[test]
+    fn the_bind_probe_says_an_address_per_family() {
+        let probe = |spec: &str| {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(bind_probe(spec))
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        // Loopback holds 127.0.0.1 and ::1: one line each, IPv4 first.
+        assert_eq!(probe("lo"), "inet 127.0.0.1\ninet6 ::1\n");
+        assert_eq!(probe("::1/128"), "inet6 ::1\n");
+        assert_eq!(probe("127.0.0.1"), "inet 127.0.0.1\n");
+        assert_eq!(probe("nosuchif0"), "");
     }
 
     #[test]
