@@ -6,7 +6,10 @@
 //! transmits `out` requests and `in` replies, and receives the mirror image:
 //! - packets per direction = out + in;
 //! - out on the wire = wire(out, tx_size) + wire(in, rx_size);
-//! - in on the wire  = wire(in, tx_size) + wire(out, rx_size).
+//! - in on the wire  = wire(in, tx_size) + wire(out, rx_size);
+//!
+//! each over the host's IP version (an IPv6 header is 20 bytes more than IPv4's;
+//! a flow never crosses families, so a host's flows all share its own).
 //!
 //! A layered matrix is checked in every layer; a host's figure is its heaviest.
 //! Unpaced (`max`) flows have no rate to add: they are left out of the sums, and
@@ -14,7 +17,7 @@
 
 use crate::matrix::schedule::Schedule;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES, Matrix, Rate};
-use crate::units::wire_bits;
+use crate::units::{Ip, wire_bits};
 
 /// Requests one agent worker sends or answers per second, each an exchange of two
 /// datagrams through that worker (request out + reply in, or request in + reply
@@ -100,14 +103,14 @@ impl HostLoad {
         self.out_pps + self.in_pps
     }
 
-    /// Bits per second this host transmits: its requests and its replies.
-    pub fn out_wire(&self, tx_size: u32, rx_size: u32) -> f64 {
-        wire_bits(self.out_pps, tx_size) + wire_bits(self.in_pps, rx_size)
+    /// Bits per second this host transmits over `ip`: its requests and its replies.
+    pub fn out_wire(&self, tx_size: u32, rx_size: u32, ip: Ip) -> f64 {
+        wire_bits(self.out_pps, tx_size, ip) + wire_bits(self.in_pps, rx_size, ip)
     }
 
-    /// Bits per second this host receives: requests to it and replies to it.
-    pub fn in_wire(&self, tx_size: u32, rx_size: u32) -> f64 {
-        wire_bits(self.in_pps, tx_size) + wire_bits(self.out_pps, rx_size)
+    /// Bits per second this host receives over `ip`: requests to it and replies to it.
+    pub fn in_wire(&self, tx_size: u32, rx_size: u32, ip: Ip) -> f64 {
+        wire_bits(self.in_pps, tx_size, ip) + wire_bits(self.out_pps, rx_size, ip)
     }
 }
 
@@ -144,10 +147,11 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
     let mut layer = vec![HostLoad::default(); n];
     for l in 0..schedule.layer_count() {
         fleet_pps = fleet_pps.max(fill_layer(&schedule, l, &mut layer));
-        for (peak, load) in peaks.iter_mut().zip(&layer) {
+        for ((peak, load), host) in peaks.iter_mut().zip(&layer).zip(matrix.hosts()) {
+            let ip = host.ip();
             peak.packets = peak.packets.max(load.packets());
-            peak.out_wire = peak.out_wire.max(load.out_wire(tx, rx));
-            peak.in_wire = peak.in_wire.max(load.in_wire(tx, rx));
+            peak.out_wire = peak.out_wire.max(load.out_wire(tx, rx, ip));
+            peak.in_wire = peak.in_wire.max(load.in_wire(tx, rx, ip));
             peak.out_pps = peak.out_pps.max(load.out_pps);
             peak.unpaced |= load.unpaced;
             let disk = DiskLoad::of(matrix.config.disk, load, tx, rx);
@@ -201,9 +205,9 @@ pub fn per_host(rate: Rate, peers: usize) -> Option<f64> {
     rate.pps().map(|pps| pps * peers as f64)
 }
 
-/// Per-host request rate that fills `gbps` of wire with `tx_size`-byte requests.
-pub fn pps_for_gbps(gbps: f64, tx_size: u32) -> f64 {
-    gbps * 1e9 / ((f64::from(tx_size) + crate::units::FRAMING_BYTES) * 8.0)
+/// Per-host request rate that fills `gbps` of wire with `tx_size`-byte requests over `ip`.
+pub fn pps_for_gbps(gbps: f64, tx_size: u32, ip: Ip) -> f64 {
+    gbps * 1e9 / wire_bits(1.0, tx_size, ip)
 }
 
 #[cfg(test)]
@@ -213,9 +217,27 @@ mod tests {
     #[test]
     fn gbps_arithmetic_matches_facts_example() {
         // 1 Gb/s of 1400-byte requests is 85,266 pps per host; over 2 peers 42,633.
-        let per_host = pps_for_gbps(1.0, 1400);
+        let per_host = pps_for_gbps(1.0, 1400, Ip::V4);
         assert_eq!(per_host.floor(), 85266.0);
         assert_eq!((per_host / 2.0).round(), 42633.0);
+        // Over IPv6 each packet carries 20 more header bytes: 1e9 / (1486 * 8).
+        assert_eq!(pps_for_gbps(1.0, 1400, Ip::V6).floor(), 84118.0);
+    }
+
+    #[test]
+    fn each_host_is_weighed_in_its_own_family() {
+        // Two groups that never meet: a, b over IPv4 and c, d over IPv6.
+        let m = Matrix::parse(
+            b"src\\dst,a=10.0.0.1,b=10.0.0.2,c=[fd00::3]:5300,d=[fd00::4]:5300\na,,1000,,\nb,,,,\nc,,,,1000\nd,,,,\n",
+            "m.csv",
+        )
+        .unwrap();
+        let load = matrix_load(&m);
+        let (v4, v6) = (&load.hosts[0], &load.hosts[2]);
+        // 1000 requests of 64 bytes out: 130 or 150 bytes each on the wire.
+        assert_eq!(v4.out_wire, 1000.0 * 130.0 * 8.0);
+        assert_eq!(v6.out_wire, 1000.0 * 150.0 * 8.0);
+        assert_eq!(load.hosts[3].in_wire, 1000.0 * 150.0 * 8.0);
     }
 
     #[test]
@@ -253,11 +275,11 @@ mod tests {
         };
         assert_eq!(load.packets(), 3000.0);
         assert_eq!(
-            load.out_wire(64, 1000),
+            load.out_wire(64, 1000, Ip::V4),
             1000.0 * 130.0 * 8.0 + 2000.0 * 1066.0 * 8.0
         );
         assert_eq!(
-            load.in_wire(64, 1000),
+            load.in_wire(64, 1000, Ip::V4),
             2000.0 * 130.0 * 8.0 + 1000.0 * 1066.0 * 8.0
         );
     }

@@ -5,13 +5,58 @@
 //! exact binary value with ties to even, exactly as Python's `%.Nf` does, so the
 //! same input prints the same text.
 
-/// Bytes of framing a packet costs on Ethernet besides its UDP payload: preamble and
-/// start-of-frame 8, MAC header 14, FCS 4, inter-frame gap 12, IPv4 20, UDP 8.
+/// Bytes of framing an IPv4 packet costs on Ethernet besides its UDP payload:
+/// preamble and start-of-frame 8, MAC header 14, FCS 4, inter-frame gap 12,
+/// IPv4 20, UDP 8. An IPv6 packet costs 20 more ([`Ip::framing`]).
 pub const FRAMING_BYTES: f64 = 66.0;
 
-/// Bits per second on the wire for `pps` packets of `size` payload bytes.
-pub fn wire_bits(pps: f64, size: u32) -> f64 {
-    pps * (f64::from(size) + FRAMING_BYTES) * 8.0
+/// The IP version a packet travels by: what its header costs on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub enum Ip {
+    #[default]
+    V4,
+    V6,
+}
+
+impl Ip {
+    /// The family of an address.
+    pub fn of(addr: std::net::IpAddr) -> Ip {
+        if addr.is_ipv4() { Ip::V4 } else { Ip::V6 }
+    }
+
+    /// The wildcard address of the family (`0.0.0.0`, `::`).
+    pub fn unspecified(self) -> std::net::IpAddr {
+        match self {
+            Ip::V4 => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            Ip::V6 => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        }
+    }
+
+    /// Bytes of its IP header (without options or extension headers).
+    pub fn header_bytes(self) -> u32 {
+        match self {
+            Ip::V4 => 20,
+            Ip::V6 => 40,
+        }
+    }
+
+    /// Bytes of framing a packet costs besides its UDP payload (see
+    /// [`FRAMING_BYTES`]): 66 over IPv4, 86 over IPv6.
+    pub fn framing(self) -> f64 {
+        FRAMING_BYTES - 20.0 + f64::from(self.header_bytes())
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Ip::V4 => "IPv4",
+            Ip::V6 => "IPv6",
+        }
+    }
+}
+
+/// Bits per second on the wire for `pps` packets of `size` payload bytes over `ip`.
+pub fn wire_bits(pps: f64, size: u32, ip: Ip) -> f64 {
+    pps * (f64::from(size) + ip.framing()) * 8.0
 }
 
 /// Bits per second of UDP payload for `pps` packets of `size` bytes.
@@ -221,8 +266,14 @@ mod tests {
     }
 
     #[test]
-    fn wire_rate_adds_66_bytes_of_framing_per_packet() {
-        assert_eq!(wire_bits(3000.0, 64), 3000.0 * 130.0 * 8.0);
+    fn wire_rate_adds_66_bytes_of_framing_per_packet_86_over_ipv6() {
+        assert_eq!(wire_bits(3000.0, 64, Ip::V4), 3000.0 * 130.0 * 8.0);
+        // The IPv6 header is 40 bytes where IPv4's is 20.
+        assert_eq!(wire_bits(3000.0, 64, Ip::V6), 3000.0 * 150.0 * 8.0);
+        assert_eq!(
+            wire_bits(1.0, 1400, Ip::V6) - wire_bits(1.0, 1400, Ip::V4),
+            160.0
+        );
         assert_eq!(payload_bits(3000.0, 64), 3000.0 * 64.0 * 8.0);
     }
 

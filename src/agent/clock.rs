@@ -16,8 +16,8 @@
 //! wall clock stepped mid-run moves nothing.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::udp::monotonic_ns;
@@ -30,6 +30,16 @@ const UNSET: u64 = u64::MAX;
 pub const START_FILE: &str = "agent.start";
 /// The control file that carries the end instant (`at=<unix s> grace=<s>`).
 pub const END_FILE: &str = "agent.end";
+/// The control file that scales every flow's matrix rate from a whole
+/// interval on (`scale=<factor> at=<unix s>`): how `mx run --ramp` raises a
+/// running fleet's rate without restarting it.
+pub const RATE_FILE: &str = "agent.rate";
+
+/// How long before the interval it applies from a new scale must be known:
+/// every worker checks for one as it opens an interval, so one learned
+/// later than this applies from the interval after (never mid-interval, and
+/// never in some workers only).
+pub const RATE_LEAD: f64 = 0.25;
 
 /// How long responders keep answering after the end instant unless told
 /// otherwise: the last requests of a peer whose clock runs a little behind
@@ -55,6 +65,10 @@ pub struct RunClock {
     /// The wall-clock times behind the instants, for the reporter's phases.
     started_wall: AtomicU64,
     end_wall: AtomicU64,
+    /// The rate scales learned (`agent.rate`): (the number of the first
+    /// interval it applies to, the factor), in order. Read by the workers
+    /// once per interval, never per packet.
+    rates: Mutex<Vec<(u64, f64)>>,
 }
 
 /// The start as a worker needs it.
@@ -109,7 +123,28 @@ impl RunClock {
             stop,
             started_wall: AtomicU64::new(UNSET),
             end_wall: AtomicU64::new(UNSET),
+            rates: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Scales every flow's rate by `scale` from interval number `from` on.
+    pub fn set_rate(&self, from: u64, scale: f64) {
+        let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        // A later order for the same or an earlier interval replaces the ones
+        // it overtakes.
+        rates.retain(|&(f, _)| f < from);
+        rates.push((from, scale));
+    }
+
+    /// The scale in force in interval `number`; `None` when nothing scaled
+    /// the rates (then they are the matrix's).
+    pub fn rate_for(&self, number: u64) -> Option<f64> {
+        let rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        rates
+            .iter()
+            .rev()
+            .find(|&&(from, _)| from <= number)
+            .map(|&(_, scale)| scale)
     }
 
     /// Sets the start: flows begin at wall time `at` (whole interval boundary)
@@ -223,10 +258,38 @@ pub fn read_control(path: &Path) -> Option<(f64, Option<f64>)> {
     Some((value("at=")?, value("grace=")))
 }
 
-/// The control files of an agent whose report is at `report`.
-pub fn control_paths(report: &Path) -> (PathBuf, PathBuf) {
+/// Reads a rate file's `scale=` and `at=` words; `None` when absent,
+/// unreadable, or not a positive finite scale.
+pub fn read_rate(path: &Path) -> Option<(f64, f64)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+    };
+    let scale = value("scale=").filter(|s| *s > 0.0)?;
+    Some((scale, value("at=")?))
+}
+
+/// The number of the first interval a scale ordered for wall time `at`
+/// applies to, learned at wall time `now`: the interval that begins at the
+/// first boundary at or after `at`, or, when that is less than
+/// [`RATE_LEAD`] away, the first boundary that is not.
+pub fn rate_from(at: f64, now: f64, interval: f64) -> u64 {
+    let first = |t: f64| ((t - 1e-6) / interval).ceil().max(0.0);
+    let boundary = first(at).max(first(now + RATE_LEAD));
+    boundary as u64 + 1
+}
+
+/// The control files of an agent whose report is at `report`: the start,
+/// the end, and the rate.
+pub fn control_paths(report: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let dir = report.parent().map(Path::to_path_buf).unwrap_or_default();
-    (dir.join(START_FILE), dir.join(END_FILE))
+    (
+        dir.join(START_FILE),
+        dir.join(END_FILE),
+        dir.join(RATE_FILE),
+    )
 }
 
 #[cfg(test)]
@@ -262,6 +325,49 @@ mod tests {
         assert_eq!(read_control(&path), Some((1_796_003_025.0, None)));
         std::fs::write(&path, "at=soon\n").unwrap();
         assert_eq!(read_control(&path), None);
+    }
+
+    #[test]
+    fn a_rate_file_says_how_much_and_from_when() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RATE_FILE);
+        assert_eq!(read_rate(&path), None);
+        std::fs::write(&path, "scale=1.2500 at=1796003025.000000\n").unwrap();
+        assert_eq!(read_rate(&path), Some((1.25, 1_796_003_025.0)));
+        for bad in [
+            "scale=0 at=5",
+            "scale=-1 at=5",
+            "scale=x at=5",
+            "at=5",
+            "scale=2",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            assert_eq!(read_rate(&path), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_scale_applies_from_a_whole_interval_all_workers_can_see_coming() {
+        // Ordered for 1000 (interval 5), learned at 998: the interval that
+        // begins at 1000 (it ends at 1005: number 201).
+        assert_eq!(rate_from(1000.0, 998.0, 5.0), 201);
+        // Learned 0.1 s before the boundary: too close, the next one.
+        assert_eq!(rate_from(1000.0, 999.9, 5.0), 202);
+        // Learned after it passed: the next whole interval.
+        assert_eq!(rate_from(1000.0, 1001.0, 5.0), 202);
+        // An order off the boundaries: the first boundary after it.
+        assert_eq!(rate_from(1002.0, 990.0, 5.0), 202);
+        let clock = RunClock::new(Arc::new(AtomicBool::new(false)));
+        assert_eq!(clock.rate_for(10), None);
+        clock.set_rate(5, 1.5);
+        clock.set_rate(8, 2.0);
+        assert_eq!(
+            [4, 5, 7, 8, 9].map(|n| clock.rate_for(n)),
+            [None, Some(1.5), Some(1.5), Some(2.0), Some(2.0)]
+        );
+        // A new order for an interval already ordered replaces it.
+        clock.set_rate(8, 1.75);
+        assert_eq!(clock.rate_for(9), Some(1.75));
     }
 
     #[test]

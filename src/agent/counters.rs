@@ -112,6 +112,9 @@ pub struct Batch {
     pub behind_ns: u64,
     /// What the worker's disk did in the interval (disk runs only).
     pub disk: Option<crate::agent::disk::stats::DiskStats>,
+    /// The rate scale its flows ran at (`mx run --ramp`); `None`: the
+    /// matrix's rates.
+    pub rate_scale: Option<f64>,
     /// The worker's last batch (stop, exit): a partial interval.
     pub last: bool,
 }

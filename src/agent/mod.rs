@@ -48,7 +48,7 @@ pub mod udp;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -173,9 +173,9 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
             .map_err(|e| Error::refused(format!("cannot handle signals: {e}")))?;
     }
     let clock = Arc::new(RunClock::new(Arc::clone(&stop)));
-    let (start_file, end_file) = clock::control_paths(&config.report);
-    // Control files of an earlier run must not start or end this one.
-    for stale in [&start_file, &end_file] {
+    let (start_file, end_file, rate_file) = clock::control_paths(&config.report);
+    // Control files of an earlier run must not start, end or scale this one.
+    for stale in [&start_file, &end_file, &rate_file] {
         let _ = std::fs::remove_file(stale);
     }
     let mut reporter = Reporter::open(&config.report, &plan, Arc::clone(&clock))
@@ -204,6 +204,8 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
         grace: config.grace,
         start_file: config.armed.then_some(start_file),
         end_file,
+        rate_file,
+        rate_seen: std::cell::Cell::new(None),
         home,
     };
     if !config.armed {
@@ -237,6 +239,9 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
 /// host is, the address every socket binds to, its peers' addresses (each
 /// resolved once) and its sockets' buffers.
 fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
+    // Every host's family: its literal's (a deployed matrix holds addresses),
+    // or, for names, what they resolve to here; flows across families refused.
+    let matrix = crate::matrix::resolve::with_families(&matrix)?;
     // 2. Who am I.
     let me = identity::who_am_i(&matrix, config.host.as_deref())?;
     let me_host = matrix.hosts()[me as usize].clone();
@@ -245,7 +250,7 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     let bound = match &config.run.bind {
         None => None,
         Some(spec) => {
-            let (interface, ip) = identity::bind_address(spec)?;
+            let (interface, ip) = identity::bind_address(spec, me_host.ip())?;
             identity::check_bind_matches(ip, &interface, &me_host, my_addr)?;
             say!("bind: '{spec}' -> {ip} ({interface})");
             Some(ip)
@@ -254,31 +259,27 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
     // 4. Peers, resolved once. Every peer this host will ever send to must
     // have an address: a flow that cannot open fails the start, it never
     // becomes a quiet, empty run.
-    let peer_addrs: Vec<Option<SocketAddrV4>> =
+    let peer_addrs: Vec<Option<SocketAddr>> =
         matrix.hosts().iter().map(identity::resolve).collect();
     for peer in schedule_peers(&matrix, me) {
         if peer_addrs[peer as usize].is_none() {
             let host = &matrix.hosts()[peer as usize];
             return Err(Error::refused(format!(
-                "cannot reach {} ({}:{}): the address does not resolve to an IPv4 address here -- fix its token in {}",
+                "cannot reach {} ({}): the address does not resolve to an {} address here -- fix its token in {}",
                 host.name,
-                host.addr,
-                host.port,
+                host.endpoint(),
+                host.ip().name(),
                 config.matrix.display()
             )));
         }
     }
-    let allowed_sources = peer_addrs.iter().flatten().map(|a| *a.ip()).collect();
+    let allowed_sources = peer_addrs.iter().flatten().map(|a| a.ip()).collect();
     // Requests leave from our matrix address when it is local, so responders
     // recognise the source as a matrix host.
-    let local_ip = bound.or_else(|| {
-        my_addr
-            .map(|a| *a.ip())
-            .filter(|ip| identity::is_local(*ip))
-    });
+    let local_ip = bound.or_else(|| my_addr.map(|a| a.ip()).filter(|ip| identity::is_local(*ip)));
     // Responders listen on that address too, so replies leave from the address
     // the peer sent to: a connected flow socket accepts nothing else.
-    let listen = SocketAddrV4::new(local_ip.unwrap_or(Ipv4Addr::UNSPECIFIED), me_host.port);
+    let listen = SocketAddr::new(local_ip.unwrap_or(me_host.ip().unspecified()), me_host.port);
     // 5. Buffers. Large datagrams need room for as many of them: a 64 KB
     // request takes a 64 KB slot of the buffer, and 8 MiB would hold barely
     // a hundred.
@@ -461,6 +462,10 @@ struct Timing {
     /// `--armed`: the control file the start instant comes in.
     start_file: Option<PathBuf>,
     end_file: PathBuf,
+    /// The rate scale `mx run --ramp` orders, and the last order read from
+    /// it (scale, at), so that each order is taken once.
+    rate_file: PathBuf,
+    rate_seen: std::cell::Cell<Option<(f64, f64)>>,
     /// The directory of the report, pid and control files.
     home: PathBuf,
 }
@@ -497,6 +502,21 @@ impl Timing {
                 self.home.display()
             );
             clock.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        // The rate before the start: an order written with the start
+        // instant applies from the first interval.
+        if let Some(order) = clock::read_rate(&self.rate_file)
+            && self.rate_seen.get() != Some(order)
+        {
+            self.rate_seen.set(Some(order));
+            let (scale, at) = order;
+            let from = clock::rate_from(at, wall_now(), self.interval);
+            clock.set_rate(from, scale);
+            say!(
+                "rate: every flow at x{} of its matrix rate from the interval ending at {:.0} (ordered for {at:.3})",
+                units::g(scale),
+                from as f64 * self.interval
+            );
         }
         if let Some(path) = &self.start_file
             && !clock.has_started()

@@ -44,6 +44,17 @@ impl Pacer {
         }
     }
 
+    /// Moves the bucket to `rate` (positive, finite) from now on: the
+    /// tokens it holds stay, up to the new burst.
+    pub fn set_rate(&mut self, rate: f64) {
+        assert!(rate > 0.0 && rate.is_finite());
+        let burst = (rate * BURST_SECONDS).max(MIN_BURST);
+        self.rate = rate;
+        self.burst = burst;
+        self.batch = (rate * BATCH_SECONDS).floor().clamp(1.0, burst);
+        self.tokens = self.tokens.min(burst);
+    }
+
     /// Whole packets that may be sent at `now`, at most `max` (0 until a
     /// batch's worth has accrued); they are taken from the bucket only when
     /// [`spend`](Self::spend) says they were sent.
@@ -111,6 +122,25 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Pacer::new(10.0, t0);
         assert_eq!(p.available(t0 + Duration::from_secs(60), 64), 2);
+    }
+
+    #[test]
+    fn a_new_rate_paces_from_then_on() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(1000.0, t0);
+        // A full bucket at 1 kpps: 5 ms of traffic.
+        let t1 = t0 + Duration::from_millis(10);
+        assert_eq!(p.available(t1, 64), 5);
+        p.spend(5);
+        // Ten times the rate: batches of 2 ms are 20 packets, and the bucket
+        // fills to 50 (5 ms at 10 kpps).
+        p.set_rate(10_000.0);
+        assert_eq!(p.next_due(), t1 + Duration::from_millis(2));
+        let t2 = t1 + Duration::from_millis(10);
+        assert_eq!(p.available(t2, 512), 50);
+        // Down again: the bucket keeps no more than the new burst.
+        p.set_rate(100.0);
+        assert_eq!(p.available(t2, 512), 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What an agent runs, decided once at startup and shared read-only by its
 //! workers: who it is, where its peers are, which flows each worker holds.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 use rustc_hash::FxHashSet;
 
@@ -26,13 +26,13 @@ pub struct AgentPlan {
     pub streams: u16,
     pub workers: usize,
     /// Resolved address of every matrix host (`None` when it did not resolve).
-    pub peer_addrs: Vec<Option<SocketAddrV4>>,
+    pub peer_addrs: Vec<Option<SocketAddr>>,
     /// Source addresses whose requests are answered: the matrix hosts.
-    pub allowed_sources: FxHashSet<Ipv4Addr>,
+    pub allowed_sources: FxHashSet<IpAddr>,
     /// Address client sockets bind to (this host's matrix or --bind address).
-    pub local_ip: Option<Ipv4Addr>,
-    /// Where the responders listen.
-    pub listen: SocketAddrV4,
+    pub local_ip: Option<IpAddr>,
+    /// Where the responders listen (the family of this host's address).
+    pub listen: SocketAddr,
     /// Socket buffers of the responders and of the flow sockets.
     pub responder_buffers: Buffers,
     pub client_buffers: Buffers,

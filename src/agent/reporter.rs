@@ -65,6 +65,10 @@ struct Merged {
     layer: Option<u32>,
     /// Disk runs: the host's disk figures, summed over the workers.
     disk: Option<DiskFigures>,
+    /// The rate scale every worker ran the interval at; `None` when none
+    /// was scaled, or when they were not all at one (which no reader may
+    /// take for either).
+    rate_scale: Option<f64>,
 }
 
 /// A host's disk in one interval: rates summed over the workers (each over
@@ -112,6 +116,16 @@ fn loss_pct(sent: u64, back: u64) -> Option<f64> {
 /// Rate per second and Mbit/s of payload for a count over `elapsed` seconds.
 fn rates(packets: u64, bytes: u64, elapsed: f64) -> (f64, f64) {
     (packets as f64 / elapsed, bytes as f64 * 8.0 / elapsed / 1e6)
+}
+
+/// The rate scale of every batch, when they agree (none scaled: `None`).
+fn one_scale(batches: &[Batch]) -> Option<f64> {
+    let first = batches.first()?.rate_scale;
+    batches
+        .iter()
+        .all(|b| b.rate_scale == first)
+        .then_some(first)
+        .flatten()
 }
 
 pub struct Reporter {
@@ -233,7 +247,10 @@ impl Reporter {
 
     /// The workers' batches of one tick, merged per peer (and layer).
     fn merge(&self, batches: &[Batch]) -> Merged {
-        let mut m = Merged::default();
+        let mut m = Merged {
+            rate_scale: one_scale(batches),
+            ..Merged::default()
+        };
         for batch in batches {
             let (elapsed, sending) = (batch.elapsed, batch.sending);
             m.stray += batch.stray;
@@ -314,6 +331,7 @@ impl Reporter {
             r.rep_pkts = Some(row.rep_pkts);
             r.late_pkts = Some(row.late);
             r.send_errors = Some(row.send_errors);
+            r.rate_scale = m.rate_scale;
             r.write_csv(out);
             t.live_peers += 1;
             t.sum.pps += row.pps;
@@ -393,6 +411,7 @@ impl Reporter {
         r.nic_rx_drops = host.nic_rx_drops;
         r.behind_ms = Some(m.behind_ns as f64 / 1e6);
         r.throttled_ms = host.throttled_ms;
+        r.rate_scale = m.rate_scale;
         if let Some(d) = &m.disk {
             r.disk_rd_iops = Some(d.read_iops);
             r.disk_rd_mb_s = Some(d.read_mb_s);
@@ -440,6 +459,9 @@ impl Reporter {
         );
         if let Some(l) = m.layer {
             line.push_str(&format!(" layer={l}"));
+        }
+        if let Some(scale) = m.rate_scale {
+            line.push_str(&format!(" rate=x{}", units::g(scale)));
         }
         if let Some(w) = m.busiest_worker {
             line.push_str(&format!(" busiest_worker={w:.0}% of a core"));

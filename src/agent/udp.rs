@@ -8,9 +8,11 @@
 //!   to the byte.
 //! - Sending gathers each datagram from two pieces: its own 32-byte header and
 //!   a shared, read-only slice of zeros for the padding. Payload is never copied.
+//! - Addresses are IPv4 or IPv6: the batches hold a `sockaddr_storage` per
+//!   datagram, read and written in place, so either family costs the same.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
 use nix::sys::socket::{setsockopt, sockopt};
@@ -36,15 +38,15 @@ pub fn padding() -> Box<[u8]> {
 pub struct Datagram<'a> {
     pub head: &'a [u8],
     pub len: usize,
-    pub from: SocketAddrV4,
+    pub from: SocketAddr,
 }
 
 /// Most datagrams one GSO send carries (the kernel's UDP_MAX_SEGMENTS was 64
 /// before Linux 6.9; 64 is accepted everywhere).
 pub const GSO_MAX_SEGMENTS: usize = 64;
 
-/// Largest UDP payload one (super-)datagram can carry: 65535 - 20 - 8, the
-/// same bound the matrix puts on one packet.
+/// Largest UDP payload one (super-)datagram can carry: 65535 - 20 - 8 (IPv4;
+/// IPv6 allows 20 more), the same bound the matrix puts on one packet.
 const MAX_UDP_PAYLOAD: usize = MAX_PACKET_BYTES as usize;
 
 /// Buffer of a coalesced receive slot: a whole GRO super-datagram fits.
@@ -73,7 +75,7 @@ pub struct RecvBatch {
     bufs: Box<[u8]>,
     slot_len: usize,
     slots: usize,
-    addrs: [libc::sockaddr_in; BATCH],
+    addrs: [libc::sockaddr_storage; BATCH],
     iovs: [libc::iovec; BATCH],
     controls: [Control; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
@@ -121,12 +123,12 @@ impl RecvBatch {
                 iov_base: buf.cast(),
                 iov_len: slot_len,
             };
-            let name: *mut libc::sockaddr_in = &mut batch.addrs[i];
+            let name: *mut libc::sockaddr_storage = &mut batch.addrs[i];
             let iov: *mut libc::iovec = &mut batch.iovs[i];
             let control: *mut Control = &mut batch.controls[i];
             let hdr = &mut batch.hdrs[i].msg_hdr;
             hdr.msg_name = name.cast();
-            hdr.msg_namelen = SOCKADDR_IN_LEN;
+            hdr.msg_namelen = SOCKADDR_LEN;
             hdr.msg_iov = iov;
             hdr.msg_iovlen = 1;
             hdr.msg_control = control.cast();
@@ -146,7 +148,7 @@ impl RecvBatch {
     /// ECONNREFUSED left on a connected socket by an ICMP port-unreachable).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         for hdr in &mut self.hdrs[..self.count] {
-            hdr.msg_hdr.msg_namelen = SOCKADDR_IN_LEN;
+            hdr.msg_hdr.msg_namelen = SOCKADDR_LEN;
             hdr.msg_hdr.msg_controllen = CONTROL_LEN;
             hdr.msg_hdr.msg_flags = 0;
             hdr.msg_len = 0;
@@ -175,7 +177,7 @@ impl RecvBatch {
             batch: self,
             next_message: 0,
             slot: &[],
-            from: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            from: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
             len: 0,
             segment: 1,
             at: 0,
@@ -214,7 +216,7 @@ pub struct Datagrams<'a> {
     next_message: usize,
     /// The current message's slot, sender, length and segment size.
     slot: &'a [u8],
-    from: SocketAddrV4,
+    from: SocketAddr,
     len: usize,
     segment: usize,
     /// Offset of the next datagram in the message, and where they end (an
@@ -240,11 +242,7 @@ impl<'a> Iterator for Datagrams<'a> {
             self.len = batch.hdrs[i].msg_len as usize;
             self.segment = batch.gro_segment(i).unwrap_or(self.len).max(1);
             self.slot = &batch.bufs[i * batch.slot_len..(i + 1) * batch.slot_len];
-            let addr = &batch.addrs[i];
-            self.from = SocketAddrV4::new(
-                Ipv4Addr::from(u32::from_be(addr.sin_addr.s_addr)),
-                u16::from_be(addr.sin_port),
-            );
+            self.from = read_sockaddr(&batch.addrs[i]);
             self.at = 0;
             self.end = self.len.max(1);
         }
@@ -260,8 +258,68 @@ impl<'a> Iterator for Datagrams<'a> {
     }
 }
 
-const SOCKADDR_IN_LEN: libc::socklen_t =
-    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+const SOCKADDR_LEN: libc::socklen_t =
+    std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+
+/// The address the kernel wrote into `storage` (AF_INET or AF_INET6; a
+/// flow label it might carry is left out, so one sender is one key).
+#[inline]
+fn read_sockaddr(storage: &libc::sockaddr_storage) -> SocketAddr {
+    if i32::from(storage.ss_family) == libc::AF_INET6 {
+        // SAFETY: sockaddr_storage is large and aligned enough for every
+        // sockaddr, and the family says this one is a sockaddr_in6.
+        let a =
+            unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        SocketAddr::V6(SocketAddrV6::new(
+            Ipv6Addr::from(a.sin6_addr.s6_addr),
+            u16::from_be(a.sin6_port),
+            0,
+            a.sin6_scope_id,
+        ))
+    } else {
+        // SAFETY: as above; anything but AF_INET6 on these sockets is AF_INET.
+        let a = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+            u16::from_be(a.sin_port),
+        ))
+    }
+}
+
+/// Writes `addr` into `storage` as the kernel reads it; returns its length.
+#[inline]
+fn write_sockaddr(addr: SocketAddr, storage: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    let at = (storage as *mut libc::sockaddr_storage).cast::<u8>();
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: the storage is large and aligned enough for any sockaddr.
+            unsafe { at.cast::<libc::sockaddr_in>().write(sin) };
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above.
+            unsafe { at.cast::<libc::sockaddr_in6>().write(sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
 const CONTROL_LEN: usize = std::mem::size_of::<Control>();
 // libc exports these for some Linux targets only; the values are the ABI's
 // (the control messages of GSO sends and GRO reads).
@@ -272,8 +330,9 @@ const UDP_GRO: libc::c_int = 104;
 pub struct SendBatch {
     headers: [[u8; HEADER_LEN]; BATCH],
     sizes: [usize; BATCH],
-    addrs: [libc::sockaddr_in; BATCH],
-    has_addr: [bool; BATCH],
+    addrs: [libc::sockaddr_storage; BATCH],
+    /// Length of each datagram's address; 0 for none (a connected socket).
+    addr_lens: [libc::socklen_t; BATCH],
     /// Two per datagram (header, padding); a message points at a run of them.
     iovs: [libc::iovec; 2 * BATCH],
     controls: [Control; BATCH],
@@ -318,7 +377,7 @@ impl SendBatch {
     pub fn push(
         &mut self,
         size: usize,
-        to: Option<SocketAddrV4>,
+        to: Option<SocketAddr>,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
         assert!(self.len < BATCH, "send batch is full");
@@ -326,17 +385,10 @@ impl SendBatch {
         let i = self.len;
         fill(&mut self.headers[i]);
         self.sizes[i] = size;
-        self.has_addr[i] = to.is_some();
-        if let Some(to) = to {
-            self.addrs[i] = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: to.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*to.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-        }
+        self.addr_lens[i] = match to {
+            Some(to) => write_sockaddr(to, &mut self.addrs[i]),
+            None => 0,
+        };
         self.len += 1;
     }
 
@@ -429,9 +481,9 @@ impl SendBatch {
                 }
             }
             let hdr = &mut self.hdrs[messages].msg_hdr;
-            if self.has_addr[i] {
-                hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
-                hdr.msg_namelen = SOCKADDR_IN_LEN;
+            if self.addr_lens[i] > 0 {
+                hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+                hdr.msg_namelen = self.addr_lens[i];
             } else {
                 hdr.msg_name = std::ptr::null_mut();
                 hdr.msg_namelen = 0;
@@ -472,12 +524,9 @@ impl SendBatch {
     }
 
     fn same_destination(&self, a: usize, b: usize) -> bool {
-        match (self.has_addr[a], self.has_addr[b]) {
-            (false, false) => true,
-            (true, true) => {
-                self.addrs[a].sin_addr.s_addr == self.addrs[b].sin_addr.s_addr
-                    && self.addrs[a].sin_port == self.addrs[b].sin_port
-            }
+        match (self.addr_lens[a], self.addr_lens[b]) {
+            (0, 0) => true,
+            (x, y) if x == y => read_sockaddr(&self.addrs[a]) == read_sockaddr(&self.addrs[b]),
             _ => false,
         }
     }
@@ -587,10 +636,20 @@ fn set_buffer(socket: &Socket, recv: bool, bytes: usize) -> io::Result<()> {
     }
 }
 
+/// A UDP socket of `addr`'s family; an IPv6 one takes IPv6 alone (a host
+/// speaks one family to all its peers, see `matrix::family`).
+fn udp_socket(addr: &SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    Ok(socket)
+}
+
 /// A worker's responder socket: bound to the agent's port with SO_REUSEPORT, so
 /// the kernel spreads arriving requests over the workers by 4-tuple hash.
-pub fn responder_socket(bind: SocketAddrV4, buffers: Buffers) -> io::Result<Socket> {
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+pub fn responder_socket(bind: SocketAddr, buffers: Buffers) -> io::Result<Socket> {
+    let socket = udp_socket(&bind)?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     set_buffer(&socket, true, buffers.recv)?;
@@ -604,16 +663,16 @@ pub fn responder_socket(bind: SocketAddrV4, buffers: Buffers) -> io::Result<Sock
 /// leave from this host's matrix address, and connected to the peer, so the
 /// kernel delivers only that peer's datagrams to it.
 pub fn client_socket(
-    local: Option<Ipv4Addr>,
-    peer: SocketAddrV4,
+    local: Option<IpAddr>,
+    peer: SocketAddr,
     buffers: Buffers,
 ) -> io::Result<Socket> {
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    let socket = udp_socket(&peer)?;
     set_buffer(&socket, true, buffers.recv)?;
     set_buffer(&socket, false, buffers.send)?;
     socket.set_nonblocking(true)?;
     if let Some(ip) = local {
-        socket.bind(&SocketAddrV4::new(ip, 0).into())?;
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
     }
     socket.connect(&peer.into())?;
     Ok(socket)
@@ -671,16 +730,16 @@ mod tests {
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
 
-    fn bound(socket: &UdpSocket) -> SocketAddrV4 {
-        match socket.local_addr().unwrap() {
-            std::net::SocketAddr::V4(a) => a,
-            _ => unreachable!(),
-        }
+    fn bound(socket: &UdpSocket) -> SocketAddr {
+        socket.local_addr().unwrap()
     }
 
+    const V6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    const V4: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
     /// Sends one request per `sizes` entry on a fresh connected socket.
-    fn send_requests(to: SocketAddrV4, sizes: &[usize], gso: bool) -> bool {
-        let tx = client_socket(Some(Ipv4Addr::LOCALHOST), to, Buffers::default()).unwrap();
+    fn send_requests(to: SocketAddr, sizes: &[usize], gso: bool) -> bool {
+        let tx = client_socket(Some(to.ip()), to, Buffers::default()).unwrap();
         let pad = padding();
         let mut batch = SendBatch::new();
         for (i, &size) in sizes.iter().enumerate() {
@@ -702,7 +761,7 @@ mod tests {
             calls += usize::from(n > 0);
             for d in recv.datagrams() {
                 let h = Header::decode(d.head).unwrap();
-                assert_eq!(d.from.ip(), &Ipv4Addr::LOCALHOST);
+                assert_eq!(d.from.ip(), rx.local_addr().unwrap().ip());
                 assert_eq!(h.packet_len as usize, d.len);
                 got.push((d.len, h.seq));
             }
@@ -712,26 +771,25 @@ mod tests {
 
     #[test]
     fn a_batch_crosses_loopback_with_exact_sizes_and_addresses() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let sizes = [32usize, 64, 1400, 8192, 65507];
-        send_requests(bound(&rx), &sizes, false);
-        let (got, _) = receive(&rx, &mut RecvBatch::headers(), sizes.len());
-        assert_eq!(got, [(32, 1), (64, 2), (1400, 3), (8192, 4), (65507, 5)]);
+        // IPv4 and IPv6 alike: the sender's address read back from either.
+        for at in ["127.0.0.1:0", "[::1]:0"] {
+            let rx = UdpSocket::bind(at).unwrap();
+            let sizes = [32usize, 64, 1400, 8192, 65507];
+            send_requests(bound(&rx), &sizes, false);
+            let (got, _) = receive(&rx, &mut RecvBatch::headers(), sizes.len());
+            assert_eq!(got, [(32, 1), (64, 2), (1400, 3), (8192, 4), (65507, 5)]);
+        }
     }
 
     #[test]
     fn a_refused_datagram_is_skipped_and_the_rest_still_go() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = bound(&rx);
-        let tx = responder_socket(
-            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
-            Buffers::default(),
-        )
-        .unwrap();
+        let tx = responder_socket(SocketAddr::new(V4, 0), Buffers::default()).unwrap();
         let pad = padding();
         let mut batch = SendBatch::new();
         // The kernel refuses a datagram to port 0 (EINVAL), and only that one.
-        let port_zero = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+        let port_zero = SocketAddr::new(V4, 0);
         for (seq, dest) in [(1, to), (2, port_zero), (3, to), (4, to)] {
             batch.push(64, Some(dest), |h| {
                 Header::request(1, 64, 64, seq, 7).encode(h)
@@ -781,17 +839,14 @@ mod tests {
     #[test]
     fn a_full_receive_buffer_is_counted_as_socket_drops() {
         let rx = responder_socket(
-            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
+            SocketAddr::new(V4, 0),
             Buffers {
                 send: 0,
                 recv: 4096,
             },
         )
         .unwrap();
-        let to = match rx.local_addr().unwrap().as_socket() {
-            Some(std::net::SocketAddr::V4(a)) => a,
-            _ => unreachable!(),
-        };
+        let to = rx.local_addr().unwrap().as_socket().unwrap();
         assert_eq!(socket_drops(rx.as_raw_fd()), Some(0));
         // A few KiB of buffer cannot hold 200 unread datagrams of 1000 bytes.
         for _ in 0..4 {
@@ -804,15 +859,10 @@ mod tests {
     #[test]
     fn marking_sets_the_tos_byte_for_the_sockets_family() {
         let ef = Dscp::parse("EF").unwrap();
-        let v4 = client_socket(
-            Some(Ipv4Addr::LOCALHOST),
-            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9),
-            Buffers::default(),
-        )
-        .unwrap();
+        let v4 = client_socket(Some(V4), SocketAddr::new(V4, 9), Buffers::default()).unwrap();
         mark(&v4, ef).unwrap();
         assert_eq!(v4.tos_v4().unwrap(), 0xb8);
-        let v6 = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP)).unwrap();
+        let v6 = client_socket(Some(V6), SocketAddr::new(V6, 9), Buffers::default()).unwrap();
         mark(&v6, ef).unwrap();
         assert_eq!(
             (v6.tclass_v6().unwrap(), v6.tos_v4().unwrap()),
@@ -840,6 +890,80 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn ipv6_gso_super_datagrams_are_split_back_by_a_gro_receiver() {
+        // GSO and GRO work over IPv6 as over IPv4.
+        let rx = UdpSocket::bind("[::1]:0").unwrap();
+        enable_gro(&socket2::SockRef::from(&rx)).unwrap();
+        let mut sizes = vec![64usize; 60];
+        sizes.extend([8192, 8192, 8192, 100]);
+        assert!(send_requests(bound(&rx), &sizes, true), "GSO stays on");
+        let (got, calls) = receive(&rx, &mut RecvBatch::coalesced(), sizes.len());
+        assert_eq!(got.len(), 64);
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn replies_go_to_each_ipv6_sender_and_name_it() {
+        // A responder on ::1 answers two senders: each reply goes to its own
+        // sender (a run to one destination never takes the other's datagrams),
+        // and each sender is read back as the address it sent from.
+        let responder = responder_socket(SocketAddr::new(V6, 0), Buffers::default()).unwrap();
+        let at = responder.local_addr().unwrap().as_socket().unwrap();
+        assert!(at.is_ipv6());
+        let (a, b) = (
+            UdpSocket::bind("[::1]:0").unwrap(),
+            UdpSocket::bind("[::1]:0").unwrap(),
+        );
+        a.send_to(&[0u8; 32], at).unwrap();
+        b.send_to(&[0u8; 32], at).unwrap();
+        let mut recv = RecvBatch::headers();
+        let mut from = Vec::new();
+        while from.len() < 2 {
+            recv.recv(responder.as_raw_fd()).unwrap();
+            from.extend(recv.datagrams().map(|d| d.from));
+        }
+        from.sort();
+        let mut want = vec![bound(&a), bound(&b)];
+        want.sort();
+        assert_eq!(from, want);
+        let mut batch = SendBatch::new();
+        for (seq, to) in [(1, want[0]), (2, want[0]), (3, want[1])] {
+            batch.push(64, Some(to), |h| {
+                Header::request(1, 64, 64, seq, 7).encode(h)
+            });
+        }
+        let mut gso = true;
+        let sent = batch.send(responder.as_raw_fd(), &padding(), &mut gso);
+        assert_eq!(sent.sent, 3);
+        let seqs = |s: &UdpSocket, want| {
+            s.set_nonblocking(false).unwrap();
+            let mut buf = [0u8; 128];
+            (0..want)
+                .map(|_| {
+                    let (n, from) = s.recv_from(&mut buf).unwrap();
+                    assert_eq!((n, from), (64, at));
+                    Header::decode(&buf[..n]).unwrap().seq
+                })
+                .collect::<Vec<_>>()
+        };
+        let first = if bound(&a) == want[0] { &a } else { &b };
+        let second = if bound(&a) == want[0] { &b } else { &a };
+        assert_eq!(seqs(first, 2), [1, 2]);
+        assert_eq!(seqs(second, 1), [3]);
+    }
+
+    #[test]
+    fn sockets_take_the_family_of_their_address() {
+        let v6 = client_socket(Some(V6), SocketAddr::new(V6, 9), Buffers::default()).unwrap();
+        assert_eq!(v6.domain().unwrap(), Domain::IPV6);
+        assert!(v6.only_v6().unwrap(), "an IPv6 flow takes IPv6 alone");
+        let v4 = responder_socket(SocketAddr::new(V4, 0), Buffers::default()).unwrap();
+        assert_eq!(v4.domain().unwrap(), Domain::IPV4);
+        // A local address of the other family cannot be bound.
+        assert!(client_socket(Some(V4), SocketAddr::new(V6, 9), Buffers::default()).is_err());
     }
 
     #[test]

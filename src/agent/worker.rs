@@ -20,7 +20,7 @@
 //! to its last requests are back ([`crate::report::hold_seconds`], and
 //! [`slots`](super::slots)).
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
@@ -94,13 +94,14 @@ struct Flow {
 }
 
 impl Flow {
-    /// What this flow counted in tx slot `tx`, which is left empty.
-    fn take_report(&mut self, tx: usize) -> FlowReport {
+    /// What this flow counted in tx slot `tx`, which is left empty; its
+    /// target is its matrix rate times `scale` (the interval's rate scale).
+    fn take_report(&mut self, tx: usize, scale: Option<f64>) -> FlowReport {
         let slot = &mut self.slots[tx];
         FlowReport {
             peer: self.spec.peer,
             layer: self.layer,
-            target: self.spec.rate,
+            target: self.spec.rate.map(|rate| scaled(rate, scale)),
             counts: std::mem::take(&mut slot.counts),
             rtt: slot.rtt.take(),
             rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
@@ -123,6 +124,8 @@ struct Pending {
     behind_ns: u64,
     layer: Option<u32>,
     disk: Option<DiskStats>,
+    /// The rate scale the interval ran at.
+    scale: Option<f64>,
 }
 
 pub struct Worker {
@@ -144,12 +147,16 @@ pub struct Worker {
     /// Requests from each peer, by [`slots::rx_slot`] of the interval number.
     rx: [Vec<RxCounts>; slots::RX_SLOTS],
     /// Sequence windows of the client sockets sending to us, by source ip:port.
-    request_windows: FxHashMap<SocketAddrV4, SeqWindow>,
+    request_windows: FxHashMap<SocketAddr, SeqWindow>,
     stray: u64,
     behind_ns: u64,
     layer: Option<usize>,
     /// The start, once the run has one; until then the worker only answers.
     start: Option<Start>,
+    /// The factor every flow's matrix rate is scaled by in the interval in
+    /// progress (`mx run --ramp`); `None`: not scaled. It changes only as an
+    /// interval opens, so every interval runs at one scale.
+    scale: Option<f64>,
     /// The interval in progress: its number (tick / interval), its tick (the
     /// wall-clock label of its end), when the tick is due on the monotonic
     /// clock, and when the interval began (monotonic ns).
@@ -236,6 +243,7 @@ impl Worker {
             behind_ns: 0,
             layer: None,
             start: None,
+            scale: None,
             number: 0,
             tick: 0.0,
             tick_at: Instant::now(),
@@ -300,6 +308,8 @@ impl Worker {
             } else if let Some(start) = self.start
                 && now < start.at
             {
+                // The rate of the first interval may be ordered until it begins.
+                self.apply_scale();
                 next = next.min(start.at);
             }
             if self.start.is_some() {
@@ -360,12 +370,33 @@ impl Worker {
                 warn!("mx agent: worker {}: {e}", self.id);
             }
         }
+        self.scale = self.clock.rate_for(self.number);
         for flow in self.flows.iter_mut().flatten() {
             flow.first_interval = self.number;
-            flow.pacer = flow.spec.rate.map(|rate| Pacer::new(rate, start.at));
+            flow.pacer = flow
+                .spec
+                .rate
+                .map(|rate| Pacer::new(scaled(rate, self.scale), start.at));
             flow.slots = Default::default();
         }
         self.read_drops();
+    }
+
+    /// Takes up the rate scale ordered for the interval in progress, if it
+    /// changed: every live flow's pacer moves to its matrix rate times it.
+    /// Called as an interval opens (and while the first waits to begin):
+    /// never on the per-packet path.
+    fn apply_scale(&mut self) {
+        let scale = self.clock.rate_for(self.number);
+        if scale == self.scale {
+            return;
+        }
+        self.scale = scale;
+        for flow in self.flows.iter_mut().flatten() {
+            if let (Some(pacer), Some(rate)) = (flow.pacer.as_mut(), flow.spec.rate) {
+                pacer.set_rate(scaled(rate, scale));
+            }
+        }
     }
 
     /// Opens the flow sockets of `layer` (the whole row for a fixed matrix).
@@ -374,8 +405,10 @@ impl Worker {
             let peer = &self.plan.matrix.hosts()[spec.peer as usize];
             let Some(peer_addr) = self.plan.peer_addrs[spec.peer as usize] else {
                 return Err(std::io::Error::other(format!(
-                    "cannot reach {} ({}:{}): the address did not resolve to IPv4",
-                    peer.name, peer.addr, peer.port
+                    "cannot reach {} ({}): the address did not resolve to {}",
+                    peer.name,
+                    peer.endpoint(),
+                    peer.ip().name()
                 )));
             };
             let socket =
@@ -413,7 +446,7 @@ impl Worker {
                 pacer: self
                     .start
                     .and(spec.rate)
-                    .map(|rate| Pacer::new(rate, Instant::now())),
+                    .map(|rate| Pacer::new(scaled(rate, self.scale), Instant::now())),
                 gso: self.plan.gso,
                 next_seq: 1,
                 slots: Default::default(),
@@ -512,6 +545,7 @@ impl Worker {
             behind_ns: std::mem::take(&mut self.behind_ns),
             layer: self.layer.map(|l| l as u32),
             disk: self.disk.as_ref().map(Disk::take_stats),
+            scale: self.scale,
         });
         self.number += 1;
         self.began_ns = udp::monotonic_ns();
@@ -521,6 +555,7 @@ impl Worker {
         // nor bursts empty ones (a step forward). The labels keep the timeline
         // the run started on, which is the fleet's: the layers stay in step.
         self.tick_at += Duration::from_secs_f64(self.plan.interval);
+        self.apply_scale();
         let layer = self.plan.schedule().layer_at(tick);
         if layer != self.layer {
             for flow in self.flows.iter_mut().flatten() {
@@ -553,7 +588,7 @@ impl Worker {
             .iter_mut()
             .flatten()
             .filter(|f| f.first_interval <= p.number)
-            .map(|f| f.take_report(tx))
+            .map(|f| f.take_report(tx, p.scale))
             .collect();
         self.close_flows(|f| f.draining);
         let rx = take_rx(&mut self.rx[slots::rx_slot(p.number)]);
@@ -570,6 +605,7 @@ impl Worker {
             drops: p.drops,
             behind_ns: p.behind_ns,
             disk: p.disk,
+            rate_scale: p.scale,
             last: false,
         });
     }
@@ -586,7 +622,7 @@ impl Worker {
                 .flows
                 .iter_mut()
                 .flatten()
-                .map(|f| f.take_report(tx))
+                .map(|f| f.take_report(tx, self.scale))
                 .collect();
             (flows, take_rx(&mut self.rx[slots::rx_slot(self.number)]))
         };
@@ -606,6 +642,7 @@ impl Worker {
             drops,
             behind_ns: self.behind_ns,
             disk: self.disk.as_ref().map(Disk::take_stats),
+            rate_scale: self.scale,
             last: true,
         });
     }
@@ -752,7 +789,7 @@ impl Worker {
                         if h.kind == KIND_REQUEST
                             && d.len >= HEADER_LEN
                             && usize::from(h.src_index) < hosts
-                            && self.plan.allowed_sources.contains(d.from.ip()) =>
+                            && self.plan.allowed_sources.contains(&d.from.ip()) =>
                     {
                         h
                     }
@@ -906,6 +943,11 @@ impl Worker {
     }
 }
 
+/// A flow's matrix rate times the rate scale in force (none: the matrix's).
+fn scaled(rate: f64, scale: Option<f64>) -> f64 {
+    rate * scale.unwrap_or(1.0)
+}
+
 /// The number of the interval whose rx slot is `slot`, with interval
 /// `current` in progress: the request was counted in the previous one (while
 /// it waits out its hold), this one, or the next ([`slots::rx_slot_of`]).
@@ -943,7 +985,7 @@ impl Replies {
         peer: u32,
         slot: Option<usize>,
         size: usize,
-        to: SocketAddrV4,
+        to: SocketAddr,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
         self.peers[batch.len()] = peer;

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
-use crate::matrix::{MIN_PACKET_BYTES, Matrix};
+use crate::matrix::{Ip, MIN_PACKET_BYTES, Matrix, resolve};
 use crate::plan::{
     self, DiskLoad, MatrixLoad, WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed,
 };
@@ -27,7 +27,8 @@ const UNPACED_SENDERS_LISTED: usize = 5;
 const UNPACED_RECEIVERS_LISTED: usize = 8;
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
-    let matrix = Matrix::load(&args.matrix)?;
+    // Names resolved here: each host is weighed in its own IP version.
+    let matrix = resolve::with_families(&Matrix::load(&args.matrix)?)?;
     matrix.print_warnings();
     let load = matrix_load(&matrix);
     if args.json {
@@ -36,12 +37,17 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
 
     writeln!(
         out,
-        "matrix {}: {} hosts, {} flows, {}, port {}",
+        "matrix {}: {} hosts, {} flows, {}, port {}{}",
         args.matrix.display(),
         matrix.host_count(),
         matrix.flow_count(),
         matrix.sizes_phrase(),
-        matrix.config.port
+        matrix.config.port,
+        match matrix.ip() {
+            Some(Ip::V4) => "",
+            Some(Ip::V6) => ", IPv6",
+            None => ", IPv4 and IPv6",
+        }
     )?;
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class: {}", matrix.config.dscp.sentence())?;

@@ -8,6 +8,7 @@ use crate::cli::{GenArgs, PpsArg};
 use crate::error::{Error, Result};
 use crate::matrix::build::{Shape, Traffic, build, build_between};
 use crate::matrix::pools::{Between, Pool, Pools};
+use crate::matrix::resolve;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{
@@ -15,7 +16,7 @@ use crate::matrix::{
     shared_endpoint_message,
 };
 use crate::plan::{self, per_host, pps_for_gbps};
-use crate::units::{self, bits, byte_rate, payload_bits, pps, wire_bits};
+use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps, wire_bits};
 
 use super::pools::Selection;
 use super::unpaced_ceiling;
@@ -48,11 +49,17 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
                     shared_endpoint_message(&placed[a], &placed[b])
                 )));
             }
-            mesh(args, hosts, tx_size, &traffic)?
+            let ip = family(
+                &hosts,
+                args.port,
+                &format!("{}: ", args.servers.path.display()),
+            )?;
+            mesh(args, hosts, (tx_size, ip), &traffic)?
         }
         Selection::Inside { name, hosts } => {
             let count = hosts.len() as u32;
-            let (matrix, shape, peers) = mesh(args, hosts, tx_size, &traffic)?;
+            let ip = family(&hosts, args.port, "")?;
+            let (matrix, shape, peers) = mesh(args, hosts, (tx_size, ip), &traffic)?;
             let pools = Pools {
                 pools: vec![Pool {
                     name,
@@ -72,12 +79,12 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
                 Shape::FullMesh => sizes[1],
                 Shape::KRegular { peers, .. } | Shape::Layered { peers, .. } => peers as usize,
             };
-            let rate = pair_rate(args, tx_size, peers)?;
-            (
-                build_between(pools, between, shape, traffic(rate)),
-                shape,
-                peers,
-            )
+            let all: Vec<HostToken> = pools.iter().flat_map(|(_, h)| h.iter().cloned()).collect();
+            let ip = family(&all, args.port, "")?;
+            let rate = pair_rate(args, (tx_size, ip), peers)?;
+            let matrix = build_between(pools, between, shape, traffic(rate));
+            let n = matrix.host_count();
+            (matrix.with_families(&vec![ip; n]), shape, peers)
         }
     };
 
@@ -90,11 +97,18 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
     Ok(0)
 }
 
-/// The mesh shapes over `hosts` (every pair, `--peers`, `--dwell`).
+/// The one IP version of the hosts gen draws a matrix over; refused, after
+/// `label`, when they have none in common.
+fn family(hosts: &[HostToken], port: u16, label: &str) -> Result<Option<Ip>> {
+    resolve::one_family(hosts, port).map_err(|why| Error::refused(format!("{label}{why}")))
+}
+
+/// The mesh shapes over `hosts` (every pair, `--peers`, `--dwell`), all of
+/// one IP version.
 fn mesh(
     args: &GenArgs,
     hosts: Vec<HostToken>,
-    tx_size: u32,
+    (tx_size, ip): (u32, Option<Ip>),
     traffic: &dyn Fn(Rate) -> Traffic,
 ) -> Result<(Matrix, Shape, usize)> {
     let n = hosts.len();
@@ -103,8 +117,9 @@ fn mesh(
         Shape::FullMesh => n - 1,
         Shape::KRegular { peers, .. } | Shape::Layered { peers, .. } => peers as usize,
     };
-    let rate = pair_rate(args, tx_size, peers)?;
-    Ok((build(hosts, shape, traffic(rate)), shape, peers))
+    let rate = pair_rate(args, (tx_size, ip), peers)?;
+    let matrix = build(hosts, shape, traffic(rate)).with_families(&vec![ip; n]);
+    Ok((matrix, shape, peers))
 }
 
 /// The pool-to-pool shape the flags ask for: K at most the smaller receiving
@@ -239,7 +254,7 @@ fn dwell_flags(seed: i64, dwell: f64) -> Result<()> {
 
 /// The per-pair rate, rounded to what the file will hold (facts.md 1.8), so the
 /// matrix in memory is the matrix on disk.
-fn pair_rate(args: &GenArgs, tx_size: u32, peers: usize) -> Result<Rate> {
+fn pair_rate(args: &GenArgs, (tx_size, ip): (u32, Option<Ip>), peers: usize) -> Result<Rate> {
     let pps = match (args.pps, args.gbps) {
         (Some(PpsArg::Max), _) => return Ok(Rate::UNPACED),
         (Some(PpsArg::Rate(pps)), _) => {
@@ -257,7 +272,7 @@ fn pair_rate(args: &GenArgs, tx_size: u32, peers: usize) -> Result<Rate> {
                     units::g(gbps)
                 )));
             }
-            pps_for_gbps(gbps, tx_size) / peers as f64
+            pps_for_gbps(gbps, tx_size, ip.unwrap_or_default()) / peers as f64
         }
         (None, None) => DEFAULT_PPS,
     };
@@ -326,6 +341,8 @@ fn print_summary(
         }
     }
     let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
+    // gen draws hosts of one family (refused otherwise).
+    let ip = matrix.ip().unwrap_or_default();
     let matrix_flag = if args.output == Path::new("matrix.csv") {
         String::new()
     } else {
@@ -385,13 +402,13 @@ fn print_summary(
             writeln!(
                 out,
                 "             {} out on the wire ({} payload)",
-                bits(wire_bits(host_pps, tx)),
+                bits(wire_bits(host_pps, tx, ip)),
                 bits(payload_bits(host_pps, tx))
             )?;
             writeln!(
                 out,
                 "             {} back on the wire ({} payload)",
-                bits(wire_bits(host_pps, rx)),
+                bits(wire_bits(host_pps, rx, ip)),
                 bits(payload_bits(host_pps, rx))
             )?;
             // What crosses each NIC: the host's own requests and the replies it
@@ -419,8 +436,8 @@ fn print_summary(
             writeln!(
                 out,
                 "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
-                bits(nic.out_wire(tx, rx)),
-                bits(nic.in_wire(tx, rx))
+                bits(nic.out_wire(tx, rx, ip)),
+                bits(nic.in_wire(tx, rx, ip))
             )?;
             writeln!(
                 out,

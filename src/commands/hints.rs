@@ -6,9 +6,9 @@ use std::io::Write;
 
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
-use crate::matrix::DEFAULT_PORT;
+use crate::matrix::{DEFAULT_PORT, HostToken, resolve};
 use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
-use crate::units::{bits, pps, wire_bits};
+use crate::units::{Ip, bits, pps, wire_bits};
 
 use super::pools::Selection;
 use super::unpaced_ceiling;
@@ -33,7 +33,9 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         }
         (Some(PpsArg::Rate(x)), _, _) => positive("--pps-per-pair", x)?,
         (None, Some(PpsArg::Rate(x)), _) => positive("--pps-per-host", x)? / peers as f64,
-        (None, None, Some(g)) => pps_for_gbps(positive("--gbps-per-host", g)?, tx) / peers as f64,
+        (None, None, Some(g)) => {
+            pps_for_gbps(positive("--gbps-per-host", g)?, tx, layout.ip) / peers as f64
+        }
         (None, None, None) => unreachable!("checked above"),
     };
     let per_host = per_pair * peers as f64;
@@ -42,7 +44,9 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
     // requests coming in, or the mirror image. A host of a simplex pool
     // matrix either sends or answers; every other host does both.
     let direction = |o: f64, i: f64| {
-        (wire_bits(o, tx) + wire_bits(i, rx)).max(wire_bits(i, tx) + wire_bits(o, rx))
+        let ip = layout.ip;
+        (wire_bits(o, tx, ip) + wire_bits(i, rx, ip))
+            .max(wire_bits(i, tx, ip) + wire_bits(o, rx, ip))
     };
     let (nic, busiest) = if layout.both_ways {
         (direction(per_host, in_host), per_host + in_host)
@@ -235,6 +239,8 @@ struct Layout {
     pooled: bool,
     /// The flags that make this shape with `mx gen`.
     gen_flags: String,
+    /// The IP version of the hosts (their headers are on the wire).
+    ip: Ip,
 }
 
 impl Layout {
@@ -257,7 +263,12 @@ impl Layout {
             }
             flags.join(" ")
         };
-        let mesh = |n: usize, gen_flags: String| -> Result<Layout> {
+        let family = |tokens: &[HostToken]| -> Result<Ip> {
+            Ok(resolve::one_family(tokens, DEFAULT_PORT)
+                .map_err(Error::refused)?
+                .unwrap_or_default())
+        };
+        let mesh = |n: usize, gen_flags: String, ip: Ip| -> Result<Layout> {
             let peers = match args.peers {
                 None => n - 1,
                 Some(k) if k >= 1 && (k as usize) < n => k as usize,
@@ -276,6 +287,7 @@ impl Layout {
                 both_ways: true,
                 pooled: false,
                 gen_flags: format!("{gen_flags}{peers_flag}"),
+                ip,
             })
         };
         match Selection::read(&args.pools, DEFAULT_PORT)? {
@@ -287,11 +299,18 @@ impl Layout {
                         servers.display()
                     )));
                 }
-                let n = super::read_server_list(servers)?.len();
-                mesh(n, format!("--servers {}", servers.display()))
+                let tokens = super::read_server_list(servers)?;
+                mesh(
+                    tokens.len(),
+                    format!("--servers {}", servers.display()),
+                    family(&tokens)?,
+                )
             }
-            Selection::Inside { hosts, .. } => mesh(hosts.len(), pool_flags()),
+            Selection::Inside { hosts, .. } => mesh(hosts.len(), pool_flags(), family(&hosts)?),
             Selection::Between { pools, between } => {
+                let all: Vec<HostToken> =
+                    pools.iter().flat_map(|(_, h)| h.iter().cloned()).collect();
+                let ip = family(&all)?;
                 let (a, b) = (pools[0].1.len(), pools[1].1.len());
                 let most = if between.duplex { a.min(b) } else { b };
                 let peers = match args.peers {
@@ -324,6 +343,7 @@ impl Layout {
                     both_ways: between.duplex,
                     pooled: true,
                     gen_flags: format!("{}{peers_flag}", pool_flags()),
+                    ip,
                 })
             }
         }

@@ -18,6 +18,7 @@ mod look;
 pub mod manual;
 pub mod pools;
 mod progress;
+pub mod ramp;
 pub mod reload;
 pub mod report;
 pub mod run;

@@ -11,14 +11,13 @@
 //! | no stamp, running              | report and leave alone: flags unknown    |
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use clap::Parser as _;
 
 use super::start::check_dwell_interval;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{deploy, deploy_all, stage};
+use crate::fleet::deploy::{Staged, deploy, deploy_all, stage};
 use crate::fleet::scripts::Begin;
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, launch, scripts};
@@ -127,11 +126,11 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         check_stamped_flags(&fleet.hosts()[i].name, flags_of(i))?;
         check_dwell_interval(&fleet, interval_of(flags_of(i)))?;
     }
-    let (_staging, files) = stage(&fleet, &args.agent.resolve()?, Some(target))?;
+    let staged = stage(&fleet, &args.agent.resolve()?, Some(target))?;
     let label = format!("restarting {} host(s)", act.len());
     let disks = super::data_files_needed(target);
     let done = if disks || fleet.transport.holds_agents() {
-        let Some(done) = restart_in_steps(&fleet, &act, &files, &flags_of, &label, disks, out)?
+        let Some(done) = restart_in_steps(&fleet, &act, &staged, &flags_of, &label, disks, out)?
         else {
             return Ok(EXIT_PROBLEMS);
         };
@@ -139,7 +138,7 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     } else {
         fleet.step(out, &label, &act, false, |host| {
             let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
-            let stopped = stop_and_deploy(&fleet, host, &files);
+            let stopped = stop_and_deploy(&fleet, host, &staged);
             if !stopped.ok() {
                 return stopped;
             }
@@ -235,13 +234,13 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
     Ok(which(|a| a.flags().is_some()))
 }
 
-/// Stops the agent on `host` and copies `files`; on success the outcome's
+/// Stops the agent on `host` and copies the staged files; on success the outcome's
 /// text says what the host was (`restarted (was running)`, ...).
-fn stop_and_deploy(fleet: &Fleet, host: &Host, files: &[PathBuf]) -> Outcome {
+fn stop_and_deploy(fleet: &Fleet, host: &Host, staged: &Staged) -> Outcome {
     // Stop first: a running executable cannot be overwritten (ETXTBSY), and
     // one unlinked under a running agent would hide it from stop.
     let was = stop_agent(fleet, host);
-    let copied = deploy(fleet, host, files, false);
+    let copied = deploy(fleet, host, staged, false);
     if !copied.ok() {
         return copied;
     }
@@ -268,12 +267,12 @@ fn stop_agent(fleet: &Fleet, host: &Host) -> &'static str {
 
 /// [`stop_and_deploy`] on each of `hosts`: a transport that broadcasts
 /// (Slurm) stops every agent first, then copies to all hosts at once.
-fn stop_and_deploy_all(fleet: &Fleet, hosts: &[usize], files: &[PathBuf]) -> Vec<Outcome> {
+fn stop_and_deploy_all(fleet: &Fleet, hosts: &[usize], staged: &Staged) -> Vec<Outcome> {
     if !fleet.transport.broadcasts() {
-        return fleet.each(hosts, |host| stop_and_deploy(fleet, host, files));
+        return fleet.each(hosts, |host| stop_and_deploy(fleet, host, staged));
     }
     let was = fleet.each(hosts, |host| stop_agent(fleet, host));
-    deploy_all(fleet, hosts, files, false)
+    deploy_all(fleet, hosts, staged, false)
         .into_iter()
         .zip(was)
         .map(|(copied, was)| match copied.ok() {
@@ -313,7 +312,7 @@ fn relaunch(fleet: &Fleet, host: &Host, flags: &[String], was: &str) -> Outcome 
 fn restart_in_steps<'a>(
     fleet: &Fleet,
     act: &[usize],
-    files: &[PathBuf],
+    staged: &Staged,
     flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
     label: &str,
     disks: bool,
@@ -324,7 +323,7 @@ fn restart_in_steps<'a>(
         "[mx] stopping, then deploying agent + matrix on {} hosts",
         act.len()
     )?;
-    let stopped = stop_and_deploy_all(fleet, act, files);
+    let stopped = stop_and_deploy_all(fleet, act, staged);
     let deployed = fleet.print(out, act, &stopped, true)?;
     let size_of = |i: usize| value_of(flags_of(i), "--disk-size");
     if disks && !super::start::prepare_disks(fleet, &deployed, &size_of, out)? {

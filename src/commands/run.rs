@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::progress::{Screen, Span};
 use super::start::start_fleet;
 use crate::cli::RunArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
@@ -44,6 +44,14 @@ fn run_saying(
     document: Option<&mut dyn Write>,
     screen: Screen,
 ) -> Result<u8> {
+    if args.ramp.range.is_some() {
+        return super::ramp::run(args, out, document);
+    }
+    if let Some(flag) = args.ramp.others_given().first() {
+        return Err(Error::refused(format!(
+            "{flag} is a setting of the ramp: give --ramp FROM:TO with it (e.g. --ramp 0.5:3)"
+        )));
+    }
     super::agent::check_flags(&args.run.agent_flags)?;
     let fleet = super::open_fleet(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
@@ -51,7 +59,7 @@ fn run_saying(
     } else {
         args.for_seconds
     };
-    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), out)?;
+    let started = start_fleet(&fleet, &args.run, (!args.keep).then_some(hold), None, out)?;
     let Some(begin) = started.start else {
         return Ok(started.code);
     };

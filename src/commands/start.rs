@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{deploy_all, stage};
+use crate::fleet::deploy::{AGENT_UNCHANGED, deploy_all, stage};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, PREPARE_TIMEOUT, STEP_TIMEOUT, bind, instants, launch, scripts};
 use crate::matrix::resolve::resolved;
@@ -34,7 +34,7 @@ pub fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
 pub fn run(args: &StartArgs, out: &mut dyn Write) -> Result<u8> {
     super::agent::check_flags(&args.run.agent_flags)?;
     let fleet = super::open_fleet(&args.fleet)?;
-    Ok(start_fleet(&fleet, &args.run, None, out)?.code)
+    Ok(start_fleet(&fleet, &args.run, None, None, out)?.code)
 }
 
 /// `1 host`, `3 hosts`.
@@ -81,11 +81,13 @@ pub struct Started {
 }
 
 /// Deploys, launches every agent armed, then tells every host the one start
-/// instant (and, with `end_after`, the end instant that many seconds later).
+/// instant (and, with `end_after`, the end instant that many seconds later;
+/// with `scale`, the factor its flows' matrix rates begin at).
 pub fn start_fleet(
     fleet: &Fleet,
     run: &RunFlags,
     end_after: Option<f64>,
+    scale: Option<f64>,
     out: &mut dyn Write,
 ) -> Result<Started> {
     // The agents' own refusals, before anything is copied (`start` and `run`
@@ -147,7 +149,13 @@ pub fn start_fleet(
     let begin = instants::start_instant(wall_now(), interval, margins.start);
     let end = end_after.map(|seconds| begin + seconds);
     // 3. The go: every host learns the one start instant.
-    let went = give_start(fleet, &launch.started, begin, margins.grace, end, out)?;
+    let go = Go {
+        begin,
+        grace: margins.grace,
+        end,
+        scale,
+    };
+    let went = give_start(fleet, &launch.started, &go, out)?;
     if went.is_empty() {
         writeln!(
             out,
@@ -165,7 +173,7 @@ pub fn start_fleet(
         0
     };
     print_running(fleet, begin, out)?;
-    if code == 0 && end_after.is_none() {
+    if code == 0 && end_after.is_none() && scale.is_none() {
         fleet.hint_lines(
             out,
             "[mx] next: ",
@@ -254,15 +262,26 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
         Some(spec) => Some(bind::retarget(fleet, spec, out)?),
         None => resolved(&fleet.matrix)?,
     };
-    let (_staging, files) = stage(fleet, &run.agent.resolve()?, retargeted.as_ref())?;
+    let staged = stage(fleet, &run.agent.resolve()?, retargeted.as_ref())?;
     let hosts = fleet.all();
     writeln!(
         out,
         "[mx] deploying agent + matrix on {} hosts",
         hosts.len()
     )?;
-    let outcomes = deploy_all(fleet, &hosts, &files, true);
+    let outcomes = deploy_all(fleet, &hosts, &staged, true);
     let ready = fleet.print(out, &hosts, &outcomes, true)?;
+    let unchanged = outcomes
+        .iter()
+        .filter(|o| o.ok() && o.text == AGENT_UNCHANGED)
+        .count();
+    if unchanged > 0 {
+        writeln!(
+            out,
+            "[mx] {unchanged} of {} hosts had this agent already (same sha256): only the matrix was copied there",
+            hosts.len()
+        )?;
+    }
     let unready = hosts.len() - ready.len();
     if unready == 0 {
         return Ok(Some(ready));
@@ -321,24 +340,37 @@ fn launch_armed(
     })
 }
 
-/// Gives every started host the start instant `begin` (and the end, if any);
-/// names a host that had it only after it passed. Returns the hosts told.
-fn give_start(
-    fleet: &Fleet,
-    started: &[usize],
+/// What the go tells every host: the start instant, the grace, the end
+/// instant if any, and the rate scale the flows begin at if any.
+struct Go {
     begin: f64,
     grace: f64,
     end: Option<f64>,
+    scale: Option<f64>,
+}
+
+/// Gives every started host the start instant (and the end and the scale,
+/// if any); names a host that had it only after it passed. Returns the
+/// hosts told.
+fn give_start(
+    fleet: &Fleet,
+    started: &[usize],
+    go: &Go,
     out: &mut dyn Write,
 ) -> Result<Vec<usize>> {
     let logs_hint = fleet.hint("logs");
     let late = std::sync::Mutex::new(Vec::new());
+    let begin = go.begin;
     let went = fleet.step(out, "", started, true, |host| {
-        let mut outcome = fleet.transport.run(
-            host,
-            &scripts::go(&fleet.dir(host), begin, grace, end, &logs_hint),
-            STEP_TIMEOUT,
+        let script = scripts::go(
+            &fleet.dir(host),
+            begin,
+            go.grace,
+            go.end,
+            go.scale,
+            &logs_hint,
         );
+        let mut outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
         let returned = wall_now();
         if outcome.ok() && returned > begin && !fleet.dry_run {
             late.lock()

@@ -55,11 +55,12 @@ fn collect_and_summarize(
     }
 }
 
-/// Loads the matrix for names, order and layers when it is there; a summary
-/// of reports alone still works without it.
+/// Loads the matrix for names, order, layers and each host's IP version
+/// (names resolved here) when it is there; a summary of reports alone still
+/// works without it.
 pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
     if path.exists() {
-        Matrix::load(path).map(Some)
+        Matrix::load(path).map(|m| Some(crate::matrix::resolve::families_or_as_is(m)))
     } else {
         Ok(None)
     }

@@ -137,7 +137,7 @@ pub fn host_samples(
             }
         }
         if h.sent > 0.0 {
-            let gbps = wire_bits(h.sent, ctx.tx_size) / 1e9;
+            let gbps = wire_bits(h.sent, ctx.tx_size, ctx.ip(h.id)) / 1e9;
             b.push(overlays::REQUEST_GBPS, name, Some(gbps), vec![]);
         }
         if senders.len() >= 2 {

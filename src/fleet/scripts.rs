@@ -69,6 +69,16 @@ pub fn make_dir(dir: &str) -> String {
     make_owned_dir(dir)
 }
 
+/// Prints `sha256=<hex>` of the agent binary already in `dir`, when there is
+/// one and the host has `sha256sum` (nothing otherwise: the binary is
+/// copied).
+pub fn agent_sha256(dir: &str) -> String {
+    format!(
+        "if [ -f {exe} ] && command -v sha256sum >/dev/null 2>&1; then echo \"sha256=$(sha256sum < {exe} | cut -d' ' -f1)\"; fi; true",
+        exe = q(&format!("{dir}/{AGENT_BIN}"))
+    )
+}
+
 /// How an agent begins sending once launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Begin {
@@ -112,9 +122,9 @@ pub fn launch(
     stop: &str,
 ) -> String {
     let wipe = if wipe {
-        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end\n"
+        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end agent.rate\n"
     } else {
-        "rm -f agent.stamp agent.start agent.end\n"
+        "rm -f agent.stamp agent.start agent.end agent.rate\n"
     };
     let armed = match begin {
         Begin::Now => "",
@@ -177,20 +187,48 @@ fn write_control(name: &str, words: &str) -> String {
     )
 }
 
-/// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
-/// instant and grace); fails when no agent runs there any more, naming
-/// `logs`, the command that fetches this fleet's logs.
-pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>, logs: &str) -> String {
-    let mut script = format!(
+/// A rate file's words: `scale=<factor> at=<unix s>`.
+fn rate_words(scale: f64, at: f64) -> String {
+    format!("scale={scale:.4} {}", instant_words(at, None))
+}
+
+/// The head of a script for a running agent: into its directory, or fail
+/// saying it is not running any more (naming `logs`, the command that
+/// fetches this fleet's logs).
+fn running_agent(dir: &str, logs: &str) -> String {
+    format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed'; exit 1; }}\n\
-         if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n{start}\n",
+         if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n",
         pids = agent_pids(dir),
         d = q(dir),
         gone = q(&format!(
             "the agent is not running any more (died after it started? {logs})"
         )),
-        start = write_control("agent.start", &instant_words(start, Some(grace))),
-    );
+    )
+}
+
+/// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
+/// instant and grace; for `mx run --ramp`, the rate scale of the first step,
+/// written first); fails when no agent runs there any more, naming `logs`,
+/// the command that fetches this fleet's logs.
+pub fn go(
+    dir: &str,
+    start: f64,
+    grace: f64,
+    end: Option<f64>,
+    scale: Option<f64>,
+    logs: &str,
+) -> String {
+    let mut script = running_agent(dir, logs);
+    if let Some(scale) = scale {
+        script.push_str(&write_control(RATE_FILE, &rate_words(scale, start)));
+        script.push('\n');
+    }
+    script.push_str(&write_control(
+        "agent.start",
+        &instant_words(start, Some(grace)),
+    ));
+    script.push('\n');
     if let Some(end) = end {
         script.push_str(&write_control(
             "agent.end",
@@ -200,6 +238,20 @@ pub fn go(dir: &str, start: f64, grace: f64, end: Option<f64>, logs: &str) -> St
     }
     script.push_str(CLOCK);
     script
+}
+
+/// The rate control file's name (the agent's `clock::RATE_FILE`).
+const RATE_FILE: &str = "agent.rate";
+
+/// Orders a running agent to scale every flow's matrix rate by `scale` from
+/// the whole interval that begins at `at` (`mx run --ramp`); fails when no
+/// agent runs there any more, naming `logs`.
+pub fn rate(dir: &str, scale: f64, at: f64, logs: &str) -> String {
+    format!(
+        "{}{}\necho ordered",
+        running_agent(dir, logs),
+        write_control(RATE_FILE, &rate_words(scale, at))
+    )
 }
 
 /// What reload needs to know: `state=absent|running|stopped`, then the stamp.
@@ -246,11 +298,12 @@ fn disk_room(dir: &str) -> String {
 /// `--disk-file` default, which the fleet never changes).
 pub const DATA_FILE: &str = "disk.dat";
 
-/// The address of the first interface line of `ip -o -4 addr show` that
-/// contains `spec` (what `--bind` means on that host), or nothing.
+/// What `--bind` means on a host: the address of the first line of `ip -o
+/// addr show` that contains `spec`, per family (`inet ADDR`, `inet6 ADDR`;
+/// IPv6 link-local addresses are skipped), or nothing.
 pub fn bind_probe(spec: &str) -> String {
     format!(
-        "ip -o -4 addr show 2>/dev/null | grep -F -m1 -- {s} | awk '{{print $4}}' | cut -d/ -f1",
+        "ip -o addr show 2>/dev/null | grep -F -- {s} | awk '($3 == \"inet\" || ($3 == \"inet6\" && !/ scope link /)) && !seen[$3]++ {{ sub(\"/.*\", \"\", $4); print $3, $4 }}'",
         s = q(spec)
     )
 }
@@ -349,6 +402,46 @@ mod tests {
         assert!(
             prepare_disk("/var/tmp/mx", None).ends_with("\n/var/tmp/mx/mx agent --prepare-disk")
         );
+    }
+
+    #[test]
+    fn the_bind_probe_says_an_address_per_family() {
+        let probe = |spec: &str| {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(bind_probe(spec))
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        // Loopback holds 127.0.0.1 and ::1: one line each, IPv4 first.
+        assert_eq!(probe("lo"), "inet 127.0.0.1\ninet6 ::1\n");
+        assert_eq!(probe("::1/128"), "inet6 ::1\n");
+        assert_eq!(probe("127.0.0.1"), "inet 127.0.0.1\n");
+        assert_eq!(probe("nosuchif0"), "");
+    }
+
+    #[test]
+    fn a_rate_order_is_written_whole_for_a_running_agent_only() {
+        let script = rate("/var/tmp/mx", 1.25, 1_796_003_025.0, "mx logs");
+        assert!(
+            script.contains(
+                "printf '%s\\n' 'scale=1.2500 at=1796003025.000000' > agent.rate.tmp && mv -f agent.rate.tmp agent.rate || exit 1\necho ordered"
+            ),
+            "{script}"
+        );
+        assert!(
+            script.contains("the agent is not running any more"),
+            "{script}"
+        );
+        // The go of a ramp orders the first step's scale before the start.
+        let go = go("/var/tmp/mx", 100.0, 1.0, None, Some(0.5), "mx logs");
+        let (rate_at, start_at) = (
+            go.find("agent.rate.tmp").unwrap(),
+            go.find("agent.start.tmp").unwrap(),
+        );
+        assert!(rate_at < start_at, "{go}");
+        assert!(!super::go("/d", 100.0, 1.0, None, None, "l").contains("agent.rate"));
     }
 
     #[test]

@@ -30,7 +30,7 @@
 //! --servers slurm` writes the allocation's nodes as `NAME=NODEADDR`.
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -43,7 +43,7 @@ use super::transport::{
 };
 use crate::error::{Error, Result};
 use crate::matrix::Host;
-use crate::matrix::resolve::resolve;
+use crate::matrix::resolve::lookup;
 use crate::units::wall_now;
 
 /// A node of the allocation, as `scontrol show node` names it.
@@ -177,7 +177,8 @@ pub fn parse_nodes(text: &str) -> Vec<Node> {
 
 /// Which node each matrix host is (its name, by host): the node of its name,
 /// else the node whose NodeAddr, name or NodeHostName its address is, else
-/// the node whose address resolves to the IPv4 address the host's does.
+/// the node whose address resolves to an address (IPv4 or IPv6) the host's
+/// does.
 /// Refuses a host on no node of the allocation, and two hosts on one node.
 pub fn map_hosts(hosts: &[Host], alloc: &Allocation) -> Result<HashMap<String, String>> {
     let by_name = |h: &Host| alloc.nodes.iter().position(|n| n.name == h.name);
@@ -193,23 +194,22 @@ pub fn map_hosts(hosts: &[Host], alloc: &Allocation) -> Result<HashMap<String, S
         .collect();
     if found.iter().any(Option::is_none) {
         // Resolved only when needed: a thousand lookups cost seconds.
-        let ip = |addr: &str| -> Option<Ipv4Addr> {
-            if let Ok(ip) = addr.parse() {
-                return Some(ip);
+        let ips = |addr: &str| -> Vec<IpAddr> {
+            match addr.parse() {
+                Ok(ip) => vec![ip],
+                Err(_) => (addr, 0)
+                    .to_socket_addrs()
+                    .map(|found| found.map(|a| a.ip()).collect())
+                    .unwrap_or_default(),
             }
-            (addr, 0)
-                .to_socket_addrs()
-                .ok()?
-                .find_map(|a| match a.ip() {
-                    std::net::IpAddr::V4(v4) => Some(v4),
-                    std::net::IpAddr::V6(_) => None,
-                })
         };
-        let node_ips: Vec<Option<Ipv4Addr>> = alloc.nodes.iter().map(|n| ip(&n.addr)).collect();
+        let node_ips: Vec<Vec<IpAddr>> = alloc.nodes.iter().map(|n| ips(&n.addr)).collect();
         for (h, slot) in hosts.iter().zip(found.iter_mut()) {
             if slot.is_none() {
-                let host_ip = resolve(h).map(|a| *a.ip());
-                *slot = host_ip.and_then(|want| node_ips.iter().position(|n| *n == Some(want)));
+                let want = lookup(h);
+                *slot = node_ips
+                    .iter()
+                    .position(|node| node.iter().any(|ip| want.contains(ip)));
             }
         }
     }
@@ -969,6 +969,25 @@ mod tests {
         assert_eq!(map["node2"], "node2", "by name, whatever its address");
         assert_eq!(map["h1"], "node1", "by NodeAddr");
         assert_eq!(map["gpu7.cluster"], "gpu7", "by NodeHostName");
+    }
+
+    #[test]
+    fn an_ipv6_node_address_is_a_server_line_and_a_resolved_name_maps() {
+        let a = Allocation {
+            job: "1".to_string(),
+            nodes: parse_nodes(
+                "NodeName=v6n NodeAddr=fd00:18:112::1 NodeHostName=v6n\n\
+                 NodeName=lo NodeAddr=localhost NodeHostName=lo\n",
+            ),
+        };
+        let list = a.server_list();
+        assert_eq!(list, "v6n=fd00:18:112::1\nlo=localhost\n");
+        let tokens = crate::matrix::servers::parse_servers(&list, "the allocation").unwrap();
+        assert_eq!(tokens[0].addr, "fd00:18:112::1");
+        let hosts = [host("h6=[fd00:18:112::1]:5300"), host("h1=127.0.0.1")];
+        let map = map_hosts(&hosts, &a).unwrap();
+        assert_eq!(map["h6"], "v6n", "by NodeAddr, an IPv6 literal");
+        assert_eq!(map["h1"], "lo", "by what NodeAddr resolves to");
     }
 
     #[test]

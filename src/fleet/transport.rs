@@ -260,10 +260,26 @@ impl Ssh {
         options
     }
 
+    /// `[user@]addr`: what ssh takes, an IPv6 address as it is.
     fn target(&self, host: &Host) -> String {
         match &self.user {
             Some(user) => format!("{user}@{}", host.addr),
             None => host.addr.clone(),
+        }
+    }
+
+    /// `[user@]addr:path` as scp takes it: an IPv6 address in brackets
+    /// (`root@[2001:db8::10]:/var/tmp/mx/`), else scp would split it at its
+    /// first colon.
+    fn copy_target(&self, host: &Host, path: &str) -> String {
+        let addr = if host.addr.contains(':') {
+            format!("[{}]", host.addr)
+        } else {
+            host.addr.clone()
+        };
+        match &self.user {
+            Some(user) => format!("{user}@{addr}:{path}"),
+            None => format!("{addr}:{path}"),
         }
     }
 
@@ -281,7 +297,7 @@ impl Ssh {
         argv.extend(self.options());
         argv.push("-q".into());
         argv.extend(files.iter().map(|f| f.display().to_string()));
-        argv.push(format!("{}:{dir}/", self.target(host)));
+        argv.push(self.copy_target(host, &format!("{dir}/")));
         argv
     }
 
@@ -289,7 +305,7 @@ impl Ssh {
         let mut argv = self.scp.clone();
         argv.extend(self.options());
         argv.push("-q".into());
-        argv.push(format!("{}:{remote}", self.target(host)));
+        argv.push(self.copy_target(host, remote));
         argv.push(to.display().to_string());
         argv
     }
@@ -559,4 +575,44 @@ fn once_for_all(hosts: &[&Host], text: &str) -> Vec<Outcome> {
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::HostToken;
+
+    fn host(token: &str) -> Host {
+        Host::from_token(HostToken::parse(token).unwrap(), 5300)
+    }
+
+    #[test]
+    fn ssh_takes_an_ipv6_address_bare_and_scp_in_brackets() {
+        let ssh = Ssh {
+            ssh: vec!["ssh".into()],
+            scp: vec!["scp".into()],
+            user: Some("root".into()),
+            control_dir: None,
+        };
+        let v6 = host("db=[2001:db8::10]:5300");
+        let argv = ssh.ssh_argv(&v6, "true");
+        assert_eq!(argv[argv.len() - 2..], ["root@2001:db8::10", "true"]);
+        let push = ssh.push_argv(&v6, &[PathBuf::from("/tmp/mx")], "/var/tmp/mx");
+        assert_eq!(push.last().unwrap(), "root@[2001:db8::10]:/var/tmp/mx/");
+        let pull = ssh.pull_argv(&v6, "/var/tmp/mx/report.csv", Path::new("reports/db.csv"));
+        assert_eq!(
+            pull[pull.len() - 2..],
+            [
+                "root@[2001:db8::10]:/var/tmp/mx/report.csv",
+                "reports/db.csv"
+            ]
+        );
+        // IPv4 and names as before.
+        let anon = Ssh { user: None, ..ssh };
+        let v4 = host("web=10.0.0.5");
+        assert_eq!(
+            anon.push_argv(&v4, &[], "/d").last().unwrap(),
+            "10.0.0.5:/d/"
+        );
+    }
 }

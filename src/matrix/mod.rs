@@ -19,6 +19,7 @@
 pub mod build;
 pub mod cpython_random;
 pub mod dscp;
+pub mod family;
 pub mod pools;
 pub mod read;
 pub mod resolve;
@@ -30,6 +31,7 @@ pub mod write;
 
 use std::collections::HashMap;
 
+pub use crate::units::Ip;
 pub use dscp::Dscp;
 pub use token::HostToken;
 
@@ -95,20 +97,50 @@ pub struct Host {
     /// The token as written in the header, kept verbatim for writing back.
     pub token: String,
     pub name: String,
-    /// Address the controller reaches and peers send to (a name or an IPv4 literal).
+    /// Address the controller reaches and peers send to (a name, or an IPv4 or
+    /// IPv6 literal, without brackets).
     pub addr: String,
     /// The UDP port its agent listens on: the token's, else the matrix's `port=`.
     pub port: u16,
+    /// The IP version peers reach it by: its literal's, or what its name
+    /// resolved to ([`family::decide`]); `None` for a name not resolved.
+    pub family: Option<Ip>,
 }
 
 impl Host {
     pub fn from_token(token: HostToken, default_port: u16) -> Host {
         Host {
             port: token.port.unwrap_or(default_port),
+            family: literal_family(&token.addr),
             token: token.token,
             name: token.name,
             addr: token.addr,
         }
+    }
+
+    /// The IP version of its flows: IPv4 for a name not resolved.
+    pub fn ip(&self) -> Ip {
+        self.family.unwrap_or_default()
+    }
+
+    /// `addr:port`, the address in brackets when it is an IPv6 literal.
+    pub fn endpoint(&self) -> String {
+        endpoint(&self.addr, self.port)
+    }
+}
+
+/// The family of an address literal; `None` for a name.
+pub fn literal_family(addr: &str) -> Option<Ip> {
+    addr.parse::<std::net::IpAddr>().ok().map(Ip::of)
+}
+
+/// `addr:port` as a host token writes it: `[2001:db8::10]:5300` for an IPv6
+/// literal, `10.0.0.5:5300` or `web1:5300` otherwise.
+pub fn endpoint(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
     }
 }
 
@@ -256,14 +288,19 @@ pub struct Matrix {
 }
 
 /// The first two hosts (by index) at one address and UDP port: one agent would
-/// bind it and answer for both. Addresses compare as text, trimmed and without
-/// case (names are case-insensitive); the port is the effective one, so
-/// `10.0.0.5` and `10.0.0.5:5301` are two hosts. Names that resolve to one
+/// bind it and answer for both. Literals compare as addresses (`2001:db8::10`
+/// is `2001:DB8:0::10`), names as text without case; the port is the
+/// effective one, so `10.0.0.5` and `10.0.0.5:5301` are two hosts. Names that resolve to one
 /// address are caught where they are resolved (`mx start`).
 pub fn shared_endpoint(hosts: &[Host]) -> Option<(usize, usize)> {
     let mut seen: HashMap<(String, u16), usize> = HashMap::with_capacity(hosts.len());
     for (i, host) in hosts.iter().enumerate() {
-        match seen.entry((host.addr.trim().to_ascii_lowercase(), host.port)) {
+        let addr = host.addr.trim();
+        let key = match addr.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip.to_string(),
+            Err(_) => addr.to_ascii_lowercase(),
+        };
+        match seen.entry((key, host.port)) {
             std::collections::hash_map::Entry::Occupied(first) => return Some((*first.get(), i)),
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(i);
@@ -276,8 +313,10 @@ pub fn shared_endpoint(hosts: &[Host]) -> Option<(usize, usize)> {
 /// The refusal for two hosts [`shared_endpoint`] found.
 pub fn shared_endpoint_message(first: &Host, second: &Host) -> String {
     format!(
-        "hosts '{}' and '{}' are both at {}:{} -- one agent would answer for both; give each host its own address or port",
-        first.name, second.name, first.addr, first.port
+        "hosts '{}' and '{}' are both at {} -- one agent would answer for both; give each host its own address or port",
+        first.name,
+        second.name,
+        first.endpoint()
     )
 }
 
@@ -391,14 +430,31 @@ impl Matrix {
             .iter()
             .zip(addrs)
             .map(|(h, addr)| Host {
-                token: format!("{}={addr}:{}", h.name, h.port),
+                token: format!("{}={}", h.name, endpoint(addr, h.port)),
                 name: h.name.clone(),
                 addr: addr.clone(),
                 port: h.port,
+                family: literal_family(addr).or(h.family),
             })
             .collect();
         Matrix::from_parts(self.config.clone(), hosts, self.rows.clone())
             .with_pools(self.pools.clone())
+    }
+
+    /// The same matrix with every host's family as [`family::decide`] gave it.
+    pub fn with_families(mut self, families: &[Option<Ip>]) -> Matrix {
+        assert_eq!(families.len(), self.hosts.len());
+        for (host, family) in self.hosts.iter_mut().zip(families) {
+            host.family = *family;
+        }
+        self
+    }
+
+    /// The family every host uses when all use one (IPv4 for names not
+    /// resolved); `None` for a matrix of an IPv4 group and an IPv6 one.
+    pub fn ip(&self) -> Option<Ip> {
+        let first = self.hosts.first().map_or(Ip::V4, Host::ip);
+        self.hosts.iter().all(|h| h.ip() == first).then_some(first)
     }
 
     /// The layers of a layered matrix, derived from its seed (and its pools,

@@ -652,6 +652,10 @@ impl<'a> GridReader<'a> {
             ));
         }
         let mut matrix = Matrix::from_parts(config, hosts, self.rows).with_pools(pools);
+        // Address literals of two families in one group of flows cannot run
+        // (names are resolved, and checked, where they are resolved).
+        super::family::decide(&matrix, &super::family::literal_offers(&matrix))
+            .map_err(|why| Error::refused(format!("{}: {why}", self.label)))?;
         matrix.warnings = warnings;
         Ok(matrix)
     }

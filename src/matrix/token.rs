@@ -4,9 +4,15 @@
 //! - `10.0.0.5:5400`       name = addr = `10.0.0.5`, port 5400
 //! - `web1=10.0.0.5:5400`  name `web1`, addr `10.0.0.5`, port 5400
 //!
+//! - `db=[2001:db8::10]:5400`  name `db`, IPv6 addr `2001:db8::10`, port 5400
+//! - `[::1]:5400`          name = addr = `::1`, port 5400
+//! - `2001:db8::10`        name = addr = `2001:db8::10`, the default port
+//!
 //! The port is the UDP port the host's agent listens on, never an ssh port.
-//! Addresses are IPv4 literals or names the controller resolves; an address part is
-//! split at its last `:`, so IPv6 literals are not host tokens (mx is IPv4 only).
+//! Addresses are IPv4 or IPv6 literals, or names the controller resolves. An
+//! address part is split at its last `:`, unless it is an IPv6 literal: in
+//! brackets when a port follows (`[2001:db8::10]:5400`), bare when none does.
+//! The address is kept without its brackets.
 
 use std::fmt;
 
@@ -28,6 +34,9 @@ pub enum TokenError {
     Malformed(String),
     /// The part after the last `:` is not a port number 1..65535.
     BadPort(String),
+    /// Brackets around something that is not an IPv6 address, or an IPv6
+    /// address that is neither bare nor bracketed whole.
+    BadIpv6(String),
 }
 
 impl fmt::Display for TokenError {
@@ -39,6 +48,10 @@ impl fmt::Display for TokenError {
             TokenError::BadPort(t) => write!(
                 f,
                 "bad port in host token '{t}' (want name[=addr[:port]] with a port from 1 to 65535)"
+            ),
+            TokenError::BadIpv6(t) => write!(
+                f,
+                "bad IPv6 address in host token '{t}' (want name=[2001:db8::10]:port, the address in brackets when a port follows)"
             ),
         }
     }
@@ -55,14 +68,7 @@ impl HostToken {
             Some((name, rest)) => (name.trim(), rest.trim()),
             None => ("", token),
         };
-        let (addr, port) = match address_part.rsplit_once(':') {
-            Some((addr, port)) => {
-                let port =
-                    parse_port(port).ok_or_else(|| TokenError::BadPort(token.to_string()))?;
-                (addr.trim(), Some(port))
-            }
-            None => (address_part, None),
-        };
+        let (addr, port) = split_address(address_part, token)?;
         // A bare token names the host by its address, without the port.
         let name = if token.contains('=') { name } else { addr };
         // A comma, quote or blank inside a name or address is a paste error that
@@ -78,6 +84,36 @@ impl HostToken {
             port,
         })
     }
+}
+
+/// An address part's address and port: `[v6]:port`, `[v6]`, a bare IPv6
+/// literal (no port), else split at the last `:`.
+fn split_address<'a>(part: &'a str, token: &str) -> Result<(&'a str, Option<u16>), TokenError> {
+    let bad_port = || TokenError::BadPort(token.to_string());
+    if let Some(inner) = part.strip_prefix('[') {
+        let bad = || TokenError::BadIpv6(token.to_string());
+        let (addr, rest) = inner.split_once(']').ok_or_else(bad)?;
+        let addr = addr.trim();
+        addr.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
+        let port = match rest.trim() {
+            "" => None,
+            rest => {
+                let port = rest.strip_prefix(':').ok_or_else(bad)?;
+                Some(parse_port(port).ok_or_else(bad_port)?)
+            }
+        };
+        return Ok((addr, port));
+    }
+    if part.matches(':').count() >= 2 {
+        // Two colons or more: an IPv6 address, which takes no port unbracketed.
+        part.parse::<std::net::Ipv6Addr>()
+            .map_err(|_| TokenError::BadIpv6(token.to_string()))?;
+        return Ok((part, None));
+    }
+    Ok(match part.rsplit_once(':') {
+        Some((addr, port)) => (addr.trim(), Some(parse_port(port).ok_or_else(bad_port)?)),
+        None => (part, None),
+    })
 }
 
 fn parse_port(text: &str) -> Option<u16> {
@@ -118,6 +154,66 @@ mod tests {
             parsed("  spaced = 10.0.0.1 "),
             ("spaced".into(), "10.0.0.1".into(), None)
         );
+    }
+
+    #[test]
+    fn ipv6_addresses_in_brackets_or_bare_without_a_port() {
+        let v6 = |name: &str, addr: &str, port| (name.to_string(), addr.to_string(), port);
+        assert_eq!(
+            parsed("db=[2001:db8::10]:5300"),
+            v6("db", "2001:db8::10", Some(5300))
+        );
+        assert_eq!(parsed("db=[2001:db8::10]"), v6("db", "2001:db8::10", None));
+        assert_eq!(
+            parsed("db = [ fd00::1 ] : 99"),
+            v6("db", "fd00::1", Some(99))
+        );
+        // A bare token is named by its address, without brackets or port.
+        assert_eq!(parsed("[::1]:5300"), v6("::1", "::1", Some(5300)));
+        assert_eq!(parsed("[::1]"), v6("::1", "::1", None));
+        assert_eq!(
+            parsed("2001:db8::10"),
+            v6("2001:db8::10", "2001:db8::10", None)
+        );
+        assert_eq!(parsed("db=fd00:18:1::2"), v6("db", "fd00:18:1::2", None));
+        // An IPv4-mapped address is still an IPv6 literal.
+        assert_eq!(
+            parsed("m=[::ffff:10.0.0.1]:7"),
+            v6("m", "::ffff:10.0.0.1", Some(7))
+        );
+        assert_eq!(
+            HostToken::parse("db=[2001:db8::10]:5300").unwrap().token,
+            "db=[2001:db8::10]:5300"
+        );
+    }
+
+    #[test]
+    fn ipv6_refusals_say_how_to_write_one() {
+        for bad in [
+            "[2001:db8::10",
+            "a=[2001:db8::10]5300",
+            "a=[10.0.0.1]:5300",
+            "a=[web1]",
+            "a=[]",
+            "a=2001:db8::zz",
+            "a=2001:db8:::1",
+            "a=fe80::1%eth0",
+        ] {
+            let err = HostToken::parse(bad).unwrap_err();
+            assert_eq!(err, TokenError::BadIpv6(bad.to_string()), "{bad:?}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "bad IPv6 address in host token '{bad}' (want name=[2001:db8::10]:port, the address in brackets when a port follows)"
+                )
+            );
+        }
+        for bad in ["a=[::1]:0", "[::1]:http", "a=[::1]:70000", "[::1]:"] {
+            assert_eq!(
+                HostToken::parse(bad).unwrap_err(),
+                TokenError::BadPort(bad.to_string())
+            );
+        }
     }
 
     #[test]

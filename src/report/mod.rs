@@ -22,7 +22,10 @@
 //!   cgroup's CPU throttling);
 //! - `rtt_hist`: on host rows, the interval's RTT histogram (`ns:count` per
 //!   non-empty bucket, `;` between), from which summarize computes percentiles
-//!   exactly instead of averaging them.
+//!   exactly instead of averaging them;
+//! - `rate_scale` (tx and host rows): the factor the flows' matrix rates were
+//!   scaled by in the interval (`mx run --ramp`), blank when nothing scaled
+//!   them (and on a host row whose workers were not all at one scale).
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -163,6 +166,7 @@ columns! {
     BehindMs = "behind_ms",
     ThrottledMs = "throttled_ms",
     RttHist = "rtt_hist",
+    RateScale = "rate_scale",
 }
 
 /// Columns of the original tool's reports (ours add the rest).

@@ -81,6 +81,7 @@ pub struct ReportRow {
     pub disk_wr_avg_us: Option<f64>,
     pub disk_wr_p99_us: Option<f64>,
     pub disk_busy_pct: Option<f64>,
+    pub rate_scale: Option<f64>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -165,6 +166,7 @@ impl ReportRow {
             C::BehindMs => fixed(out, self.behind_ms, 1),
             C::ThrottledMs => fixed(out, self.throttled_ms, 1),
             C::RttHist => out.push_str(self.rtt_hist.as_deref().unwrap_or("")),
+            C::RateScale => fixed(out, self.rate_scale, 4),
         }
     }
 }
@@ -210,13 +212,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 48);
+        assert_eq!(header_line().trim_end().split(',').count(), 49);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::evidence::{self, DISK_SUSPECT_PCT, HostLoss};
 use super::figures::{Context, Fleet, FlowFigures, HostFigures, percent};
 use crate::matrix::DiskMode;
 use crate::plan::WORKER_EXCHANGES_PER_SECOND;
-use crate::units::{self, bits, pps, wire_bits};
+use crate::units::{self, bits, pps};
 
 /// A core this busy is not available to anything else.
 const HOT_CORE_PCT: f64 = 85.0;
@@ -531,7 +531,7 @@ fn leg_lines(r: &Reading<'_>) -> Vec<String> {
             format!(
             "{back:.2}% of replies were lost on the way back while the requests arrived: the reply path only. Replies are {} bytes ({} on the wire); a smaller --rx-size would tell whether size is the problem",
             r.ctx.rx_size,
-            bits(wire_bits(r.fleet.replies, r.ctx.rx_size))
+            bits(r.fleet.wire(r.fleet.replies, r.ctx.rx_size))
         )
         });
     }

@@ -333,6 +333,17 @@ impl ReportSet {
     /// whole history; `series` keeps each interval's RTT buckets and each
     /// host's packets per interval too (what a picture over time needs).
     pub fn read(dir: &Path, window: f64, series: bool) -> Result<ReportSet> {
+        ReportSet::read_in(dir, window, series, None)
+    }
+
+    /// [`ReportSet::read`], keeping only the intervals of the span that
+    /// belong to one ramp step, when `step` is given ([`span::step_span`]).
+    pub fn read_in(
+        dir: &Path,
+        window: f64,
+        series: bool,
+        step: Option<&span::Step>,
+    ) -> Result<ReportSet> {
         let files = report_files(dir)?;
         let mut set = ReportSet {
             files: files.len(),
@@ -349,6 +360,9 @@ impl ReportSet {
             ));
         }
         set.span = span::span(&set.timeline, window);
+        if let Some(step) = step {
+            set.span = span::step_span(std::mem::take(&mut set.span), &set.timeline, step);
+        }
         set.start = set.span.first().unwrap_or(i64::MAX);
         // 2. The figures, over the span.
         for file in &files {
@@ -378,6 +392,7 @@ impl ReportSet {
         match dir {
             Dir::Host if row.num(Column::Pps).is_some() => {
                 mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
+                mark.rate_scale = row.num(Column::RateScale);
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
                 s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);

@@ -11,7 +11,7 @@
 use super::aggregate::{DiskAgg, DiskDirAgg, ReportSet, TxPair, max_opt};
 use super::spread::FlowSpread;
 use crate::matrix::{DiskMode, Matrix};
-use crate::units::wire_bits;
+use crate::units::{Ip, wire_bits};
 
 /// What the summary knows besides the reports.
 pub struct Context {
@@ -19,6 +19,9 @@ pub struct Context {
     pub tx_size: u32,
     pub rx_size: u32,
     pub matrix: Option<Matrix>,
+    /// Each reported host's IP version (by report id), as its matrix says:
+    /// IPv4 without a matrix, or for a host it does not hold.
+    ips: Vec<Ip>,
 }
 
 impl Context {
@@ -53,12 +56,28 @@ impl Context {
             Some(m) => m.config.rotation.is_some(),
             None => set.any_layer,
         };
+        let ips = set
+            .names
+            .iter()
+            .map(|name| {
+                matrix.as_ref().map_or(Ip::V4, |m| {
+                    m.index_of(name)
+                        .map_or(Ip::V4, |i| m.hosts()[i as usize].ip())
+                })
+            })
+            .collect();
         Context {
             layered,
             tx_size,
             rx_size,
             matrix,
+            ips,
         }
+    }
+
+    /// The IP version of reported host `id`'s flows.
+    pub fn ip(&self, id: u32) -> Ip {
+        self.ips.get(id as usize).copied().unwrap_or_default()
     }
 }
 
@@ -119,6 +138,8 @@ impl Packets {
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
     pub requests: f64,
+    /// Of `requests`, those IPv6 hosts sent (their headers are 20 bytes more).
+    pub v6_requests: f64,
     pub request_payload: f64,
     pub replies: f64,
     pub reply_payload: f64,
@@ -138,6 +159,23 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// Bits per second on the wire of `pps` of these flows' packets of
+    /// `size` bytes: IPv4 and IPv6 in the shares the requests were sent.
+    pub fn wire(&self, pps: f64, size: u32) -> f64 {
+        let v6 = if self.requests > 0.0 {
+            (self.v6_requests / self.requests).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        if v6 == 0.0 {
+            wire_bits(pps, size, Ip::V4)
+        } else if v6 == 1.0 {
+            wire_bits(pps, size, Ip::V6)
+        } else {
+            wire_bits(pps * (1.0 - v6), size, Ip::V4) + wire_bits(pps * v6, size, Ip::V6)
+        }
+    }
+
     pub fn round_trip_loss(&self) -> f64 {
         self.packets.delivery().map_or(0.0, |d| (1.0 - d) * 100.0)
     }
@@ -192,12 +230,18 @@ fn fleet_where(set: &ReportSet, ctx: &Context, keep: &dyn Fn(u32, u32) -> bool) 
             }
             let share = if to_kept == all { 1.0 } else { to_kept / all };
             f.requests += h.pps.mean() * share;
+            if ctx.ip(id) == Ip::V6 {
+                f.v6_requests += h.pps.mean() * share;
+            }
             f.request_payload += h.mbps.mean() * 1e6 * share;
             f.target += h.target.mean() * share;
         }
     } else {
-        for (_, p) in kept() {
+        for (&(src, _), p) in kept() {
             f.requests += p.pps.mean();
+            if ctx.ip(src) == Ip::V6 {
+                f.v6_requests += p.pps.mean();
+            }
             f.request_payload += p.mbps.mean() * 1e6;
             f.target += p.target.mean();
         }
@@ -562,7 +606,9 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
         h.dup += p.dup;
         h.ooo += p.ooo;
     }
-    h.egress_bits = wire_bits(h.sent, ctx.tx_size) + wire_bits(h.served_replies, ctx.rx_size);
+    let ip = ctx.ip(id);
+    h.egress_bits =
+        wire_bits(h.sent, ctx.tx_size, ip) + wire_bits(h.served_replies, ctx.rx_size, ip);
     h.loss = packets.delivery().map_or(0.0, |d| (1.0 - d) * 100.0);
     // The forward leg is known when every peer it sent to counted what
     // arrived from it (an rx row about it).
@@ -661,7 +707,7 @@ impl Figures {
 /// Wire rates of the fleet lines, in bits per second.
 pub fn wire(fleet: &Fleet, ctx: &Context) -> (f64, f64) {
     (
-        wire_bits(fleet.requests, ctx.tx_size),
-        wire_bits(fleet.replies, ctx.rx_size),
+        fleet.wire(fleet.requests, ctx.tx_size),
+        fleet.wire(fleet.replies, ctx.rx_size),
     )
 }

@@ -21,6 +21,7 @@ pub mod evidence;
 pub mod figures;
 pub mod grids;
 pub mod page;
+pub mod ramp;
 pub mod span;
 pub mod spread;
 
@@ -218,7 +219,7 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
-    spread_lines(&mut t, "  ", ctx, &figs.spread);
+    spread_lines(&mut t, "  ", ctx, &figs.fleet, &figs.spread);
     pool_lines(&mut t, set, ctx, &figs.pools);
     if let Some(disk) = &figs.fleet.disk {
         disk_lines(&mut t, set, ctx, disk);
@@ -383,7 +384,7 @@ fn pool_lines(t: &mut String, set: &ReportSet, ctx: &Context, pools: &[figures::
                     "    {:<10}{:>14}{:>16} wire{share:>9} of what was sent reached {}",
                     "DELIVERED",
                     pps(delivered),
-                    bits(units::wire_bits(delivered, ctx.tx_size)),
+                    bits(f.wire(delivered, ctx.tx_size)),
                     pool.to
                 );
             }
@@ -419,14 +420,20 @@ fn pool_lines(t: &mut String, set: &ReportSet, ctx: &Context, pools: &[figures::
             None => rtt_text(set, f),
         };
         let _ = writeln!(t, "    {:<10}{rtt}", "RTT");
-        spread_lines(t, "    ", ctx, &pool.spread);
+        spread_lines(t, "    ", ctx, f, &pool.spread);
     }
 }
 
 /// SPREAD: per flow, the delivered rates across the flows (mean, standard
 /// deviation, min, median, max, Jain's index), in pps and wire bits, for
 /// the requests that reached their receivers and the replies back.
-fn spread_lines(t: &mut String, indent: &str, ctx: &Context, spread: &spread::FlowSpread) {
+fn spread_lines(
+    t: &mut String,
+    indent: &str,
+    ctx: &Context,
+    fleet: &figures::Fleet,
+    spread: &spread::FlowSpread,
+) {
     if spread.flows < 2 {
         // One flow has no spread to speak of.
         return;
@@ -466,7 +473,7 @@ fn spread_lines(t: &mut String, indent: &str, ctx: &Context, spread: &spread::Fl
                 .concat()
         };
         let _ = writeln!(t, "{indent}  {label:<32}{}  {jain}", cells(&s, pps));
-        let wire = s.scaled(units::wire_bits(1.0, size));
+        let wire = s.scaled(fleet.wire(1.0, size));
         let _ = writeln!(t, "{indent}  {:<32}{}  wire", "", cells(&wire, bits));
     }
     if spread.delivered.is_some_and(|s| s.flows < spread.flows) {

@@ -25,12 +25,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::report::Phase;
 
 /// What one host wrote for one interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Mark {
     /// Its host row: complete (a measured `pps`), and the phase it gives.
     pub host_row: Option<Option<Phase>>,
     /// Any tx or rx row.
     pub flows: bool,
+    /// The rate scale its host row says its flows ran at (`mx run --ramp`).
+    pub rate_scale: Option<f64>,
 }
 
 /// Every host's marks, by interval label (`ts`).
@@ -89,6 +91,64 @@ impl Span {
 
     pub fn contains(&self, ts: i64) -> bool {
         self.keep.contains(&ts)
+    }
+}
+
+/// One step of a ramp (`mx run --ramp`): the intervals its figures come from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// The rate scale the step ran at.
+    pub scale: f64,
+    /// The labels (interval ends) of its time: after `after`, up to `until`.
+    pub after: i64,
+    pub until: i64,
+}
+
+/// Two rate scales are one when they agree to the report's 4 decimals.
+pub fn same_scale(a: f64, b: f64) -> bool {
+    (a - b).abs() < 0.5e-4
+}
+
+impl Step {
+    /// Whether interval `ts` is one of the step's: within its time, and
+    /// every host that wrote anything for it wrote its whole host row at
+    /// the step's scale (a host the order reached late ran the interval at
+    /// another, and a host row left out cannot say).
+    fn holds(&self, ts: i64, timeline: &Timeline) -> bool {
+        ts > self.after
+            && ts <= self.until
+            && timeline.iter().all(|marks| {
+                marks.get(&ts).is_none_or(|m| {
+                    m.host_row.is_some() && m.rate_scale.is_some_and(|s| same_scale(s, self.scale))
+                })
+            })
+    }
+}
+
+/// The part of `span` that is `step`'s: its whole intervals (steady, every
+/// host sending) entirely at the step's scale. Nothing when the span had no
+/// steady interval at all. The intervals of the step's time that are not
+/// kept are counted as left out.
+pub fn step_span(span: Span, timeline: &Timeline, step: &Step) -> Span {
+    let keep: BTreeSet<i64> = if span.no_steady {
+        BTreeSet::new()
+    } else {
+        span.keep
+            .iter()
+            .copied()
+            .filter(|&ts| step.holds(ts, timeline))
+            .collect()
+    };
+    let in_time: BTreeSet<i64> = timeline
+        .iter()
+        .flat_map(|m| m.range(step.after.saturating_add(1)..=step.until))
+        .map(|(&ts, _)| ts)
+        .collect();
+    Span {
+        left_out: in_time.len() - in_time.intersection(&keep).count(),
+        keep,
+        no_steady: false,
+        ..span
     }
 }
 
@@ -218,6 +278,7 @@ mod tests {
                     Mark {
                         host_row: complete.then_some(phase),
                         flows: true,
+                        rate_scale: None,
                     },
                 )
             })
@@ -275,6 +336,7 @@ mod tests {
             Mark {
                 host_row: Some(Some(Phase::Start)),
                 flows: true,
+                rate_scale: None,
             },
         );
         assert_eq!(span(&vec![a, d], 0.0).keep, BTreeSet::from([1, 2, 4]));
@@ -309,6 +371,76 @@ mod tests {
         let span = span(&vec![host(&marks)], 3.0);
         assert_eq!(span.keep, BTreeSet::from([8, 9, 10]));
         assert_eq!(span.left_out, 0);
+    }
+
+    /// A host whose intervals `(ts, scale)` are steady and whole.
+    fn ramped(marks: &[(i64, Option<f64>)]) -> BTreeMap<i64, Mark> {
+        marks
+            .iter()
+            .map(|&(ts, rate_scale)| {
+                (
+                    ts,
+                    Mark {
+                        host_row: Some(S),
+                        flows: true,
+                        rate_scale,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_step_keeps_only_its_whole_intervals_at_its_scale() {
+        let a = ramped(&[
+            (1, Some(1.0)),
+            (2, Some(1.0)),
+            (3, Some(1.5)),
+            (4, Some(1.5)),
+            (5, Some(1.5)),
+        ]);
+        // b had the order for 1.5 an interval late: its 3 ran at 1.0.
+        let b = ramped(&[
+            (1, Some(1.0)),
+            (2, Some(1.0)),
+            (3, Some(1.0)),
+            (4, Some(1.5)),
+            (5, Some(1.5)),
+        ]);
+        let timeline = vec![a, b];
+        let whole = span(&timeline, 0.0);
+        let step = |scale, after, until| Step {
+            scale,
+            after,
+            until,
+        };
+        let first = step_span(whole.clone(), &timeline, &step(1.0, 0, 2));
+        assert_eq!((first.keep, first.left_out), (BTreeSet::from([1, 2]), 0));
+        let second = step_span(whole.clone(), &timeline, &step(1.5, 2, 5));
+        assert_eq!((second.keep, second.left_out), (BTreeSet::from([4, 5]), 1));
+        // The report's 4 decimals are the same scale.
+        let third = step_span(whole.clone(), &timeline, &step(1.50001, 2, 4));
+        assert_eq!(third.keep, BTreeSet::from([4]));
+        // A host row without a scale (workers at two) is at no step.
+        let mut c = ramped(&[(1, Some(1.0)), (2, None)]);
+        c.insert(
+            3,
+            Mark {
+                host_row: None,
+                flows: true,
+                rate_scale: None,
+            },
+        );
+        let timeline = vec![ramped(&[(1, Some(1.0)), (2, Some(1.0)), (3, Some(1.0))]), c];
+        let kept = step_span(span(&timeline, 0.0), &timeline, &step(1.0, 0, 3));
+        assert_eq!(kept.keep, BTreeSet::from([1]));
+        // Nothing steady: no step holds anything.
+        let edge = vec![host(&[(1, Some(Phase::Start), true)])];
+        assert!(
+            step_span(span(&edge, 0.0), &edge, &step(1.0, 0, 1))
+                .keep
+                .is_empty()
+        );
     }
 
     #[test]

@@ -406,8 +406,9 @@ fn agent_who_am_i_refusals() {
 
 #[test]
 fn agent_a_flow_that_cannot_open_fails_the_start_not_a_quiet_empty_run() {
-    // b's address is not IPv4: a's flow to it cannot open.
-    let fleet = Fleet::new("src\\dst,a=127.31.0.1,b=[::1]:5302\na,,1000\nb,1000,\n");
+    // b's name resolves nowhere (.invalid never does): a's flow to it cannot open.
+    let matrix = "src\\dst,a=127.31.0.1,b=nothing.invalid:5302\na,,1000\nb,1000,\n";
+    let fleet = Fleet::new(matrix);
     let out = fleet
         .command("a", &["--interval", "1", "--duration", "3"])
         .output()
@@ -416,7 +417,7 @@ fn agent_a_flow_that_cannot_open_fails_the_start_not_a_quiet_empty_run() {
     let err = std::fs::read_to_string(fleet.dir("a").join("agent.err")).unwrap();
     assert!(
         err.contains(
-            "mx: cannot reach b ([::1]:5302): the address does not resolve to an IPv4 address here"
+            "mx: cannot reach b (nothing.invalid:5302): the address does not resolve to an IPv4 address here"
         ),
         "{err}"
     );
@@ -427,17 +428,41 @@ fn agent_a_flow_that_cannot_open_fails_the_start_not_a_quiet_empty_run() {
     assert!(report.lines().count() <= 1, "{report}");
     // mx start refuses such a fleet before deploying anything, naming the host.
     let sb = Sandbox::new();
-    sb.write(
-        "matrix.csv",
-        "src\\dst,a=127.31.0.1,b=[::1]:5302\na,,1000\nb,1000,\n",
-    );
+    sb.write("matrix.csv", matrix);
     let start = sb.mx(&["start", "--local", "hosts", "--interval", "1"]);
     assert_eq!(start.code, 2, "{}{}", start.stdout, start.stderr);
     assert!(
-        start.stderr.contains("host 'b': '[::1]'"),
+        start.stderr.contains(
+            "mx: host 'b': 'nothing.invalid' does not resolve to an IP address on this machine"
+        ),
         "{}",
         start.stderr
     );
+    assert!(!sb.file("hosts").exists(), "nothing was deployed");
+}
+
+#[test]
+fn agent_refuses_a_flow_across_address_families_in_one_line() {
+    // An IPv4 host cannot send to an IPv6 one: the agent, and mx start before
+    // anything is deployed, refuse the matrix, naming the flow and the reason.
+    let matrix = "src\\dst,a=127.31.0.1,b=[::1]:5302\na,,1000\nb,,\n";
+    let why = "flow a -> b crosses address families: a (IPv4, 127.31.0.1) cannot reach b (IPv6, ::1) -- a host speaks one family to all its peers; give both hosts addresses of one family, or drop the flow\n";
+    let fleet = Fleet::new(matrix);
+    let out = fleet.command("a", &["--duration", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", fleet.log("a"));
+    let err = std::fs::read_to_string(fleet.dir("a").join("agent.err")).unwrap();
+    assert!(err.ends_with(&format!("mx: ../matrix.csv: {why}")), "{err}");
+    let sb = Sandbox::new();
+    sb.write("matrix.csv", matrix);
+    for cmd in [
+        &["start", "--local", "hosts"][..],
+        &["check"][..],
+        &["summarize", "--no-collect"][..],
+    ] {
+        let run = sb.mx(cmd);
+        assert_eq!(run.code, 2, "{cmd:?}: {}{}", run.stdout, run.stderr);
+        assert_eq!(run.stderr, format!("mx: matrix.csv: {why}"), "{cmd:?}");
+    }
     assert!(!sb.file("hosts").exists(), "nothing was deployed");
 }
 

@@ -2,10 +2,46 @@
 
 use std::time::Duration;
 
-use crate::agents::{Fleet, PORT, RowExt, addr, full_rows, header, mesh, plain_socket};
+use crate::agents::{Fleet, PORT, RowExt, addr, full_rows, header, mesh, mesh_v6, plain_socket};
 
 fn within(got: f64, want: f64, tolerance: f64) -> bool {
     (got - want).abs() <= want * tolerance
+}
+
+/// Every flow among `hosts` ran at `pps` within 1%, both ways, in at least 4
+/// whole intervals: requests out, replies back, requests served.
+fn assert_flows_at(fleet: &Fleet, hosts: &[&str], pps: f64) {
+    for h in hosts {
+        let rows = fleet.report(h);
+        let tx = full_rows(&rows, "tx", None);
+        assert!(
+            tx.len() >= 4,
+            "{h}: {} full tx rows\n{}",
+            tx.len(),
+            fleet.log(h)
+        );
+        for r in tx {
+            assert_eq!(r.f("target_pps"), Some(pps));
+            let (sent, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
+            assert!(
+                within(sent, pps, 0.01),
+                "{h} -> {}: {sent} pps",
+                r.s("peer")
+            );
+            assert!(
+                within(rep, pps, 0.01),
+                "{h} <- {}: {rep} replies/s",
+                r.s("peer")
+            );
+            assert!(r.f("rtt_p50_us").unwrap() > 0.0);
+        }
+        // Each host serves the others: rx rows at the same rate.
+        for r in full_rows(&rows, "rx", None) {
+            if hosts.contains(&r.s("peer")) {
+                assert!(within(r.f("pps").unwrap(), pps, 0.01), "{h} rx {r:?}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -16,33 +52,44 @@ fn three_agents_deliver_1k_pps_per_flow_within_1_percent() {
         &["h1", "h2", "h3"],
         &["--interval", "1", "--duration", "4.6"],
     );
+    assert_flows_at(&fleet, &["h1", "h2", "h3"], 1000.0);
+}
+
+#[test]
+fn ipv6_agents_on_loopback_deliver_every_flow_and_answer_from_the_address_asked() {
+    // Three agents on ::1 (ports 5401-5403), 1,000 pps per flow, and a plain
+    // IPv6 socket standing in for a fourth host that h1 answers.
+    let mut text = mesh_v6(5400, 3, "1000", (64, 300));
+    text = text.replace(
+        "src\\dst,h1=[::1]:5401,h2=[::1]:5402,h3=[::1]:5403\n",
+        "src\\dst,h1=[::1]:5401,h2=[::1]:5402,h3=[::1]:5403,h4=[::1]:5404\n",
+    );
+    let mut fleet = Fleet::new(&text);
+    let peer = std::net::UdpSocket::bind("[::1]:5404").unwrap();
+    peer.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    for h in ["h1", "h2", "h3"] {
+        fleet.start(h, &["--interval", "1", "--duration", "4.6"]);
+    }
+    // A request from h4 (index 3) to h1 comes back from h1's address, at the
+    // size it asks for.
+    let h1: std::net::SocketAddr = "[::1]:5401".parse().unwrap();
+    let mut buf = vec![0u8; 2048];
+    let reply = (0..25).find_map(|seq| {
+        peer.send_to(&header(0, 3, 64, 300, seq + 1, 5), h1).ok()?;
+        let (len, from) = peer.recv_from(&mut buf).ok()?;
+        (buf[4] == 1).then_some((len, from))
+    });
+    assert_eq!(reply, Some((300, h1)), "{}", fleet.log("h1"));
+    fleet.wait_ok();
+    assert_flows_at(&fleet, &["h1", "h2", "h3"], 1000.0);
     for h in ["h1", "h2", "h3"] {
         let rows = fleet.report(h);
-        let tx = full_rows(&rows, "tx", None);
-        assert!(
-            tx.len() >= 4,
-            "{h}: {} full tx rows\n{}",
-            tx.len(),
-            fleet.log(h)
-        );
-        for r in tx {
-            assert_eq!(r.f("target_pps"), Some(1000.0));
-            let (pps, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
-            assert!(
-                within(pps, 1000.0, 0.01),
-                "{h} -> {}: {pps} pps",
-                r.s("peer")
-            );
-            assert!(
-                within(rep, 1000.0, 0.01),
-                "{h} <- {}: {rep} replies/s",
-                r.s("peer")
-            );
-            assert!(r.f("rtt_p50_us").unwrap() > 0.0);
+        for r in full_rows(&rows, "tx", None) {
+            assert_eq!(r.f("loss_pct"), Some(0.0), "{r:?}");
         }
-        // Each host serves both others: rx rows at the same rate.
-        for r in full_rows(&rows, "rx", None) {
-            assert!(within(r.f("pps").unwrap(), 1000.0, 0.01), "{h} rx {r:?}");
+        for r in full_rows(&rows, "host", None) {
+            assert_eq!(r.f("stray_pkts"), Some(0.0), "{h}: {r:?}");
         }
     }
 }

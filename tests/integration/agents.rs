@@ -21,12 +21,23 @@ pub fn addr(net: u8, i: u8) -> Ipv4Addr {
 
 /// A matrix text for hosts h1..hN on `net`, every cell `cell` (blank diagonal).
 pub fn mesh(net: u8, n: u8, cell: &str, sizes: (u32, u32)) -> String {
+    mesh_at(n, |i| addr(net, i).to_string(), cell, sizes)
+}
+
+/// [`mesh`] over IPv6: every host on ::1, host i on UDP port `base + i`
+/// (`h1=[::1]:5401`).
+pub fn mesh_v6(base: u16, n: u8, cell: &str, sizes: (u32, u32)) -> String {
+    mesh_at(n, |i| format!("[::1]:{}", base + u16::from(i)), cell, sizes)
+}
+
+/// A mesh of hosts h1..hN whose addresses `at` gives (1-based).
+fn mesh_at(n: u8, at: impl Fn(u8) -> String, cell: &str, sizes: (u32, u32)) -> String {
     let mut text = format!(
         "# tx_size={} rx_size={} port={PORT}\nsrc\\dst",
         sizes.0, sizes.1
     );
     for i in 1..=n {
-        text.push_str(&format!(",h{i}={}", addr(net, i)));
+        text.push_str(&format!(",h{i}={}", at(i)));
     }
     text.push('\n');
     for src in 1..=n {

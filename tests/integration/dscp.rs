@@ -20,6 +20,8 @@ const NET: u8 = 33;
 const EF_PORT: u16 = 5346;
 const BE_PORT: u16 = 5347;
 const V6_PORT: u16 = 5348;
+/// The IPv6 agents' ports: h1 and h2 on ::1.
+const V6_AGENTS: (u16, u16) = (5352, 5353);
 
 /// A two-host matrix on `port`, 300 pps each way, with `keys` on its
 /// header line.
@@ -81,6 +83,34 @@ fn requests_and_replies_carry_the_matrix_dscp_on_the_wire() {
             let says = "class: every request and reply is marked DSCP 46 (EF): TOS / traffic class byte 0xb8";
             assert_eq!(log.contains(says), dscp == 46, "{log}");
             assert_eq!(log.contains(" dscp=46\n"), dscp == 46, "{log}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: an AF_PACKET capture on lo"]
+fn ipv6_agents_carry_the_matrix_dscp_in_the_traffic_class() {
+    require_root("capturing on lo");
+    let capture = Capture::udp_ports(V6_AGENTS.0, V6_AGENTS.1);
+    let mut fleet = Fleet::new(&format!(
+        "# tx_size=100 rx_size=600 dscp=AF41\nsrc\\dst,h1=[::1]:{},h2=[::1]:{}\nh1,,300\nh2,300,\n",
+        V6_AGENTS.0, V6_AGENTS.1
+    ));
+    for host in ["h1", "h2"] {
+        fleet.start(host, &["--interval", "1", "--duration", "2"]);
+    }
+    fleet.wait_ok();
+    let seen = capture.drain();
+    for port in [V6_AGENTS.0, V6_AGENTS.1] {
+        let (requests, replies) = legs(&seen, port);
+        for (leg, got) in [("requests", &requests), ("replies", &replies)] {
+            assert!(got.len() >= 100, "port {port}: {} {leg}", got.len());
+            // AF41 is DSCP 34: traffic class 0x88, every datagram IPv6.
+            assert!(
+                got.iter().all(|s| s.v6 && s.tos == 34 << 2),
+                "port {port} {leg}: {:?}",
+                got.iter().find(|s| !s.v6 || s.tos != 34 << 2)
+            );
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::util::Sandbox;
+use crate::util::{Sandbox, summary_words, wire_bits_per_request};
 
 /// Pids of processes whose executable lies under `root`.
 pub fn agents_under(root: &Path) -> Vec<String> {
@@ -1383,4 +1383,207 @@ fn dry_run_shows_the_disk_prepare_step_and_touches_nothing() {
     assert!(!command.contains("--disk-size"), "{command}");
     assert_eq!(walk(sb.path()), before, "dry run wrote files");
     assert!(agents_under(sb.path()).is_empty());
+}
+
+#[test]
+fn agent_fleet_lifecycle_over_ipv6_on_loopback() {
+    // Three hosts on ::1 (a port each), through the local transport: gen,
+    // check, start --bind lo (the IPv6 address of lo, as these hosts are
+    // IPv6), status, summarize and export with IPv6 wire rates, stop, clean.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "h1=[::1]:5461\nh2=[::1]:5462\n[::1]:5463\n");
+    let generated = sb.mx(&["gen", "--pps", "1000"]);
+    assert_eq!(generated.code, 0, "{}", generated.stderr);
+    // 2,000 requests of 64 bytes out of each host: 150 bytes each on the
+    // wire over IPv6 (2.4 Mbps), where IPv4 would be 130 (2.1 Mbps).
+    assert!(
+        generated
+            .stdout
+            .contains("             2.4 Mbps out on the wire (1.0 Mbps payload)\n"),
+        "{}",
+        generated.stdout
+    );
+    assert!(
+        sb.read("matrix.csv")
+            .contains("src\\dst,h1=[::1]:5461,h2=[::1]:5462,[::1]:5463\r\n"),
+        "{}",
+        sb.read("matrix.csv")
+    );
+    let check = sb.mx(&["check", "--nic-gbps", "1"]);
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
+    assert!(
+        check.stdout.starts_with(
+            "matrix matrix.csv: 3 hosts, 6 flows, 64 bytes out -> 64 bytes back, port 5300, IPv6\n"
+        ),
+        "{}",
+        check.stdout
+    );
+    // Each host sends 2,000 requests and answers 2,000: 4.8 Mbps each way.
+    assert!(check.stdout.contains("4.8 Mbps"), "{}", check.stdout);
+
+    let local = ["--local", "hosts"];
+    let mx = |cmd: &[&str]| sb.mx(&[cmd, &local[..]].concat());
+    let start = mx(&["start", "--interval", "1", "--bind", "lo"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stdout.contains(
+            "[mx] --bind 'lo': matrix retargeted at each host's matching address (0 of 3 changed)"
+        ),
+        "{}",
+        start.stdout
+    );
+    assert_eq!(agents_under(&sb.file("hosts")).len(), 3);
+    assert!(
+        sb.read("hosts/::1/var/tmp/mx/agent.log")
+            .contains("bind: 'lo' -> ::1 (lo)"),
+        "{}",
+        sb.read("hosts/::1/var/tmp/mx/agent.log")
+    );
+
+    std::thread::sleep(Duration::from_millis(3500));
+    let status = mx(&["status"]);
+    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    for h in ["h1", "h2", "::1"] {
+        assert!(
+            status
+                .stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("  {h}  ")) && l.contains("s ago: tx=")),
+            "{h}: {}",
+            status.stdout
+        );
+    }
+    let summary = mx(&["summarize", "--window", "2"]);
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    let text = &summary.stdout;
+    assert!(text.contains("s steady, 3 hosts, 6 flows"), "{text}");
+    // Requests of 64 bytes: 150 bytes (1,200 bits) each on the wire over
+    // IPv6, where IPv4 would be 130 (1,040 bits).
+    let bits = wire_bits_per_request(text);
+    assert!(
+        (1150.0..1250.0).contains(&bits),
+        "{bits} bits a request: {text}"
+    );
+    assert_eq!(summary_words(text, "DELIVERED")[3], "100.00%", "{text}");
+    assert!(sb.file("reports/::1.csv").exists());
+    let export = mx(&["export", "--no-collect", "--window", "2", "-o", "-"]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    // Its requests on the wire at 1,200 bits each, as the summary counts.
+    let sample = |test: &str| -> f64 {
+        let lead = format!("{test}\t::1\t");
+        export
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&lead))
+            .and_then(|v| v.split('\t').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {lead}: {}", export.stdout))
+    };
+    let bits = sample("mx_request_gbps") * 1e9 / sample("mx_pps");
+    assert!(
+        (1195.0..1205.0).contains(&bits),
+        "{bits}: {}",
+        export.stdout
+    );
+
+    let stop = mx(&["stop"]);
+    assert_eq!(stop.code, 0, "{}{}", stop.stdout, stop.stderr);
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+    let clean = mx(&["clean", "--yes"]);
+    assert_eq!(clean.code, 0, "{}{}", clean.stdout, clean.stderr);
+    for h in ["h1", "h2", "::1"] {
+        assert!(
+            !sb.file(&format!("hosts/{h}/var/tmp/mx")).exists(),
+            "{h} left a trace"
+        );
+    }
+}
+
+#[test]
+fn agent_fleet_start_copies_the_agent_only_where_it_differs() {
+    let sb = fleet_dir(64, &["h1", "h2"]);
+    let deployed = |host: &str| sb.file(&format!("hosts/{host}/var/tmp/mx/mx"));
+    let start = |extra: &[&str]| {
+        let run = sb.mx(&[&["start", "--local", "hosts", "--interval", "1"][..], extra].concat());
+        assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+        assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+        run.stdout
+    };
+    let first = start(&[]);
+    assert!(!first.contains("had this agent already"), "{first}");
+    let inode = |host: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(deployed(host)).unwrap().ino()
+    };
+    let before = (inode("h1"), inode("h2"));
+    // The same binary again: not copied (the file is the one already there),
+    // the matrix is.
+    sb.write("matrix.csv", &sb.read("matrix.csv").replace("1000", "900"));
+    let again = start(&[]);
+    assert!(
+        again.contains("[mx] 2 of 2 hosts had this agent already (same sha256): only the matrix was copied there"),
+        "{again}"
+    );
+    assert_eq!((inode("h1"), inode("h2")), before);
+    assert!(sb.read("hosts/h1/var/tmp/mx/matrix.csv").contains("900"));
+    // Another agent binary (this one with bytes appended: it still runs):
+    // copied.
+    let mut other = std::fs::read(env!("CARGO_BIN_EXE_mx")).unwrap();
+    other.extend_from_slice(b"another build");
+    std::fs::write(sb.file("other-mx"), &other).unwrap();
+    std::fs::set_permissions(
+        sb.file("other-mx"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let other_start = start(&["--agent", "other-mx"]);
+    assert!(
+        !other_start.contains("had this agent already"),
+        "{other_start}"
+    );
+    assert_eq!(std::fs::read(deployed("h2")).unwrap(), other);
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
+}
+
+/// The release build of mx (built here when it is not already: `.ci/run`
+/// builds it before the tests).
+fn release_binary() -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet"])
+        .current_dir(root)
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "cargo build --release");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), Into::into);
+    target.join("x86_64-unknown-linux-gnu/release/mx")
+}
+
+#[test]
+fn the_agent_start_deploys_is_the_stripped_release_binary_under_6_mib() {
+    let release = release_binary();
+    let sb = fleet_dir(65, &["h1", "h2"]);
+    // `mx start` run from the release binary deploys that very file.
+    let start = std::process::Command::new(&release)
+        .args(["start", "--local", "hosts", "--interval", "1"])
+        .current_dir(sb.path())
+        .output()
+        .unwrap();
+    assert!(start.status.success(), "{start:?}");
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+    let deployed = sb.file("hosts/h1/var/tmp/mx/mx");
+    let size = std::fs::metadata(&deployed).unwrap().len();
+    assert_eq!(size, std::fs::metadata(&release).unwrap().len());
+    assert!(size < 6 * 1024 * 1024, "{size} bytes deployed");
+    // No debug sections, no symbol table: what runs, not what debugs.
+    let sections = std::process::Command::new("readelf")
+        .args(["-S", "-W"])
+        .arg(&deployed)
+        .output()
+        .expect("readelf (binutils) runs");
+    let sections = String::from_utf8_lossy(&sections.stdout);
+    assert!(sections.contains(".text"), "{sections}");
+    assert!(!sections.contains(".debug_"), "{sections}");
+    assert!(!sections.contains(".symtab"), "{sections}");
+    println!("deployed agent: {size} bytes");
+    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }

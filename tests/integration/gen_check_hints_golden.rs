@@ -575,3 +575,48 @@ fn gen_refuses_a_dscp_it_does_not_know() {
         );
     }
 }
+
+#[test]
+fn ipv6_fleets_are_sized_with_40_byte_headers() {
+    // 1 Gb/s of 1400-byte requests per host over 2 peers: 1e9 / (1486 * 8)
+    // / 2 = 42,059 pps a pair over IPv6, 42,633 over IPv4 (1466 bytes).
+    for (servers, pair) in [
+        (
+            "a=[2001:db8::1]\nb=[2001:db8::2]:5300\n2001:db8::3\n",
+            "42059",
+        ),
+        ("a=10.0.0.1\nb=10.0.0.2\nc=10.0.0.3\n", "42633"),
+    ] {
+        let sb = Sandbox::new();
+        sb.write("servers.txt", servers);
+        let hints = sb.mx(&["hints", "--gbps-per-host", "1", "--tx-size", "1400"]);
+        assert_eq!(hints.code, 0, "{}", hints.stderr);
+        assert!(
+            hints.stdout.contains(&format!("--pps {pair} ")),
+            "{}",
+            hints.stdout
+        );
+        let generated = sb.mx(&["gen", "--gbps", "1", "--tx-size", "1400"]);
+        assert_eq!(generated.code, 0, "{}", generated.stderr);
+        assert!(
+            sb.read("matrix.csv").contains(&format!(",{pair},")),
+            "{}",
+            sb.read("matrix.csv")
+        );
+        assert!(
+            generated.stdout.contains("1000.0 Mbps out on the wire"),
+            "{}",
+            generated.stdout
+        );
+    }
+    // Hosts of both families cannot share what gen draws.
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a=10.0.0.1\nb=[2001:db8::2]\n");
+    let mixed = sb.mx(&["gen"]);
+    assert_eq!(mixed.code, 2);
+    assert_eq!(
+        mixed.stderr,
+        "mx: servers.txt: hosts a (IPv4, 10.0.0.1) and b (IPv6, 2001:db8::2) cannot share a matrix: its flows join every host, and a host speaks one address family to all its peers -- list hosts of one family (or make one matrix per family)\n"
+    );
+    assert!(!sb.file("matrix.csv").exists());
+}

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{Run, Sandbox};
+use crate::util::{Run, Sandbox, summary_words, wire_bits_per_request};
 
 pub struct Lab {
     net: u8,
@@ -27,12 +27,23 @@ impl Lab {
     /// tests that build one are `#[ignore]`d, and run with `--run-ignored all`
     /// (as CI does, as root); run so without root, they fail, saying why.
     pub fn up(net: u8, hosts: usize) -> Lab {
-        Lab::built_by("lab.sh", net, hosts)
+        Lab::build("lab.sh", net, hosts, false)
+    }
+
+    /// [`Lab::up`] over IPv6 as well: host i also at fd00:18:<net>::<i>
+    /// (eth0) and fd00:19:<net>::<i> (eth1), sshd listening on IPv6 alone,
+    /// servers.txt naming the hosts by their IPv6 addresses.
+    pub fn up_v6(net: u8, hosts: usize) -> Lab {
+        Lab::build("lab.sh", net, hosts, true)
     }
 
     /// The lab built by tests/lab/`script` (lab.sh, or slurm.sh: lab.sh's
     /// hosts with a Slurm cluster on them), called `up <net> <hosts> <dir>`.
     pub fn built_by(script: &'static str, net: u8, hosts: usize) -> Lab {
+        Lab::build(script, net, hosts, false)
+    }
+
+    fn build(script: &'static str, net: u8, hosts: usize, v6: bool) -> Lab {
         crate::util::require_root("the lab (network namespaces, one sshd per host)");
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
@@ -49,6 +60,7 @@ impl Lab {
             .arg(lab_script(script))
             .args(["up", &net.to_string(), &hosts.to_string()])
             .arg(&lab.dir)
+            .env("MX_LAB_IPV6", if v6 { "1" } else { "0" })
             .output()
             .unwrap();
         assert!(
@@ -80,6 +92,24 @@ impl Lab {
         let env = self.env();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         sb.mx_env(args, &pairs)
+    }
+
+    /// `mx stop` (every agent ends its flows) and `mx clean --yes`, then
+    /// checks that nothing is left: no remote dir, no agent, on any host.
+    pub fn stop_and_clean(&self, sb: &Sandbox) {
+        let stop = self.mx(sb, &["stop"]);
+        assert_eq!(stop.code, 0, "{}", stop.stdout);
+        let ended = stop.stdout.matches("  ended").count();
+        assert_eq!(ended, self.hosts, "{}", stop.stdout);
+        let clean = self.mx(sb, &["clean", "--yes"]);
+        assert_eq!(clean.code, 0, "{}", clean.stdout);
+        for i in 1..=self.hosts {
+            assert!(
+                !self.var_tmp(i).join("mx").exists(),
+                "h{i}: the remote dir is gone"
+            );
+            assert!(self.agents(i).is_empty(), "h{i}: no agent runs");
+        }
     }
 
     /// Host `i`'s /var/tmp, as the lab keeps it on this machine.
@@ -211,18 +241,143 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
     assert_eq!(logs.code, 0, "{}", logs.stdout);
     assert!(sb.read("logs/h3.log").contains("host=h3"));
 
-    let stop = lab.mx(&sb, &["stop"]);
-    assert_eq!(stop.code, 0, "{}", stop.stdout);
-    assert_eq!(stop.stdout.matches("  ended").count(), 4, "{}", stop.stdout);
-    let clean = lab.mx(&sb, &["clean", "--yes"]);
-    assert_eq!(clean.code, 0, "{}", clean.stdout);
-    for i in 1..=4 {
+    lab.stop_and_clean(&sb);
+}
+
+/// UDP datagrams host `i` received over IPv4 and over IPv6 (its kernel's
+/// `InDatagrams` of /proc/net/snmp and `Udp6InDatagrams` of /proc/net/snmp6).
+fn udp_datagrams_in(lab: &Lab, i: usize) -> (u64, u64) {
+    let snmp = lab.exec(i, &["cat", "/proc/net/snmp"], "");
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "InDatagrams")
+        .unwrap();
+    let v4 = values.split_whitespace().nth(at).unwrap().parse().unwrap();
+    let snmp6 = lab.exec(i, &["cat", "/proc/net/snmp6"], "");
+    let v6 = snmp6
+        .lines()
+        .find_map(|l| l.strip_prefix("Udp6InDatagrams"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (v4, v6)
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
+    // sshd listens on IPv6 alone and servers.txt names the hosts by their
+    // fd00:18:111::<i> addresses: every ssh and scp goes over IPv6. The
+    // traffic rides eth1's IPv6 addresses (--bind eth1: eth1 has an IPv4
+    // address too; the hosts' family decides).
+    let lab = Lab::up_v6(111, 3);
+    assert_eq!(
+        std::fs::read_to_string(lab.dir.join("servers.txt")).unwrap(),
+        "h1=[fd00:18:111::1]\nh2=[fd00:18:111::2]\nh3=[fd00:18:111::3]\n"
+    );
+    let sb = lab.controller("1000");
+    let doctor = lab.mx(&sb, &["doctor"]);
+    assert_eq!(doctor.code, 0, "{}{}", doctor.stdout, doctor.stderr);
+    assert!(
+        doctor.stdout.contains("[mx] fleet looks ready: mx start"),
+        "{}",
+        doctor.stdout
+    );
+    let before: Vec<(u64, u64)> = (1..=3).map(|i| udp_datagrams_in(&lab, i)).collect();
+    let start = lab.mx(&sb, &["start", "--interval", "1", "--bind", "eth1"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert!(
+        start.stdout.contains(
+            "[mx] --bind 'eth1': matrix retargeted at each host's matching address (3 of 3 changed)"
+        ),
+        "{}",
+        start.stdout
+    );
+    assert!(
+        start.stdout.contains("[mx] running: 3 hosts, 6 flows"),
+        "{}",
+        start.stdout
+    );
+    for i in 1..=3 {
+        assert_eq!(lab.agents(i).len(), 1, "h{i} runs one agent");
+        let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
         assert!(
-            !lab.var_tmp(i).join("mx").exists(),
-            "h{i}: the remote dir is gone"
+            deployed.contains(
+                "h1=[fd00:19:111::1]:5300,h2=[fd00:19:111::2]:5300,h3=[fd00:19:111::3]:5300"
+            ),
+            "{deployed}"
         );
-        assert!(lab.agents(i).is_empty(), "h{i}: no agent runs");
     }
+
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let status = lab.mx(&sb, &["status"]);
+    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    assert_eq!(
+        status.stdout.matches("s ago: tx=").count(),
+        3,
+        "{}",
+        status.stdout
+    );
+    let summary = lab.mx(&sb, &["summarize", "--window", "2"]);
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    let text = &summary.stdout;
+    assert!(text.contains("s steady, 3 hosts, 6 flows"), "{text}");
+    // Delivered ~100%, and requests weighed at IPv6's 150 wire bytes.
+    let delivered = summary_words(text, "DELIVERED");
+    let share: f64 = delivered[3].trim_end_matches('%').parse().unwrap();
+    assert!(share >= 99.5, "{text}");
+    let bits = wire_bits_per_request(text);
+    assert!(
+        (1150.0..1250.0).contains(&bits),
+        "{bits} bits a request: {text}"
+    );
+    for h in ["h1", "h2", "h3"] {
+        assert!(
+            sb.file(&format!("reports/{h}.csv")).exists(),
+            "{h} collected"
+        );
+    }
+    // The flows went over IPv6: thousands of UDP datagrams in per host over
+    // IPv6, next to nothing over IPv4.
+    for i in 1..=3 {
+        let (v4, v6) = udp_datagrams_in(&lab, i);
+        let (v4_before, v6_before) = before[i - 1];
+        assert!(
+            v6 - v6_before > 5000,
+            "h{i}: {} IPv6 datagrams",
+            v6 - v6_before
+        );
+        assert!(
+            v4 - v4_before < 50,
+            "h{i}: {} IPv4 datagrams",
+            v4 - v4_before
+        );
+        let log = std::fs::read_to_string(lab.var_tmp(i).join("mx/agent.log")).unwrap();
+        assert!(
+            log.contains(&format!("bind: 'eth1' -> fd00:19:111::{i} (eth1)")),
+            "{log}"
+        );
+    }
+
+    // collect, logs and reload (an edited rate) over IPv6 ssh too.
+    let collect = lab.mx(&sb, &["collect", "--reports", "again"]);
+    assert_eq!(collect.code, 0, "{}{}", collect.stdout, collect.stderr);
+    assert!(sb.file("again/h3.csv").exists());
+    let logs = lab.mx(&sb, &["logs"]);
+    assert_eq!(logs.code, 0, "{}{}", logs.stdout, logs.stderr);
+    assert!(sb.read("logs/h2.log").contains("host=h2"));
+    assert_eq!(sb.mx(&["gen", "--pps", "500"]).code, 0);
+    let reload = lab.mx(&sb, &["reload", "--bind", "eth1"]);
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    for i in 1..=3 {
+        let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
+        assert!(deployed.contains(",500,"), "{deployed}");
+        assert!(deployed.contains("h1=[fd00:19:111::1]:5300"), "{deployed}");
+    }
+    lab.stop_and_clean(&sb);
 }
 
 #[test]

@@ -66,7 +66,12 @@ fn run_and_collect(lab: &Lab, sb: &Sandbox, seconds: u64) {
 
 /// The rows of a collected report whose `dir` and `peer` are these, as
 /// column name -> cell.
-fn report_rows(sb: &Sandbox, host: &str, dir: &str, peer: &str) -> Vec<BTreeMap<String, String>> {
+pub fn report_rows(
+    sb: &Sandbox,
+    host: &str,
+    dir: &str,
+    peer: &str,
+) -> Vec<BTreeMap<String, String>> {
     let text = sb.read(&format!("reports/{host}.csv"));
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -271,14 +276,7 @@ fn agent_lab_a_rate_capped_host_is_named_the_bottleneck() {
     // The traffic rides eth1 (--bind), ssh stays on eth0. h2 sends 2 x 5000
     // requests and 2 x 5000 replies a second, ~110 bytes each on the wire:
     // ~17.6 Mb/s through an 8 Mb/s cap on its eth1.
-    lab.exec(
-        2,
-        &[
-            "tc", "qdisc", "replace", "dev", "eth1", "root", "tbf", "rate", "8mbit", "burst",
-            "16kb", "latency", "20ms",
-        ],
-        "",
-    );
+    cap_link(&lab, 2, "8mbit");
     let summary = run_and_summarize(&lab, &sb, 8, "5", &["--bind", "eth1"]);
     eprintln!("{summary}");
     advises(&summary, "h2 is the bottleneck");
@@ -294,6 +292,20 @@ fn agent_lab_a_rate_capped_host_is_named_the_bottleneck() {
         );
     }
     others_clean(&loss, "h2", 0.5);
+}
+
+/// Caps host `i`'s eth1 (the traffic's link under `--bind eth1`) at `rate`
+/// (tc's words: `8mbit`) with tbf: what leaves past it queues up to 20 ms,
+/// then is dropped.
+pub fn cap_link(lab: &Lab, i: usize, rate: &str) {
+    lab.exec(
+        i,
+        &[
+            "tc", "qdisc", "replace", "dev", "eth1", "root", "tbf", "rate", rate, "burst", "16kb",
+            "latency", "20ms",
+        ],
+        "",
+    );
 }
 
 /// Host-row timestamps of a report file.

@@ -154,3 +154,32 @@ pub fn require_root(what: &str) {
         "{what} needs root: run the ignored tests as root"
     );
 }
+
+/// The words of the first line of a summary `text` that starts, after its
+/// indent, with `lead` (`REQUESTS`, `DELIVERED`, a host's name, ...).
+pub fn summary_words(text: &str, lead: &str) -> Vec<String> {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(lead))
+        .unwrap_or_else(|| panic!("no {lead} line: {text}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Bits on the wire per request, by a summary's REQUESTS line
+/// (`REQUESTS  5.8 kpps  7.0 Mbps wire ...`): 1,040 for 64-byte requests
+/// over IPv4, 1,200 over IPv6 (to the rounding of the line's figures).
+pub fn wire_bits_per_request(text: &str) -> f64 {
+    let words = summary_words(text, "REQUESTS");
+    let scaled = |value: &str, unit: &str| -> f64 {
+        let scale = match unit.chars().next() {
+            Some('k') => 1e3,
+            Some('M') => 1e6,
+            Some('G') => 1e9,
+            _ => 1.0,
+        };
+        value.parse::<f64>().unwrap_or_else(|_| panic!("{text}")) * scale
+    };
+    assert_eq!(words.get(5).map(String::as_str), Some("wire"), "{text}");
+    scaled(&words[3], &words[4]) / scaled(&words[1], &words[2])
+}

@@ -12,6 +12,12 @@
 # and per-host state. Host i is 198.18.<net>.<i>; the controller (this root
 # namespace) is 198.18.<net>.254. Nothing outside <dir> and the namespaces,
 # bridges and veths named mx<net>... is touched.
+#
+# With MX_LAB_IPV6=1, `up` builds the same lab over IPv6 as well: every
+# interface also gets an address from fd00::/8 (host i: fd00:18:<net>::<i>
+# on eth0 and fd00:19:<net>::<i> on eth1, /64; the controller fd00:18:<net>::fe
+# and fd00:19:<net>::fe on the bridges), sshd listens on IPv6 alone
+# (ListenAddress ::), and servers.txt holds h<i>=[fd00:18:<net>::<i>].
 set -euo pipefail
 
 cmd=${1:?up or down}
@@ -20,6 +26,7 @@ hosts=${3:?hosts}
 dir=${4:?dir}
 br=mxbr$net
 br2=mxbd$net
+v6=${MX_LAB_IPV6:-0}
 
 ns() { echo "mx${net}h$1"; }
 
@@ -76,6 +83,11 @@ EOF
     ip link add "$br2" type bridge
     ip addr add "198.19.$net.254/24" dev "$br2"
     ip link set "$br2" up
+    if [ "$v6" = 1 ]; then
+        # nodad: usable at once, not after duplicate address detection.
+        ip addr add "fd00:18:$net::fe/64" dev "$br" nodad
+        ip addr add "fd00:19:$net::fe/64" dev "$br2" nodad
+    fi
     : > "$dir/servers.txt"
     for i in $(seq 1 "$hosts"); do
         local n h d
@@ -94,9 +106,16 @@ EOF
         ip -n "$n" link set eth0 up
         ip -n "$n" addr add "198.19.$net.$i/24" dev eth1
         ip -n "$n" link set eth1 up
+        local listen=0.0.0.0 addr="198.18.$net.$i" token="198.18.$net.$i"
+        if [ "$v6" = 1 ]; then
+            ip -n "$n" addr add "fd00:18:$net::$i/64" dev eth0 nodad
+            ip -n "$n" addr add "fd00:19:$net::$i/64" dev eth1 nodad
+            listen=:: addr="fd00:18:$net::$i" token="[fd00:18:$net::$i]"
+        fi
+        echo "$addr" > "$d/addr"
         ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
         cat > "$d/sshd_config" <<EOF
-ListenAddress 0.0.0.0
+ListenAddress $listen
 HostKey $d/host_key
 PermitRootLogin prohibit-password
 PasswordAuthentication no
@@ -116,17 +135,18 @@ EOF
         ip netns exec "$n" unshare --mount --uts --pid --fork --mount-proc \
             sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; $(cgroup_mounts); exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
             > "$d/sshd.log" 2>&1 < /dev/null &
-        echo "$h=198.18.$net.$i" >> "$dir/servers.txt"
+        echo "$h=$token" >> "$dir/servers.txt"
     done
     # Every sshd answers before we return, within 20 s in all: a host whose
     # packets vanish (a route or a firewall of the machine's own taking
-    # 198.18.0.0/15) fails here in seconds, saying what the machine does with
+    # 198.18.0.0/15 or fd00::/8) fails here in seconds, saying what the machine does with
     # the address, rather than hanging each test until its timeout.
     local deadline=$((SECONDS + 20))
     for i in $(seq 1 "$hosts"); do
-        local ok=0 err=""
+        local ok=0 err="" addr
+        addr=$(cat "$dir/h$i/addr")
         while [ "$SECONDS" -lt "$deadline" ]; do
-            if err=$(timeout 5 ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "198.18.$net.$i" true 2>&1); then
+            if err=$(timeout 5 ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "$addr" true 2>&1); then
                 ok=1
                 break
             fi
@@ -134,10 +154,10 @@ EOF
         done
         if [ "$ok" != 1 ]; then
             {
-                echo "lab: h$i's sshd (198.18.$net.$i) did not answer in 20 s: ${err:-ssh timed out}"
+                echo "lab: h$i's sshd ($addr) did not answer in 20 s: ${err:-ssh timed out}"
                 echo "lab: its log:"
                 cat "$dir/h$i/sshd.log"
-                echo "lab: the route to it: $(ip route get "198.18.$net.$i" 2>&1)"
+                echo "lab: the route to it: $(ip route get "$addr" 2>&1)"
                 echo "lab: policy rules: $(ip rule 2>&1 | tr '\n' ';')"
                 echo "lab: nftables tables: $(nft list tables 2>&1 | tr '\n' ';')"
                 echo "lab: listening in its namespace: $(ip netns exec "$(ns "$i")" ss -ltn 2>&1 | tr '\n' ';')"

@@ -26,7 +26,7 @@
 //! block stamped unique (the receive path keeps headers only, and a
 //! deduplicating array must not skip the write).
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -102,7 +102,7 @@ impl DiskWork {
 /// A reply that waits on the disk.
 #[derive(Debug, Clone, Copy)]
 pub struct Answer {
-    pub to: SocketAddrV4,
+    pub to: SocketAddr,
     pub header: [u8; HEADER_LEN],
     /// The reply's size, header included.
     pub size: usize,

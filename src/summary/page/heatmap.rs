@@ -127,12 +127,7 @@ pub fn heatmap(h: &Heatmap<'_>, pools: &[(String, Vec<usize>)]) -> (String, Opti
     let width = (left + side + 150.0).max(h.title.chars().count() as f64 * 7.5 + 10.0);
     let mut svg = Svg::new(width, top + side.max(150.0) + 20.0);
     svg.raw(r##"<defs><pattern id="blank" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#e6e6e6"/><line x1="0" y1="0" x2="0" y2="6" stroke="#bdbdbd" stroke-width="2"/></pattern></defs>"##);
-    svg.text(
-        (0.0, 14.0),
-        "start",
-        r#"font-size="13" font-weight="bold""#,
-        h.title,
-    );
+    svg.title(h.title);
     // The scale: 0 to the largest measured value.
     let values: Vec<Vec<Option<(f64, usize)>>> = axis
         .members

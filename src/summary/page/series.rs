@@ -55,12 +55,7 @@ pub fn over_time(
         ),
     };
     let mut svg = Svg::new(WIDTH, HEIGHT);
-    svg.text(
-        (0.0, 14.0),
-        "start",
-        r#"font-size="13" font-weight="bold""#,
-        title,
-    );
+    svg.title(title);
     // Edges first, under everything: an interval ends at its label.
     for &ts in time.edges {
         let (x0, x1) = (
@@ -157,12 +152,7 @@ pub fn cdf(title: &str, points: &[(f64, f64)], p50: Option<f64>, p99: Option<f64
         y: Scale::Linear { min: 0.0, max: 1.0 },
     };
     let mut svg = Svg::new(WIDTH, HEIGHT);
-    svg.text(
-        (0.0, 14.0),
-        "start",
-        r#"font-size="13" font-weight="bold""#,
-        title,
-    );
+    svg.title(title);
     plot.axes(&mut svg, &|v| micros(Some(v)), &|v| {
         format!("{:.0}%", v * 100.0)
     });

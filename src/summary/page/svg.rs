@@ -37,6 +37,16 @@ impl Svg {
         }
     }
 
+    /// The picture's title, top left, as every picture of the page has it.
+    pub fn title(&mut self, title: &str) {
+        self.text(
+            (0.0, 14.0),
+            "start",
+            r#"font-size="13" font-weight="bold""#,
+            title,
+        );
+    }
+
     /// A rectangle; `title` is what hovering it shows (the SVG `<title>`).
     pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, style: &str, title: Option<&str>) {
         let _ = write!(

@@ -1,0 +1,838 @@
+//! Finding the limit (`mx run --ramp`), the pure part: which rate scales a
+//! ramp tries and in what order ([`Plan`]), each step's figures from its own
+//! whole intervals ([`step_figures`], the summary's span and aggregate code
+//! over the intervals entirely at the step's scale), whether it held
+//! ([`verdict`]), and the table and JSON document of the steps. The fleet is
+//! driven by `commands::ramp`.
+//!
+//! A scale multiplies every flow's matrix rate: x1 is the matrix as
+//! written, x2 twice every cell. Scales are kept to the report's 4 decimals,
+//! so that the controller and the rows name the same step.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::aggregate::ReportSet;
+use super::document::ro;
+use super::figures::{self, Context, percent};
+use super::span::Step;
+use crate::error::Result;
+use crate::units::{self, micros, pps};
+
+/// The `schema` of the ramp's JSON document.
+pub const SCHEMA: &str = "mx.ramp/1";
+
+/// Bisection stops once the rate that held and the one that did not are
+/// within this fraction of the latter ...
+pub const BISECT_WITHIN: f64 = 0.02;
+/// ... or after this many bisection steps.
+pub const MAX_BISECT_STEPS: usize = 8;
+/// Most steps a climb may take: past this the step is a typo.
+pub const MAX_STEPS: usize = 1000;
+/// `--min-delivered` when not given.
+pub const DEFAULT_MIN_DELIVERED: f64 = 99.9;
+/// Steps a climb takes when `--ramp-step` is not given (from FROM to TO).
+pub const DEFAULT_STEPS: f64 = 10.0;
+
+/// A scale kept to the report's 4 decimals.
+pub fn round4(scale: f64) -> f64 {
+    (scale * 1e4).round() / 1e4
+}
+
+/// Which scales a ramp tries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    pub from: f64,
+    pub to: f64,
+    pub step: f64,
+    /// After the first step that fell short, bisect between it and the last
+    /// that held.
+    pub bisect: bool,
+}
+
+/// How a step came to be tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Climb,
+    Bisect,
+}
+
+impl Plan {
+    /// `--ramp FROM:TO` and `--ramp-step` (as given; `None`: a tenth of the
+    /// way), checked: one line naming the value at fault.
+    pub fn parse(
+        range: &str,
+        step: Option<&str>,
+        bisect: bool,
+    ) -> std::result::Result<Plan, String> {
+        let factor = |text: &str| text.trim().trim_start_matches(['x', 'X']).parse::<f64>();
+        let bad_range = |why: &str| {
+            format!(
+                "--ramp '{range}': {why} (FROM:TO, factors of every flow's matrix rate, e.g. 0.5:3)"
+            )
+        };
+        let (from, to) = range
+            .split_once(':')
+            .ok_or_else(|| bad_range("want two factors with a ':' between"))?;
+        let (Ok(from), Ok(to)) = (factor(from), factor(to)) else {
+            return Err(bad_range("FROM and TO must be numbers"));
+        };
+        if !(from.is_finite() && to.is_finite()) || round4(from) <= 0.0 {
+            return Err(bad_range("FROM and TO must be positive (at least 0.0001)"));
+        }
+        let (from, to) = (round4(from), round4(to));
+        if to <= from {
+            return Err(bad_range("TO must be above FROM"));
+        }
+        let step = match step {
+            None => round4((to - from) / DEFAULT_STEPS).max(1e-4),
+            Some(text) => match factor(text) {
+                Ok(s) if s.is_finite() && round4(s) > 0.0 => round4(s),
+                _ => {
+                    return Err(format!(
+                        "--ramp-step '{text}': want a positive factor (at least 0.0001), added to the scale at each step"
+                    ));
+                }
+            },
+        };
+        let steps = ((to - from) / step - 1e-9).ceil() + 1.0;
+        if steps > MAX_STEPS as f64 {
+            return Err(format!(
+                "--ramp-step '{}' makes {steps} steps from x{} to x{}: at most {MAX_STEPS} (or --bisect with a coarser step)",
+                scale_text(step),
+                units::g(from),
+                units::g(to)
+            ));
+        }
+        Ok(Plan {
+            from,
+            to,
+            step,
+            bisect,
+        })
+    }
+
+    /// The climb: FROM, FROM + STEP, ... and TO last (even where the steps
+    /// do not land on it).
+    pub fn climb(&self) -> Vec<f64> {
+        let mut scales = Vec::new();
+        let mut i = 0.0;
+        loop {
+            let scale = round4(self.from + i * self.step);
+            if scale >= self.to - 0.5e-4 {
+                scales.push(self.to);
+                return scales;
+            }
+            scales.push(scale);
+            i += 1.0;
+        }
+    }
+
+    /// The next scale to try after `tried` (each scale and whether it held,
+    /// in the order tried), and how it came; `None` when the ramp is done:
+    /// the climb's end, or its first step that fell short (bisected first,
+    /// with `bisect`, until the rates that held and did not are within
+    /// [`BISECT_WITHIN`] of each other).
+    pub fn next(&self, tried: &[(f64, bool)]) -> Option<(f64, Kind)> {
+        let climb = self.climb();
+        let Some(bad) = tried
+            .iter()
+            .filter(|(_, held)| !held)
+            .map(|&(s, _)| s)
+            .reduce(f64::min)
+        else {
+            // Everything held so far: the climb's next step.
+            return climb.get(tried.len()).map(|&s| (s, Kind::Climb));
+        };
+        if !self.bisect {
+            return None;
+        }
+        let good = tried
+            .iter()
+            .filter(|&&(s, held)| held && s < bad)
+            .map(|&(s, _)| s)
+            .reduce(f64::max)?;
+        // The climb ends at its first step that fell short; bisection follows.
+        let climbed = tried
+            .iter()
+            .position(|(_, held)| !held)
+            .map_or(0, |i| i + 1);
+        let bisected = tried.len() - climbed;
+        if bisected >= MAX_BISECT_STEPS || bad - good <= BISECT_WITHIN * bad {
+            return None;
+        }
+        let mid = round4((good + bad) / 2.0);
+        (mid > good && mid < bad).then_some((mid, Kind::Bisect))
+    }
+}
+
+/// `1.5`, `0.0625`: a scale as the table writes it.
+pub fn scale_text(scale: f64) -> String {
+    units::g(round4(scale))
+}
+
+/// When a step holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    /// The least share of the requests offered (the flows' targets) whose
+    /// replies came back, in percent.
+    pub min_delivered_pct: f64,
+    /// The most the fleet's p99 RTT may be, in microseconds; `None`: the
+    /// tail is not judged.
+    pub max_p99_us: Option<f64>,
+}
+
+impl Thresholds {
+    /// `--min-delivered` and `--max-p99` as given, checked.
+    pub fn parse(
+        min_delivered: Option<&str>,
+        max_p99: Option<&str>,
+    ) -> std::result::Result<Thresholds, String> {
+        let min_delivered_pct = match min_delivered {
+            None => DEFAULT_MIN_DELIVERED,
+            Some(text) => match text.trim().trim_end_matches('%').parse::<f64>() {
+                Ok(v) if v > 0.0 && v <= 100.0 => v,
+                _ => {
+                    return Err(format!(
+                        "--min-delivered '{text}': want a percentage above 0 and at most 100 (of the requests offered whose replies came back)"
+                    ));
+                }
+            },
+        };
+        let max_p99_us = match max_p99 {
+            None => None,
+            Some(text) => Some(parse_micros(text).ok_or_else(|| {
+                format!(
+                    "--max-p99 '{text}': want a positive duration with its unit: 800us, 5ms, 0.2s"
+                )
+            })?),
+        };
+        Ok(Thresholds {
+            min_delivered_pct,
+            max_p99_us,
+        })
+    }
+
+    /// `delivered >= 99.9%` and `p99 <= 5ms`, for the header.
+    pub fn text(&self) -> String {
+        let mut text = format!("delivered >= {}%", units::g(self.min_delivered_pct));
+        if let Some(p99) = self.max_p99_us {
+            let _ = write!(text, " and p99 <= {}", micros(Some(p99)));
+        }
+        text
+    }
+}
+
+/// A duration with its unit (`us`, `ms`, `s`) in microseconds; `None` when
+/// it is not one, or not positive.
+pub fn parse_micros(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let (number, unit) = [("us", 1.0), ("µs", 1.0), ("ms", 1e3), ("s", 1e6)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((t.strip_suffix(suffix)?, unit)))?;
+    let v = number.trim().parse::<f64>().ok()?;
+    (v.is_finite() && v > 0.0).then_some(v * unit)
+}
+
+/// One step's figures, from its whole intervals only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepFigures {
+    /// Whole intervals entirely at the step's scale, every host sending.
+    pub intervals: usize,
+    /// The flows' targets (the matrix's rates times the scale), as the
+    /// agents reported them.
+    pub offered_pps: Option<f64>,
+    pub sent_pps: Option<f64>,
+    pub back_pps: Option<f64>,
+    /// Replies back over requests offered, percent: short when the network
+    /// lost them or the senders could not send them.
+    pub delivered_pct: Option<f64>,
+    pub loss_pct: Option<f64>,
+    pub forward_loss_pct: Option<f64>,
+    pub return_loss_pct: Option<f64>,
+    pub rtt_p50_us: Option<f64>,
+    pub rtt_p99_us: Option<f64>,
+    /// True when the percentiles are exact (the hosts' histograms), false
+    /// when they are the worst flow's worst interval.
+    pub rtt_exact: bool,
+}
+
+/// The figures of `step` from the reports in `dir`: the summary's span and
+/// aggregate over the step's intervals ([`super::span::step_span`]), its
+/// fleet figures. No interval at all: every figure `None`.
+pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
+    let set = ReportSet::read_in(dir, 0.0, false, Some(step))?;
+    if set.span.keep.is_empty() || set.tx.is_empty() {
+        return Ok(StepFigures::default());
+    }
+    let ctx = Context::new(&set, None);
+    let fleet = figures::fleet(&set, &ctx);
+    let offered = (fleet.target > 0.0).then_some(fleet.target);
+    let (p50, p99, exact) = match (fleet.exact, fleet.worst_flow) {
+        (Some((p50, p99, _)), _) => (Some(p50), Some(p99), true),
+        (None, Some((_, _, p50, p99))) => (p50, Some(p99), false),
+        (None, None) => (None, None, false),
+    };
+    let sent = fleet.packets.sent > 0.0;
+    Ok(StepFigures {
+        intervals: set.span.keep.len(),
+        offered_pps: offered,
+        sent_pps: Some(fleet.requests),
+        back_pps: Some(fleet.replies),
+        delivered_pct: offered.map(|o| percent(fleet.replies, o).min(100.0)),
+        loss_pct: sent.then(|| fleet.round_trip_loss()),
+        forward_loss_pct: fleet.forward_loss().filter(|_| sent),
+        return_loss_pct: fleet.return_loss().filter(|_| sent),
+        rtt_p50_us: p50,
+        rtt_p99_us: p99,
+        rtt_exact: exact,
+    })
+}
+
+/// Whether a step held.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Held,
+    /// It fell short: why, one phrase per threshold crossed.
+    Failed(Vec<String>),
+    /// No whole interval ran entirely at its rate: nothing to judge.
+    NotMeasured,
+}
+
+impl Verdict {
+    pub fn held(&self) -> bool {
+        *self == Verdict::Held
+    }
+
+    /// `held`, `failed`, `not_measured` (the JSON's words).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Held => "held",
+            Verdict::Failed(_) => "failed",
+            Verdict::NotMeasured => "not_measured",
+        }
+    }
+
+    /// The table's cell.
+    pub fn text(&self) -> String {
+        match self {
+            Verdict::Held => "held".to_string(),
+            Verdict::Failed(why) => format!("FAILED: {}", why.join(", ")),
+            Verdict::NotMeasured => "not measured: no whole interval at this rate".to_string(),
+        }
+    }
+}
+
+/// Whether `f` held by `t`: enough of what it offered came back, and (when
+/// judged) its p99 stayed low enough.
+pub fn verdict(f: &StepFigures, t: &Thresholds) -> Verdict {
+    if f.intervals == 0 {
+        return Verdict::NotMeasured;
+    }
+    let mut why = Vec::new();
+    match f.delivered_pct {
+        Some(d) if d >= t.min_delivered_pct => {}
+        Some(d) => why.push(format!(
+            "delivered {d:.2}% < {}%",
+            units::g(t.min_delivered_pct)
+        )),
+        None => why.push("nothing offered".to_string()),
+    }
+    if let Some(max) = t.max_p99_us {
+        match f.rtt_p99_us {
+            Some(p99) if p99 <= max => {}
+            Some(p99) => why.push(format!("p99 {} > {}", micros(Some(p99)), micros(Some(max)))),
+            None => why.push("no RTT measured".to_string()),
+        }
+    }
+    if why.is_empty() {
+        Verdict::Held
+    } else {
+        Verdict::Failed(why)
+    }
+}
+
+/// One step as tried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    pub scale: f64,
+    pub kind: Kind,
+    /// Its time: the labels of the intervals after `after` up to `until`.
+    pub after: i64,
+    pub until: i64,
+    pub figures: StepFigures,
+    pub verdict: Verdict,
+}
+
+/// The header of the steps' table.
+pub fn table_header() -> String {
+    format!(
+        "  {:>4}  {:>10}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  verdict\n",
+        "step",
+        "scale",
+        "offered",
+        "sent",
+        "delivered",
+        "fwd loss",
+        "ret loss",
+        "rtt p50",
+        "rtt p99",
+        "intervals"
+    )
+}
+
+/// One step's row of the table (`n` counts from 1).
+pub fn table_row(n: usize, s: &StepResult) -> String {
+    let f = &s.figures;
+    let rate = |v: Option<f64>| v.map_or("-".to_string(), pps);
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}%"));
+    let scale = match s.kind {
+        Kind::Climb => format!("x{}", scale_text(s.scale)),
+        Kind::Bisect => format!("x{} b", scale_text(s.scale)),
+    };
+    format!(
+        "  {n:>4}  {scale:>10}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {}\n",
+        rate(f.offered_pps),
+        rate(f.sent_pps),
+        pct(f.delivered_pct),
+        pct(f.forward_loss_pct),
+        pct(f.return_loss_pct),
+        micros(f.rtt_p50_us),
+        micros(f.rtt_p99_us),
+        f.intervals,
+        s.verdict.text()
+    )
+}
+
+/// The step with the highest rate that held, if any.
+pub fn highest_held(steps: &[StepResult]) -> Option<&StepResult> {
+    steps
+        .iter()
+        .filter(|s| s.verdict.held())
+        .max_by(|a, b| a.scale.total_cmp(&b.scale))
+}
+
+/// The answer under the table: the highest rate that held, and what that
+/// means (the limit lies between it and the lowest that did not, or above
+/// the ramp's end, or below its start).
+pub fn conclusion(steps: &[StepResult]) -> String {
+    let failed = steps
+        .iter()
+        .filter(|s| matches!(s.verdict, Verdict::Failed(_)))
+        .min_by(|a, b| a.scale.total_cmp(&b.scale));
+    let Some(best) = highest_held(steps) else {
+        return match failed {
+            Some(f) => format!(
+                "no rate held: the first step (x{}, {} offered) already fell short -- start the ramp lower\n",
+                scale_text(f.scale),
+                f.figures.offered_pps.map_or("-".to_string(), pps)
+            ),
+            None => "no rate held: no step could be measured\n".to_string(),
+        };
+    };
+    let offered = best.figures.offered_pps.unwrap_or(0.0);
+    let mut text = format!(
+        "highest rate that held: {offered:.0} pps ({} offered, x{} the matrix's rates)\n",
+        pps(offered),
+        scale_text(best.scale)
+    );
+    match failed {
+        Some(f) => {
+            let _ = writeln!(
+                text,
+                "the limit lies between x{} and x{} ({} offered fell short: {})",
+                scale_text(best.scale),
+                scale_text(f.scale),
+                f.figures.offered_pps.map_or("-".to_string(), pps),
+                f.verdict.text().trim_start_matches("FAILED: ")
+            );
+        }
+        None => {
+            let _ = writeln!(
+                text,
+                "every step held: the limit is above x{} -- ramp higher",
+                scale_text(best.scale)
+            );
+        }
+    }
+    text
+}
+
+/// The ramp as one JSON document (`mx run --ramp --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Document {
+    pub schema: &'static str,
+    pub mx_version: &'static str,
+    pub ramp: RampDoc,
+    pub steps: Vec<StepDoc>,
+    /// The step with the highest rate that held; null when none did.
+    pub highest_held: Option<HeldDoc>,
+    /// The lowest scale that fell short; null when every step held.
+    pub lowest_failed_scale: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RampDoc {
+    pub from: f64,
+    pub to: f64,
+    pub step: f64,
+    pub bisect: bool,
+    pub hold_s: f64,
+    pub interval_s: f64,
+    pub min_delivered_pct: f64,
+    /// Null when the tail is not judged.
+    pub max_p99_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepDoc {
+    pub step: usize,
+    pub scale: f64,
+    pub kind: Kind,
+    /// The interval labels (ends) of its time: after `after_ts`, up to `until_ts`.
+    pub after_ts: i64,
+    pub until_ts: i64,
+    #[serde(flatten)]
+    pub figures: StepFigures,
+    pub verdict: &'static str,
+    /// Why it fell short (empty when it held).
+    pub why: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldDoc {
+    pub scale: f64,
+    pub offered_pps: Option<f64>,
+}
+
+/// The document of a ramp's `steps`.
+pub fn document(
+    plan: &Plan,
+    t: &Thresholds,
+    hold_s: f64,
+    interval_s: f64,
+    steps: &[StepResult],
+) -> Document {
+    let rounded = |f: &StepFigures| StepFigures {
+        offered_pps: ro(f.offered_pps),
+        sent_pps: ro(f.sent_pps),
+        back_pps: ro(f.back_pps),
+        delivered_pct: ro(f.delivered_pct),
+        loss_pct: ro(f.loss_pct),
+        forward_loss_pct: ro(f.forward_loss_pct),
+        return_loss_pct: ro(f.return_loss_pct),
+        rtt_p50_us: ro(f.rtt_p50_us),
+        rtt_p99_us: ro(f.rtt_p99_us),
+        ..f.clone()
+    };
+    Document {
+        schema: SCHEMA,
+        mx_version: env!("CARGO_PKG_VERSION"),
+        ramp: RampDoc {
+            from: plan.from,
+            to: plan.to,
+            step: plan.step,
+            bisect: plan.bisect,
+            hold_s,
+            interval_s,
+            min_delivered_pct: t.min_delivered_pct,
+            max_p99_us: t.max_p99_us,
+        },
+        steps: steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| StepDoc {
+                step: i + 1,
+                scale: s.scale,
+                kind: s.kind,
+                after_ts: s.after,
+                until_ts: s.until,
+                figures: rounded(&s.figures),
+                verdict: s.verdict.word(),
+                why: match &s.verdict {
+                    Verdict::Failed(why) => why.clone(),
+                    _ => Vec::new(),
+                },
+            })
+            .collect(),
+        highest_held: highest_held(steps).map(|s| HeldDoc {
+            scale: s.scale,
+            offered_pps: ro(s.figures.offered_pps),
+        }),
+        lowest_failed_scale: steps
+            .iter()
+            .filter(|s| matches!(s.verdict, Verdict::Failed(_)))
+            .map(|s| s.scale)
+            .reduce(f64::min),
+    }
+}
+
+/// The document as pretty JSON, newline-terminated.
+pub fn to_json(doc: &Document) -> String {
+    let mut text = serde_json::to_string_pretty(doc).expect("a ramp document serializes");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(from: f64, to: f64, step: f64, bisect: bool) -> Plan {
+        Plan {
+            from,
+            to,
+            step,
+            bisect,
+        }
+    }
+
+    /// Runs `p` against a fleet whose limit is `limit`: every scale at or
+    /// under it holds. Returns the scales tried, in order.
+    fn ramp_against(p: &Plan, limit: f64) -> Vec<(f64, Kind)> {
+        let mut tried = Vec::new();
+        let mut steps = Vec::new();
+        while let Some((scale, kind)) = p.next(&tried) {
+            tried.push((scale, scale <= limit));
+            steps.push((scale, kind));
+            assert!(steps.len() < 100, "runaway: {steps:?}");
+        }
+        steps
+    }
+
+    #[test]
+    fn the_climb_goes_from_from_to_to_in_steps_and_ends_on_to() {
+        assert_eq!(
+            plan(1.0, 2.0, 0.25, false).climb(),
+            vec![1.0, 1.25, 1.5, 1.75, 2.0]
+        );
+        // A step that does not land on TO: TO is the last.
+        assert_eq!(plan(0.5, 1.2, 0.3, false).climb(), vec![0.5, 0.8, 1.1, 1.2]);
+        // Float sums do not leave a sliver step before TO.
+        assert_eq!(plan(0.1, 0.4, 0.1, false).climb(), vec![0.1, 0.2, 0.3, 0.4]);
+    }
+
+    #[test]
+    fn a_climb_stops_at_its_first_step_that_fell_short() {
+        let p = plan(1.0, 3.0, 0.5, false);
+        let steps: Vec<f64> = ramp_against(&p, 1.8).into_iter().map(|s| s.0).collect();
+        assert_eq!(steps, vec![1.0, 1.5, 2.0]);
+        // Nothing falls short: the whole climb.
+        assert_eq!(ramp_against(&p, 10.0).len(), 5);
+        // The first step falls short: nothing more, bisect or not.
+        assert_eq!(ramp_against(&p, 0.5).len(), 1);
+        assert_eq!(ramp_against(&plan(1.0, 3.0, 0.5, true), 0.5).len(), 1);
+    }
+
+    #[test]
+    fn bisect_halves_the_gap_to_within_two_percent() {
+        let p = plan(1.0, 4.0, 0.5, true);
+        let steps = ramp_against(&p, 2.358);
+        type Steps<'a> = Vec<&'a (f64, Kind)>;
+        let (climb, bisect): (Steps, Steps) = steps.iter().partition(|s| s.1 == Kind::Climb);
+        assert_eq!(
+            climb.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![1.0, 1.5, 2.0, 2.5]
+        );
+        assert_eq!(
+            bisect.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![2.25, 2.375, 2.3125, 2.3438]
+        );
+        // What held last is within 2% of the limit.
+        let tried: Vec<(f64, bool)> = steps.iter().map(|&(s, _)| (s, s <= 2.358)).collect();
+        let good = tried
+            .iter()
+            .filter(|t| t.1)
+            .map(|t| t.0)
+            .reduce(f64::max)
+            .unwrap();
+        assert!((2.358 - good) / 2.358 <= BISECT_WITHIN, "{good}");
+        // A gap already within 2% is not bisected.
+        let fine = plan(1.0, 1.02, 0.01, true);
+        assert_eq!(ramp_against(&fine, 1.005).len(), 2);
+        // Bisection is bounded however fine the rounding lets it go.
+        let long = plan(0.0001, 1000.0, 999.9999, true);
+        assert!(ramp_against(&long, 0.00015).len() <= 2 + MAX_BISECT_STEPS);
+    }
+
+    #[test]
+    fn flag_values_are_checked_naming_the_value() {
+        let p = Plan::parse("0.5:2", None, true).unwrap();
+        assert_eq!(p, plan(0.5, 2.0, 0.15, true));
+        assert_eq!(
+            Plan::parse("x1:x3", Some("0.5"), false)
+                .unwrap()
+                .climb()
+                .len(),
+            5
+        );
+        for (range, step, want) in [
+            ("2", None, "--ramp '2': want two factors"),
+            ("a:2", None, "--ramp 'a:2': FROM and TO must be numbers"),
+            ("0:2", None, "--ramp '0:2': FROM and TO must be positive"),
+            ("-1:2", None, "--ramp '-1:2': FROM and TO must be positive"),
+            ("3:1", None, "--ramp '3:1': TO must be above FROM"),
+            (
+                "1:inf",
+                None,
+                "--ramp '1:inf': FROM and TO must be positive",
+            ),
+            ("1:2", Some("0"), "--ramp-step '0': want a positive factor"),
+            (
+                "1:2",
+                Some("-0.1"),
+                "--ramp-step '-0.1': want a positive factor",
+            ),
+            (
+                "1:2",
+                Some("fast"),
+                "--ramp-step 'fast': want a positive factor",
+            ),
+            (
+                "1:2",
+                Some("0.0001"),
+                "--ramp-step '0.0001' makes 10001 steps",
+            ),
+        ] {
+            let e = Plan::parse(range, step, false).unwrap_err();
+            assert!(e.starts_with(want), "{range} {step:?}: {e}");
+            assert!(!e.contains('\n'));
+        }
+        let t = Thresholds::parse(Some("99%"), Some("5ms")).unwrap();
+        assert_eq!((t.min_delivered_pct, t.max_p99_us), (99.0, Some(5000.0)));
+        assert_eq!(t.text(), "delivered >= 99% and p99 <= 5.0ms");
+        let t = Thresholds::parse(None, None).unwrap();
+        assert_eq!((t.min_delivered_pct, t.max_p99_us), (99.9, None));
+        assert_eq!(parse_micros("800us"), Some(800.0));
+        assert_eq!(parse_micros("0.2s"), Some(200_000.0));
+        for (min, p99, want) in [
+            (Some("0"), None, "--min-delivered '0': want a percentage"),
+            (
+                Some("101"),
+                None,
+                "--min-delivered '101': want a percentage",
+            ),
+            (
+                Some("most"),
+                None,
+                "--min-delivered 'most': want a percentage",
+            ),
+            (
+                None,
+                Some("5"),
+                "--max-p99 '5': want a positive duration with its unit",
+            ),
+            (
+                None,
+                Some("-5ms"),
+                "--max-p99 '-5ms': want a positive duration",
+            ),
+            (None, Some("5 parsecs"), "--max-p99 '5 parsecs': want"),
+        ] {
+            let e = Thresholds::parse(min, p99).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
+
+    fn figures(delivered: f64, p99: f64) -> StepFigures {
+        StepFigures {
+            intervals: 4,
+            offered_pps: Some(1000.0),
+            sent_pps: Some(1000.0),
+            back_pps: Some(delivered * 10.0),
+            delivered_pct: Some(delivered),
+            rtt_p99_us: Some(p99),
+            ..StepFigures::default()
+        }
+    }
+
+    #[test]
+    fn a_step_holds_while_delivery_and_the_tail_stay_within_their_thresholds() {
+        let t = Thresholds {
+            min_delivered_pct: 99.0,
+            max_p99_us: Some(5000.0),
+        };
+        assert_eq!(verdict(&figures(99.5, 800.0), &t), Verdict::Held);
+        // At the threshold exactly: held.
+        assert_eq!(verdict(&figures(99.0, 5000.0), &t), Verdict::Held);
+        assert_eq!(
+            verdict(&figures(97.25, 800.0), &t),
+            Verdict::Failed(vec!["delivered 97.25% < 99%".to_string()])
+        );
+        assert_eq!(
+            verdict(&figures(98.0, 12_000.0), &t),
+            Verdict::Failed(vec![
+                "delivered 98.00% < 99%".to_string(),
+                "p99 12.0ms > 5.0ms".to_string()
+            ])
+        );
+        // The tail is judged only when asked.
+        let lax = Thresholds {
+            max_p99_us: None,
+            ..t
+        };
+        assert!(verdict(&figures(99.5, 1e9), &lax).held());
+        // No whole interval at the rate: nothing to judge, never a pass.
+        let none = StepFigures::default();
+        assert_eq!(verdict(&none, &t), Verdict::NotMeasured);
+        assert!(!verdict(&none, &t).held());
+    }
+
+    #[test]
+    fn the_conclusion_names_the_highest_rate_that_held_and_the_bracket() {
+        let step = |scale, delivered| {
+            let f = StepFigures {
+                offered_pps: Some(6000.0 * scale),
+                ..figures(delivered, 100.0)
+            };
+            let t = Thresholds {
+                min_delivered_pct: 99.0,
+                max_p99_us: None,
+            };
+            StepResult {
+                scale,
+                kind: Kind::Climb,
+                after: 0,
+                until: 4,
+                verdict: verdict(&f, &t),
+                figures: f,
+            }
+        };
+        let steps = vec![step(1.0, 100.0), step(1.5, 99.9), step(2.0, 91.0)];
+        assert_eq!(
+            conclusion(&steps),
+            "highest rate that held: 9000 pps (9.0 kpps offered, x1.5 the matrix's rates)\n\
+             the limit lies between x1.5 and x2 (12.0 kpps offered fell short: delivered 91.00% < 99%)\n"
+        );
+        assert!(conclusion(&steps[..2]).contains("every step held: the limit is above x1.5"));
+        assert!(
+            conclusion(&steps[2..])
+                .starts_with("no rate held: the first step (x2, 12.0 kpps offered)")
+        );
+        let doc = document(
+            &plan(1.0, 2.0, 0.5, false),
+            &Thresholds {
+                min_delivered_pct: 99.0,
+                max_p99_us: None,
+            },
+            4.0,
+            1.0,
+            &steps,
+        );
+        let json = to_json(&doc);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["schema"], "mx.ramp/1");
+        assert_eq!(v["steps"][2]["verdict"], "failed");
+        assert_eq!(v["steps"][2]["why"][0], "delivered 91.00% < 99%");
+        assert_eq!(v["steps"][0]["kind"], "climb");
+        assert_eq!(v["steps"][0]["offered_pps"], 6000.0);
+        // Not measured is null, never 0.
+        assert!(v["steps"][0]["rtt_p50_us"].is_null());
+        assert_eq!(v["highest_held"]["scale"], 1.5);
+        assert_eq!(v["lowest_failed_scale"], 2.0);
+        assert!(v["ramp"]["max_p99_us"].is_null());
+    }
+}
