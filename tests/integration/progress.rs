@@ -4,12 +4,13 @@
 
 use crate::fleet_local::fleet_dir_with;
 
+/// Looks are 5 s apart: a 12 s run has two or more.
 const RUN: [&str; 9] = [
     "run",
     "--local",
     "hosts",
     "--for",
-    "6",
+    "12",
     "--interval",
     "1",
     "--window",
@@ -33,7 +34,7 @@ fn agent_run_prints_a_live_line_per_look_in_a_pipe() {
     let live: Vec<&str> = run
         .stdout
         .lines()
-        .filter(|l| l.starts_with("[mx] ") && l.contains("s of 6s: "))
+        .filter(|l| l.starts_with("[mx] ") && l.contains("s of 12s: "))
         .collect();
     assert!(live.len() >= 2, "{}", run.stdout);
     // Each says the elapsed time, and what the rows say once there are some.
@@ -58,7 +59,7 @@ fn agent_run_redraws_one_live_line_on_a_terminal() {
     // its last state left on the screen at the full length.
     assert!(shown.contains("\r\x1b[2K[mx] "), "{shown:?}");
     assert!(
-        shown.contains("[mx] 6s of 6s [===================="),
+        shown.contains("[mx] 12s of 12s [===================="),
         "{shown:?}"
     );
     let frames: Vec<&str> = shown.split("\r\x1b[2K").skip(1).collect();
@@ -68,7 +69,7 @@ fn agent_run_redraws_one_live_line_on_a_terminal() {
         "a frame with the rows' figures: {frames:#?}"
     );
     // Not the plain lines of a pipe.
-    assert!(!shown.contains("s of 6s: "), "{shown:?}");
+    assert!(!shown.contains("s of 12s: "), "{shown:?}");
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
