@@ -1587,3 +1587,56 @@ fn the_agent_start_deploys_is_the_stripped_release_binary_under_6_mib() {
     println!("deployed agent: {size} bytes");
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
+
+/// The kernel's newest pid: how many processes were forked between two reads
+/// (all of the machine's, so a bound, not an exact count).
+fn last_pid() -> u64 {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn agent_fleet_a_look_forks_the_same_on_a_host_running_two_thousand_processes() {
+    // Looking for the agent among a host's processes must not fork once per
+    // process: `run`'s live line looks every few seconds, and a look that
+    // forks thousands of times steals the CPU of the agents it measures.
+    let sb = fleet_dir(73, &["h1", "h2"]);
+    let start = sb.mx(&["start", "--local", "hosts", "--interval", "1"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let crowd: Vec<std::process::Child> = (0..2000)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("120")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let before = last_pid();
+    let status = sb.mx(&["status", "--local", "hosts"]);
+    let forked = last_pid().wrapping_sub(before);
+    for mut p in crowd {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    assert_eq!(status.code, 0, "{}", status.stdout);
+    // Both agents found among the crowd: each host's own line, none NOT-.
+    for host in ["h1", "h2"] {
+        assert!(
+            status
+                .stdout
+                .contains(&format!("  {host}  start: flows begin at")),
+            "{host}:\n{}",
+            status.stdout
+        );
+    }
+    assert!(!status.stdout.contains("NOT-"), "{}", status.stdout);
+    // Two hosts' scripts fork a few dozen times; once per process would be
+    // 4,000 and more.
+    assert!(forked < 400, "a look at 2 hosts forked {forked} processes");
+    let stop = sb.mx(&["stop", "--local", "hosts"]);
+    assert_eq!(stop.code, 0, "{}", stop.stdout);
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+}
