@@ -9,7 +9,10 @@
 //! Sends go out in batches of at least [`BATCH_SECONDS`] of traffic (2 ms, at
 //! least one packet): at 1 kpps that is 2 packets every 2 ms rather than 1
 //! every 1 ms, which halves the worker's wakeups (and its replies arrive
-//! together, to be read in one pass) while the rate stays exact.
+//! together, to be read in one pass) while the rate stays exact. A batch is
+//! never more than [`MAX_BATCH`], the most a worker's pass sends on one flow:
+//! a batch larger than a pass left the tokens between the two waiting a whole
+//! epoll tick, and capped a flow near 1 Mpps below its rate.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +22,9 @@ const BURST_SECONDS: f64 = 0.005;
 const MIN_BURST: f64 = 2.0;
 /// A flow sends when it has at least this much traffic's worth of tokens.
 pub const BATCH_SECONDS: f64 = 0.002;
+/// Requests one flow sends in one pass of its worker at most (bounds a pass,
+/// so replies get read), and so the largest batch a flow waits for.
+pub const MAX_BATCH: usize = 512;
 
 #[derive(Debug, Clone)]
 pub struct Pacer {
@@ -38,7 +44,9 @@ impl Pacer {
         Pacer {
             rate,
             burst,
-            batch: (rate * BATCH_SECONDS).floor().clamp(1.0, burst),
+            batch: (rate * BATCH_SECONDS)
+                .floor()
+                .clamp(1.0, burst.min(MAX_BATCH as f64)),
             tokens: 0.0,
             last: now,
         }
@@ -51,7 +59,9 @@ impl Pacer {
         let burst = (rate * BURST_SECONDS).max(MIN_BURST);
         self.rate = rate;
         self.burst = burst;
-        self.batch = (rate * BATCH_SECONDS).floor().clamp(1.0, burst);
+        self.batch = (rate * BATCH_SECONDS)
+            .floor()
+            .clamp(1.0, burst.min(MAX_BATCH as f64));
         self.tokens = self.tokens.min(burst);
     }
 

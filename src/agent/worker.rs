@@ -44,7 +44,7 @@ use crate::units::wall_now;
 use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
-const MAX_SENDS_PER_PASS: usize = 512;
+const MAX_SENDS_PER_PASS: usize = super::pacing::MAX_BATCH;
 /// Batches read from one socket per pass (16 x 64 = 1024 datagrams).
 const MAX_READS_PER_PASS: usize = 16;
 /// Longest epoll wait: how quickly a worker notices the stop flag.
@@ -783,15 +783,27 @@ impl Worker {
                 return;
             }
             self.send.clear();
+            // The datagrams of a GRO message share one sender: whether it is
+            // a peer, and its sequence window, are looked up once per sender
+            // in a row, not hashed again for each of its (up to 64) datagrams.
+            let mut sender: Option<(SocketAddr, Option<&mut SeqWindow>)> = None;
             for d in self.requests_in.datagrams() {
-                let request = match Header::decode(d.head) {
-                    Some(h)
+                if sender.as_ref().is_none_or(|(from, _)| *from != d.from) {
+                    let window = self
+                        .plan
+                        .allowed_sources
+                        .contains(&d.from.ip())
+                        .then(|| self.request_windows.entry(d.from).or_default());
+                    sender = Some((d.from, window));
+                }
+                let window = sender.as_mut().and_then(|(_, w)| w.as_deref_mut());
+                let (request, window) = match (Header::decode(d.head), window) {
+                    (Some(h), Some(window))
                         if h.kind == KIND_REQUEST
                             && d.len >= HEADER_LEN
-                            && usize::from(h.src_index) < hosts
-                            && self.plan.allowed_sources.contains(&d.from.ip()) =>
+                            && usize::from(h.src_index) < hosts =>
                     {
-                        h
+                        (h, window)
                     }
                     _ => {
                         self.stray += 1;
@@ -799,7 +811,6 @@ impl Worker {
                     }
                 };
                 let peer = usize::from(request.src_index);
-                let window = self.request_windows.entry(d.from).or_default();
                 if request.seq == 1 && window.highest() > sequence::WINDOW {
                     // A new socket on a reused port numbers from 1 again. (A
                     // 1 arriving twice early on is a duplicate, not a restart.)
