@@ -11,8 +11,9 @@
 //! every 1 ms, which halves the worker's wakeups (and its replies arrive
 //! together, to be read in one pass) while the rate stays exact. A batch is
 //! never more than [`MAX_BATCH`], the most a worker's pass sends on one flow:
-//! a batch larger than a pass left the tokens between the two waiting a whole
-//! epoll tick, and capped a flow near 1 Mpps below its rate.
+//! past 256 kpps, 2 ms of traffic is more than a pass sends, and a flow
+//! would wait (an epoll tick, rounded up to 1 ms) for tokens it could
+//! already send.
 
 use std::time::{Duration, Instant};
 
