@@ -269,6 +269,7 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
         "[mx] deploying agent + matrix on {} hosts",
         hosts.len()
     )?;
+    out.flush()?;
     let outcomes = deploy_all(fleet, &hosts, &staged, true);
     let ready = fleet.print(out, &hosts, &outcomes, true)?;
     let unchanged = outcomes
@@ -319,6 +320,7 @@ fn launch_armed(
 ) -> Result<Launch> {
     let launched_at = Instant::now();
     writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
+    out.flush()?;
     let answers = launch::launch(fleet, hosts, &|_| flags, true, scripts::Begin::Armed);
     let seconds = launched_at.elapsed().as_secs_f64();
     let mut offsets = Vec::new();

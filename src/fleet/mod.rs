@@ -173,6 +173,9 @@ impl Fleet {
     {
         if !label.is_empty() {
             writeln!(out, "[mx] {label} on {} hosts", hosts.len())?;
+            // Seen now, not when the step is over: at thousands of hosts a
+            // step takes a while, and the operator should know which.
+            out.flush()?;
         }
         let outcomes = self.each(hosts, step);
         self.print(out, hosts, &outcomes, quiet)
@@ -226,6 +229,7 @@ impl Fleet {
                 failed.join(" ")
             )?;
         }
+        out.flush()?;
         Ok(succeeded)
     }
 
