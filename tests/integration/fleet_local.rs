@@ -1588,14 +1588,24 @@ fn the_agent_start_deploys_is_the_stripped_release_binary_under_6_mib() {
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
-/// The kernel's newest pid: how many processes were forked between two reads
-/// (all of the machine's, so a bound, not an exact count).
-fn last_pid() -> u64 {
-    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+/// A number the kernel keeps in /proc/sys/kernel.
+fn kernel_number(name: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
         .unwrap()
         .trim()
         .parse()
         .unwrap()
+}
+
+/// Processes forked between two reads of the kernel's newest pid (all of
+/// the machine's, so a bound, not an exact count), across a wrap at pid_max.
+fn forked_since(before: u64) -> u64 {
+    let after = kernel_number("ns_last_pid");
+    if after >= before {
+        after - before
+    } else {
+        after + kernel_number("pid_max") - before
+    }
 }
 
 #[test]
@@ -1614,9 +1624,9 @@ fn agent_fleet_a_look_forks_the_same_on_a_host_running_two_thousand_processes() 
                 .unwrap()
         })
         .collect();
-    let before = last_pid();
+    let before = kernel_number("ns_last_pid");
     let status = sb.mx(&["status", "--local", "hosts"]);
-    let forked = last_pid().wrapping_sub(before);
+    let forked = forked_since(before);
     for mut p in crowd {
         let _ = p.kill();
         let _ = p.wait();
