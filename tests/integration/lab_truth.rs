@@ -118,11 +118,15 @@ fn agent_lab_5_percent_dropped_on_the_wire_into_a_host_in_a_run() {
     assert!(back <= 0.02, "{back}\n{out}");
     assert!((round_trip - forward - back).abs() <= 0.011, "{out}");
     let hints = advice(&out);
+    // The wire's loss reads as h2's way in, and points at its NIC, cable and
+    // switch port. CPU is named only with the figure that shows it: on a
+    // loaded 2-core machine h2's agent can fall behind too, and then the
+    // evidence fits both causes, and the advice names both.
     assert!(
         hints.iter().any(|h| h.starts_with("h2 is a sick receiver")
             && h.contains("its requests are lost on the way in")
             && h.contains("look at h2's NIC, cable and switch port")
-            && !h.contains("CPU")),
+            && (!h.contains("CPU") || h.contains("h2's agent fell up to"))),
         "the wire's loss reads as the wire's: {out}"
     );
 }
