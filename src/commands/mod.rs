@@ -89,6 +89,7 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
             (true, true) => Some(fleet::transport::control_dir_path()),
             (true, false) => fleet::transport::control_dir(),
         },
+        sessions: Default::default(),
     };
     if ssh.ssh.is_empty() || ssh.scp.is_empty() {
         return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
@@ -97,6 +98,7 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         // Absolute: the scripts run from each host's own directory.
         Some(root) => Some(Local {
             root: std::path::absolute(root).map_err(|e| Error::io(root, "cannot use", &e))?,
+            sessions: Default::default(),
         }),
         None => None,
     };

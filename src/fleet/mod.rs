@@ -18,6 +18,7 @@ pub mod end;
 pub mod instants;
 pub mod launch;
 pub mod scripts;
+pub mod session;
 pub mod slurm;
 pub mod transport;
 

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::session::Sessions;
 use super::shell_join;
 use super::slurm::Slurm;
 use crate::matrix::Host;
@@ -211,7 +212,12 @@ pub struct Ssh {
     /// first session to a host opens a master that later ones ride, for 60 s,
     /// so a command's second and third step cost no new key exchange.
     pub control_dir: Option<PathBuf>,
+    /// A shell kept open on each host for the command's steps.
+    pub sessions: Sessions,
 }
+
+/// The command a session opens: a shell reading its steps from stdin.
+const SESSION_SHELL: &str = "exec sh";
 
 /// Where shared ssh connections live: private to this user.
 pub fn control_dir_path() -> PathBuf {
@@ -323,11 +329,17 @@ impl Transport for Ssh {
     }
 
     fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome {
-        run_command(command(&self.ssh_argv(host, script)), timeout)
+        let open = || command(&self.ssh_argv(host, SESSION_SHELL));
+        self.sessions
+            .run(&host.name, &open, script, timeout)
+            .unwrap_or_else(|| run_command(command(&self.ssh_argv(host, script)), timeout))
     }
 
     fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome {
-        run_command(command(&self.push_argv(host, files, dir)), timeout)
+        let open = || command(&self.ssh_argv(host, SESSION_SHELL));
+        self.sessions
+            .push(&host.name, &open, files, dir, timeout)
+            .unwrap_or_else(|| run_command(command(&self.push_argv(host, files, dir)), timeout))
     }
 
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
@@ -340,6 +352,9 @@ impl Transport for Ssh {
 /// `<root>/h1/var/tmp/mx`.
 pub struct Local {
     pub root: PathBuf,
+    /// A shell kept open in each host's directory for the command's steps,
+    /// as over ssh.
+    pub sessions: Sessions,
 }
 
 impl Local {
@@ -372,9 +387,18 @@ impl Transport for Local {
                 text: format!("cannot create {}: {e}", root.display()),
             };
         }
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c").arg(script).current_dir(&root);
-        run_command(cmd, timeout)
+        let open = || {
+            let mut cmd = Command::new("sh");
+            cmd.current_dir(&root);
+            cmd
+        };
+        self.sessions
+            .run(&host.name, &open, script, timeout)
+            .unwrap_or_else(|| {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(script).current_dir(&root);
+                run_command(cmd, timeout)
+            })
     }
 
     fn push(&self, _host: &Host, files: &[PathBuf], dir: &str, _timeout: Duration) -> Outcome {
@@ -593,6 +617,7 @@ mod tests {
             scp: vec!["scp".into()],
             user: Some("root".into()),
             control_dir: None,
+            sessions: Sessions::default(),
         };
         let v6 = host("db=[2001:db8::10]:5300");
         let argv = ssh.ssh_argv(&v6, "true");

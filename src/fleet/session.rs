@@ -1,0 +1,640 @@
+//! A shell kept open on each host for the length of a fleet command.
+//!
+//! A fleet command takes several steps on every host (`start`: make ready,
+//! copy, launch, go). Run each as its own `ssh host script`, and every step
+//! pays a login: sshd forks the user's shell, which reads its rc files (a
+//! fifth of a second of CPU on a host whose `.bashrc` loads pyenv), and at
+//! thousands of hosts that is most of what a start costs. A session pays it
+//! once: the first step opens `ssh host 'exec sh'`, and each step is one line
+//! written to that shell, `sh -c '<script>' </dev/null 2>&1`, followed by a
+//! marker line that carries the step's exit status.
+//!
+//! Files travel the same stdin, in lock step: the host says it is ready to
+//! read a file only once the shell has parsed the step (so none of the
+//! file's bytes are taken for commands), reads exactly their count, and
+//! checks the count and the SHA-256 before the file takes its name. The next
+//! step is written only after this one's marker, so a `head -c` that reads
+//! ahead (busybox's) finds nothing to take.
+//!
+//! A session that closes between steps (a cut link, a restarted sshd) is
+//! reopened once for the next step. A command that keeps no shell open (an
+//! `MX_SSH` wrapper that does not pass stdin on) is seen on its first step,
+//! and the host gets one call per step from then on.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use sha2::Digest;
+
+use super::scripts::{self, q};
+use super::transport::{CANNOT_RUN, Outcome, TIMED_OUT};
+
+/// Why a session stopped answering a step.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// Its stdout closed: the shell, the ssh process or the connection ended.
+    Closed,
+    TimedOut,
+}
+
+/// One host's open shell.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+    /// What stdout said that no step has taken yet.
+    out: Vec<u8>,
+    /// What stderr said (ssh's own messages; a step's go to its stdout).
+    err: Vec<u8>,
+    out_closed: bool,
+    err_closed: bool,
+    /// Ends every step's output: `mx-step-<nonce>`, unlikely in any output.
+    marker: String,
+    /// Whether a step has finished in it: a close now is the session's end,
+    /// not the host's answer.
+    answered: bool,
+}
+
+/// The marker's line after a step: `\n<marker> <status>\n` (the leading
+/// newline ends a last line that had none).
+fn marker_line(marker: &str) -> String {
+    format!("printf '\\n%s %s\\n' {marker} \"$?\"\n")
+}
+
+/// Where the step's marker is in `out`: (end of the step's output, its exit
+/// status, end of the marker line).
+fn find_marker(out: &[u8], marker: &str) -> Option<(usize, i32, usize)> {
+    let head = format!("\n{marker} ");
+    let at = find(out, head.as_bytes())?;
+    let rest = &out[at + head.len()..];
+    let end = rest.iter().position(|&b| b == b'\n')?;
+    let code = std::str::from_utf8(&rest[..end])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((at, code, at + head.len() + end + 1))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn nonblocking(fd: impl AsFd) -> std::io::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(&fd, FcntlArg::F_GETFL)?);
+    fcntl(&fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+/// Reads what `fd` has now into `into`; whether it has closed.
+fn drain(fd: impl AsFd, into: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match nix::unistd::read(&fd, &mut buf) {
+            Ok(0) => return true,
+            Ok(n) => into.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+impl Session {
+    /// Starts `cmd` (a shell reading its commands from stdin).
+    fn open(mut cmd: Command) -> std::io::Result<Session> {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let (stdin, stdout, stderr) = (
+            child.stdin.take().expect("piped"),
+            child.stdout.take().expect("piped"),
+            child.stderr.take().expect("piped"),
+        );
+        nonblocking(&stdin)?;
+        nonblocking(&stdout)?;
+        nonblocking(&stderr)?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        Ok(Session {
+            child,
+            stdin: Some(stdin),
+            stdout,
+            stderr,
+            out: Vec::new(),
+            err: Vec::new(),
+            out_closed: false,
+            err_closed: false,
+            marker: format!("mx-step-{:x}{nanos:08x}", std::process::id()),
+            answered: false,
+        })
+    }
+
+    /// Writes `input` while reading what the host says, until `done` finds
+    /// what it waits for in stdout (and says what), stdout closes, or the
+    /// deadline passes.
+    fn pump<T>(
+        &mut self,
+        mut input: &[u8],
+        deadline: Instant,
+        done: impl Fn(&[u8]) -> Option<T>,
+    ) -> Result<T, Stop> {
+        loop {
+            if let Some(found) = done(&self.out) {
+                return Ok(found);
+            }
+            if self.out_closed {
+                return Err(Stop::Closed);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Stop::TimedOut);
+            }
+            let readable = PollFlags::POLLIN;
+            let mut fds = vec![PollFd::new(self.stdout.as_fd(), readable)];
+            if !self.err_closed {
+                fds.push(PollFd::new(self.stderr.as_fd(), readable));
+            }
+            let writing = !input.is_empty() && self.stdin.is_some();
+            if let (true, Some(stdin)) = (writing, &self.stdin) {
+                fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLOUT));
+            }
+            let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+            match poll(&mut fds, timeout) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(_) => return Err(Stop::Closed),
+            }
+            let ready = |fd: &PollFd| fd.any().unwrap_or(false);
+            let (out_ready, err_ready) = (ready(&fds[0]), !self.err_closed && ready(&fds[1]));
+            let in_ready = writing && ready(fds.last().expect("stdout is polled"));
+            drop(fds);
+            if out_ready {
+                self.out_closed = drain(&self.stdout, &mut self.out);
+            }
+            if err_ready {
+                self.err_closed = drain(&self.stderr, &mut self.err);
+            }
+            if in_ready && let Some(stdin) = &self.stdin {
+                match nix::unistd::write(stdin, input) {
+                    Ok(n) => input = &input[n..],
+                    Err(Errno::EAGAIN | Errno::EINTR) => {}
+                    // The host's end is gone: what it said tells why.
+                    Err(_) => input = &[],
+                }
+            }
+        }
+    }
+
+    /// Runs `script` in a fresh `sh` of the session, its stdin `/dev/null`.
+    fn run(&mut self, script: &str, deadline: Instant) -> Result<Outcome, Stop> {
+        let line = format!(
+            "sh -c {} </dev/null 2>&1; {}",
+            q(script),
+            self.marker_line()
+        );
+        self.step(line.as_bytes(), deadline)
+    }
+
+    fn marker_line(&self) -> String {
+        marker_line(&self.marker)
+    }
+
+    /// Writes `line` and waits for its marker: what the step said, and its
+    /// exit status.
+    fn step(&mut self, line: &[u8], deadline: Instant) -> Result<Outcome, Stop> {
+        let marker = self.marker.clone();
+        let (end, code, next) = self.pump(line, deadline, |out| find_marker(out, &marker))?;
+        Ok(self.take_outcome(end, code, next))
+    }
+
+    /// The step's outcome from the output up to `end`, ssh's own messages
+    /// after it (as one ssh call per step would give them); the rest of the
+    /// output stays for the next step.
+    fn take_outcome(&mut self, end: usize, code: i32, next: usize) -> Outcome {
+        let mut text = String::from_utf8_lossy(&self.out[..end]).into_owned();
+        self.out.drain(..next);
+        text.push_str(&String::from_utf8_lossy(&self.err));
+        self.err.clear();
+        self.answered = true;
+        Outcome {
+            code,
+            text: text.trim_end().to_string(),
+        }
+    }
+
+    /// Copies the local `file` to `dir` on the host (see the module's docs).
+    fn push(&mut self, file: &Path, dir: &str, deadline: Instant) -> Result<Outcome, Stop> {
+        let (bytes, mode) = match std::fs::read(file).and_then(|b| {
+            use std::os::unix::fs::PermissionsExt;
+            Ok((b, std::fs::metadata(file)?.permissions().mode() & 0o777))
+        }) {
+            Ok(read) => read,
+            Err(e) => {
+                return Ok(Outcome {
+                    code: CANNOT_RUN,
+                    text: format!("cannot read {}: {e}", file.display()),
+                });
+            }
+        };
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let sha = sha256_hex(&bytes);
+        let ready = format!("{}-send", self.marker);
+        let script = scripts::receive(dir, &name, bytes.len(), &sha, mode, &ready);
+        // Its stdin is the session's: the file's bytes follow.
+        let line = format!("sh -c {} 2>&1; {}", q(&script), self.marker_line());
+        let marker = self.marker.clone();
+        let asked = format!("{ready}\n");
+        let said = self.pump(line.as_bytes(), deadline, |out| {
+            match find_marker(out, &marker) {
+                Some(found) => Some(Err(found)),
+                None => find(out, asked.as_bytes()).map(Ok),
+            }
+        })?;
+        match said {
+            // It did not get as far as reading (no such dir, say).
+            Err((end, code, next)) => Ok(self.take_outcome(end, code, next)),
+            Ok(at) => {
+                self.out.drain(at..at + asked.len());
+                self.step(&bytes, deadline)
+            }
+        }
+    }
+
+    /// Ends the session: its shell sees the end of its input and exits.
+    fn close(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits until `deadline` for the process to end (killing it then): its
+    /// exit status, and everything it said that no step took.
+    fn finish(mut self, deadline: Instant) -> Outcome {
+        self.close();
+        let code = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status.code().unwrap_or(CANNOT_RUN),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break CANNOT_RUN;
+                }
+            }
+        };
+        let _ = self.stdout.read_to_end(&mut self.out);
+        let _ = self.stderr.read_to_end(&mut self.err);
+        let mut text = String::from_utf8_lossy(&self.out).into_owned();
+        text.push_str(&String::from_utf8_lossy(&self.err));
+        Outcome {
+            code,
+            text: text.trim_end().to_string(),
+        }
+    }
+}
+
+/// Lowercase hex SHA-256, as `sha256sum` prints it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// How long a closing session may take to end before it is killed.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// The open sessions of a fleet command, one per host (by name), each used
+/// by one step at a time.
+pub struct Sessions {
+    idle: Mutex<HashMap<String, Session>>,
+    /// Hosts whose command keeps no shell open: one call per step.
+    one_call: Mutex<HashSet<String>>,
+    /// At most this many open at once (each holds three descriptors here).
+    cap: usize,
+    opened: Mutex<usize>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            idle: Mutex::default(),
+            one_call: Mutex::default(),
+            cap: session_cap(),
+            opened: Mutex::new(0),
+        }
+    }
+}
+
+/// How many sessions this process may hold: its open-file limit (raised to
+/// the hard limit where it can be) less room for everything else, three
+/// descriptors a session.
+fn session_cap() -> usize {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 0;
+    };
+    let want = if hard == RLIM_INFINITY {
+        1 << 20
+    } else {
+        hard.min(1 << 20)
+    };
+    let soft = if want > soft && setrlimit(Resource::RLIMIT_NOFILE, want, hard).is_ok() {
+        want
+    } else {
+        soft
+    };
+    (soft.saturating_sub(256) / 3) as usize
+}
+
+/// What a step in a session came to: its outcome, or no session for this
+/// host (the caller makes one call for the step).
+pub type Answer = Option<Outcome>;
+
+impl Sessions {
+    /// Runs `script` in `host`'s session, opening it with `open` when none is.
+    pub fn run(
+        &self,
+        host: &str,
+        open: &dyn Fn() -> Command,
+        script: &str,
+        timeout: Duration,
+    ) -> Answer {
+        self.with(host, open, timeout, &|s, deadline| s.run(script, deadline))
+    }
+
+    /// Copies each of `files` into `dir` on `host`, in its session.
+    pub fn push(
+        &self,
+        host: &str,
+        open: &dyn Fn() -> Command,
+        files: &[std::path::PathBuf],
+        dir: &str,
+        timeout: Duration,
+    ) -> Answer {
+        self.with(host, open, timeout, &|s, deadline| {
+            let mut said = Vec::new();
+            for file in files {
+                let outcome = s.push(file, dir, deadline)?;
+                if !outcome.ok() {
+                    return Ok(outcome);
+                }
+                said.extend((!outcome.text.is_empty()).then_some(outcome.text));
+            }
+            Ok(Outcome {
+                code: 0,
+                text: said.join("\n"),
+            })
+        })
+    }
+
+    fn with(
+        &self,
+        host: &str,
+        open: &dyn Fn() -> Command,
+        timeout: Duration,
+        step: &dyn Fn(&mut Session, Instant) -> Result<Outcome, Stop>,
+    ) -> Answer {
+        let deadline = Instant::now() + timeout;
+        let mut retried = false;
+        loop {
+            let mut session = match self.take(host) {
+                Some(session) => session,
+                None => match self.open(host, open)? {
+                    Ok(session) => session,
+                    Err(failed) => return Some(failed),
+                },
+            };
+            let said_before = session.out.len();
+            match step(&mut session, deadline) {
+                Ok(outcome) => {
+                    self.idle
+                        .lock()
+                        .expect("unpoisoned")
+                        .insert(host.to_string(), session);
+                    return Some(outcome);
+                }
+                Err(Stop::TimedOut) => {
+                    let mut ended = self.release(session, Instant::now());
+                    ended.code = TIMED_OUT;
+                    ended.text = format!("{}\ntimed out after {}s", ended.text, timeout.as_secs())
+                        .trim_start()
+                        .to_string();
+                    return Some(ended);
+                }
+                Err(Stop::Closed) => {
+                    // Closed between steps (nothing said for this one): the
+                    // link or sshd went, and a new session tells the host's
+                    // answer now.
+                    let silent = session.out.len() == said_before;
+                    let answered = session.answered;
+                    let ended = self.release(session, Instant::now() + CLOSE_WAIT);
+                    if answered && silent && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    if !answered && ended.code == 0 {
+                        // It ended well without running the step: a command
+                        // that keeps no shell open.
+                        self.one_call
+                            .lock()
+                            .expect("unpoisoned")
+                            .insert(host.to_string());
+                        return None;
+                    }
+                    return Some(ended);
+                }
+            }
+        }
+    }
+
+    fn take(&self, host: &str) -> Option<Session> {
+        self.idle.lock().expect("unpoisoned").remove(host)
+    }
+
+    /// A new session to `host`, or `None` when it gets one call per step
+    /// (no shell kept open there, or no descriptors left for one).
+    fn open(&self, host: &str, open: &dyn Fn() -> Command) -> Option<Result<Session, Outcome>> {
+        if self.one_call.lock().expect("unpoisoned").contains(host) {
+            return None;
+        }
+        let mut opened = self.opened.lock().expect("unpoisoned");
+        if *opened >= self.cap {
+            return None;
+        }
+        let cmd = open();
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        match Session::open(cmd) {
+            Ok(session) => {
+                *opened += 1;
+                Some(Ok(session))
+            }
+            Err(e) => Some(Err(Outcome {
+                code: CANNOT_RUN,
+                text: format!("cannot run {program:?}: {e}"),
+            })),
+        }
+    }
+
+    /// Ends `session` (see [`Session::finish`]) and frees its place.
+    fn release(&self, session: Session, deadline: Instant) -> Outcome {
+        *self.opened.lock().expect("unpoisoned") -= 1;
+        session.finish(deadline)
+    }
+}
+
+impl Drop for Sessions {
+    /// Every shell sees the end of its input at once; then each is waited
+    /// for (killed past [`CLOSE_WAIT`]), so no ssh outlives the command.
+    fn drop(&mut self) {
+        let mut idle: Vec<Session> = self
+            .idle
+            .get_mut()
+            .map(|m| m.drain().map(|(_, s)| s).collect())
+            .unwrap_or_default();
+        for session in &mut idle {
+            session.close();
+        }
+        let deadline = Instant::now() + CLOSE_WAIT;
+        for session in idle {
+            session.finish(deadline);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local_shell(dir: &Path) -> impl Fn() -> Command + '_ {
+        move || {
+            let mut cmd = Command::new("sh");
+            cmd.current_dir(dir);
+            cmd
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(20);
+
+    #[test]
+    fn steps_run_in_one_shell_each_with_its_output_and_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::default();
+        let open = local_shell(dir.path());
+        let pid = |s: &Sessions| s.run("h", &open, "echo $PPID", LONG).unwrap();
+        let first = pid(&sessions);
+        assert_eq!(first.code, 0);
+        // The same session's shell is every step's parent.
+        assert_eq!(pid(&sessions), first);
+        let failed = sessions
+            .run("h", &open, "echo one; printf two >&2; exit 3", LONG)
+            .unwrap();
+        assert_eq!((failed.code, failed.text.as_str()), (3, "one\ntwo"));
+        // A last line without its newline, and a step that reads stdin (it
+        // reads nothing: the session's next steps are not its input).
+        let said = sessions
+            .run("h", &open, "printf 'no newline'; cat", LONG)
+            .unwrap();
+        assert_eq!((said.code, said.text.as_str()), (0, "no newline"));
+        let late = sessions.run("h", &open, "sleep 5", Duration::from_millis(300));
+        assert_eq!(late.unwrap().code, TIMED_OUT);
+        // A new session after the one that timed out.
+        let next = pid(&sessions);
+        assert!(next.ok() && next.text != first.text, "{next:?}");
+    }
+
+    #[test]
+    fn a_file_arrives_whole_under_its_name_with_its_mode_and_the_session_goes_on() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("to");
+        std::fs::create_dir(&to).unwrap();
+        // Bytes a shell would choke on if it read them as commands.
+        let mut bytes: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+        bytes.extend_from_slice(b"\nrm -rf /\n'\"`");
+        let file = dir.path().join("mx");
+        std::fs::write(&file, &bytes).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o751)).unwrap();
+        let small = dir.path().join("matrix.csv");
+        std::fs::write(&small, "a,b\n").unwrap();
+        let sessions = Sessions::default();
+        let open = local_shell(dir.path());
+        let to_dir = to.display().to_string();
+        let pushed = sessions
+            .push("h", &open, &[file, small], &to_dir, LONG)
+            .unwrap();
+        assert_eq!((pushed.code, pushed.text.as_str()), (0, ""));
+        assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
+        assert_eq!(
+            std::fs::read_to_string(to.join("matrix.csv")).unwrap(),
+            "a,b\n"
+        );
+        let mode = std::fs::metadata(to.join("mx"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o751);
+        let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
+        assert_eq!(after.text, "matrix.csv\nmx", "no temp file left");
+        // Into a directory that is not there: said, nothing sent, and the
+        // session still answers.
+        let missing = sessions
+            .push("h", &open, &[to.join("mx")], "/nonexistent/mx", LONG)
+            .unwrap();
+        assert!(!missing.ok(), "{missing:?}");
+        assert!(missing.text.contains("/nonexistent/mx"), "{missing:?}");
+        assert_eq!(
+            sessions.run("h", &open, "echo still", LONG).unwrap().text,
+            "still"
+        );
+    }
+
+    #[test]
+    fn a_session_closed_between_steps_is_opened_again_and_a_shell_that_keeps_none_gets_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::default();
+        let open = local_shell(dir.path());
+        let first = sessions.run("h", &open, "echo $PPID", LONG).unwrap();
+        // The session's own shell ends between steps (as when a link is cut).
+        let shell: i32 = first.text.parse().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(shell),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let again = sessions.run("h", &open, "echo $PPID", LONG).unwrap();
+        assert!(again.ok() && again.text != first.text, "{again:?}");
+        // A command that exits at once, well, without reading its input:
+        // one call per step for that host.
+        let no_shell = || Command::new("true");
+        assert_eq!(sessions.run("w", &no_shell, "echo hi", LONG), None);
+        assert_eq!(sessions.run("w", &no_shell, "echo hi", LONG), None);
+        // One that cannot connect says why, with its status.
+        let refused = || {
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg("echo 'ssh: connect to host x: refused' >&2; exit 255");
+            cmd
+        };
+        let said = sessions.run("x", &refused, "true", LONG).unwrap();
+        assert_eq!(
+            (said.code, said.text.as_str()),
+            (255, "ssh: connect to host x: refused")
+        );
+    }
+}
