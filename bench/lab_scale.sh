@@ -3,7 +3,8 @@
 # each; tests/lab/lab.sh) and the wall time of `mx start` and `mx status`,
 # each run 3 times, interleaved with a baseline in the same run: one bare
 # `ssh host true` round trip to every host, in parallel (the floor a fan-out
-# over ssh can reach). Needs root. Prints medians and the ratio to the floor.
+# over ssh can reach). Each timed mx command starts with no shared ssh
+# connection open, as the floor does. Needs root. Prints medians and the ratio to the floor.
 #
 #   bench/lab_scale.sh [hosts]
 set -euo pipefail
@@ -25,11 +26,16 @@ export MX_SSH="ssh -F $lab/ssh_config" MX_SCP="scp -F $lab/ssh_config"
 seconds() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null 2>&1 || true; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
 floor() { xargs -P 64 -I{} ssh -F "$lab/ssh_config" {} true < <(cut -d= -f2 servers.txt); }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# mx shares one ssh connection per host for 60 s (ControlPersist): close them
+# before each timed command, so that it pays every handshake the floor does.
+cold() { for s in /tmp/mx-ssh-"$(id -u)"/*; do [ -S "$s" ] && ssh -o ControlPath="$s" -O exit x 2>/dev/null; done; true; }
 
 declare -a t_floor t_start t_status
 for round in 1 2 3; do
     t_floor+=("$(seconds floor)")
+    cold
     t_start+=("$(seconds "$mx" start --workers 1 --interval 1)")
+    cold
     t_status+=("$(seconds "$mx" status)")
     "$mx" stop > /dev/null
 done
@@ -43,3 +49,4 @@ echo "|---|---|---|"
 echo "| floor: ssh true to every host, 64 in parallel | ${f}s | 1.00 |"
 echo "| mx start (deploy 2 files + launch) | ${s}s | $(echo "scale=2; $s / $f" | bc) |"
 echo "| mx status | ${q}s | $(echo "scale=2; $q / $f" | bc) |"
+echo "rounds (s): floor ${t_floor[*]}; start ${t_start[*]} (the first copies the agent, later ones find it); status ${t_status[*]}"

@@ -380,6 +380,51 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
     lab.stop_and_clean(&sb);
 }
 
+/// An `ssh` (or `scp`) for `lab` that writes a line to `log` each time it is
+/// run, then runs the real one.
+fn counting(sb: &Sandbox, lab: &Lab, tool: &str, log: &Path) -> String {
+    let path = sb.write(
+        &format!("counting-{tool}"),
+        &format!(
+            "#!/bin/sh\necho {tool} >> '{}'\nexec {tool} -F '{}' \"$@\"\n",
+            log.display(),
+            lab.dir.join("ssh_config").display()
+        ),
+    );
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_a_start_logs_in_once_per_host_and_copies_the_agent_whole_through_it() {
+    let lab = Lab::up(86, 3);
+    let sb = lab.controller("500");
+    let log = sb.file("calls.log");
+    let env = [
+        ("MX_SSH", counting(&sb, &lab, "ssh", &log)),
+        ("MX_SCP", counting(&sb, &lab, "scp", &log)),
+    ];
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let start = sb.mx_env(&["start", "--interval", "1"], &pairs);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    // Ready, copy, launch and go on each host: one login a host, no scp.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(calls, "ssh\nssh\nssh\n", "{}", start.stdout);
+    let agent = std::fs::read(env!("CARGO_BIN_EXE_mx")).unwrap();
+    for i in 1..=3 {
+        let deployed = std::fs::read(lab.var_tmp(i).join("mx/mx")).unwrap();
+        assert!(deployed == agent, "h{i}: the agent arrived whole");
+        assert_eq!(lab.agents(i).len(), 1, "h{i} runs one agent");
+    }
+    // So does a status: one login a host.
+    std::fs::remove_file(&log).unwrap();
+    let status = sb.mx_env(&["status"], &pairs);
+    assert_eq!(status.code, 0, "{}", status.stdout);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ssh\nssh\nssh\n");
+    lab.stop_and_clean(&sb);
+}
+
 #[test]
 #[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_an_unreachable_host_gets_its_own_line_and_exit_1() {
