@@ -85,15 +85,22 @@ pub fn agent_sha256(dir: &str) -> String {
 
 /// Receives a file of `len` bytes on stdin as `dir/name` (a session's copy,
 /// `fleet::session`): says `ready` once it reads, takes exactly `len` bytes
-/// whatever happens to them (so none is left for the shell to read as
-/// commands), and gives the file its name and `mode` only when their count
-/// and SHA-256 (`sha`, where the host has `sha256sum`) are the ones sent.
+/// whatever happens to them, and gives the file its name and `mode` only
+/// when their count and SHA-256 (`sha`, where the host has `sha256sum`) are
+/// the ones sent.
+///
+/// The bytes must never be left for the session's shell, which would read
+/// them as commands: a `head` without `-c` is refused before `ready`, a
+/// full disk still drains them (`cat > /dev/null`), and a `head` that fails
+/// mid-way kills the session's shell (`$PPID`) while it waits for this one,
+/// before it reads another byte.
 pub fn receive(dir: &str, name: &str, len: usize, sha: &str, mode: u32, ready: &str) -> String {
     let tmp = q(&format!(".{name}.tmp"));
     format!(
         "cd {d} 2>/dev/null || {{ echo \"cannot copy into {shown}: no such directory\"; exit 1; }}\n\
+         [ \"$(printf ab | head -c 1 2>/dev/null)\" = a ] || {{ echo \"cannot copy into {shown}: this host's head has no -c (coreutils' and busybox's have it)\"; exit 1; }}\n\
          echo {ready}\n\
-         head -c {len} | {{ cat > {tmp}; s=$?; cat > /dev/null; exit $s; }} || {{ rm -f {tmp}; echo \"cannot write {shown}/{name_shown}\"; exit 1; }}\n\
+         {{ head -c {len} || kill -9 $PPID; }} | {{ cat > {tmp}; s=$?; cat > /dev/null; exit $s; }} || {{ rm -f {tmp}; echo \"cannot write {shown}/{name_shown}\"; exit 1; }}\n\
          got=$(wc -c < {tmp})\n\
          if [ \"$got\" -ne {len} ]; then rm -f {tmp}; echo \"{name_shown} arrived short: $got of {len} bytes\"; exit 1; fi\n\
          if command -v sha256sum >/dev/null 2>&1 && [ \"$(sha256sum < {tmp} | cut -d' ' -f1)\" != {sha} ]; then rm -f {tmp}; echo \"{name_shown} arrived damaged (its sha256 differs)\"; exit 1; fi\n\

@@ -16,10 +16,15 @@
 //! step is written only after this one's marker, so a `head -c` that reads
 //! ahead (busybox's) finds nothing to take.
 //!
-//! A session that closes between steps (a cut link, a restarted sshd) is
-//! reopened once for the next step. A command that keeps no shell open (an
-//! `MX_SSH` wrapper that does not pass stdin on) is seen on its first step,
-//! and the host gets one call per step from then on.
+//! Every step line opens with an acknowledgement the shell prints before it
+//! runs anything. A session that closed before acknowledging (a cut link, a
+//! restarted sshd, a Ctrl-C) ran nothing of the step, which is then run in a
+//! new session; one that closed after it did run the step, which is never run
+//! twice: it fails as it would have over one ssh call. A copy that did not
+//! end well retires its session (bytes may be left in the shell's input). A
+//! command that keeps no shell open (an `MX_SSH` wrapper that does not pass
+//! stdin on) is seen on its first step, and the host gets one call per step
+//! from then on; so does a host past the open-file limit.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -62,6 +67,9 @@ struct Session {
     /// Whether a step has finished in it: a close now is the session's end,
     /// not the host's answer.
     answered: bool,
+    /// Whether it may not take another step: a copy that did not end well may
+    /// have left bytes in the shell's input.
+    spoiled: bool,
 }
 
 /// The marker's line after a step: `\n<marker> <status>\n` (the leading
@@ -112,9 +120,13 @@ fn drain(fd: impl AsFd, into: &mut Vec<u8>) -> bool {
 impl Session {
     /// Starts `cmd` (a shell reading its commands from stdin).
     fn open(mut cmd: Command) -> std::io::Result<Session> {
+        // Its own process group: a Ctrl-C at the terminal is mx's to act on
+        // (`mx run` ends the fleet through these very sessions).
+        use std::os::unix::process::CommandExt;
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            .process_group(0);
         let mut child = cmd.spawn()?;
         let (stdin, stdout, stderr) = (
             child.stdin.take().expect("piped"),
@@ -139,21 +151,23 @@ impl Session {
             err_closed: false,
             marker: format!("mx-step-{:x}{nanos:08x}", std::process::id()),
             answered: false,
+            spoiled: false,
         })
     }
 
     /// Writes `input` while reading what the host says, until `done` finds
     /// what it waits for in stdout (and says what), stdout closes, or the
-    /// deadline passes.
+    /// deadline passes. What was found, and how many bytes of `input` were
+    /// left unwritten then.
     fn pump<T>(
         &mut self,
         mut input: &[u8],
         deadline: Instant,
         done: impl Fn(&[u8]) -> Option<T>,
-    ) -> Result<T, Stop> {
+    ) -> Result<(T, usize), Stop> {
         loop {
             if let Some(found) = done(&self.out) {
-                return Ok(found);
+                return Ok((found, input.len()));
             }
             if self.out_closed {
                 return Err(Stop::Closed);
@@ -200,7 +214,8 @@ impl Session {
     /// Runs `script` in a fresh `sh` of the session, its stdin `/dev/null`.
     fn run(&mut self, script: &str, deadline: Instant) -> Result<Outcome, Stop> {
         let line = format!(
-            "sh -c {} </dev/null 2>&1; {}",
+            "{}sh -c {} </dev/null 2>&1; {}",
+            self.ack_line(),
             q(script),
             self.marker_line()
         );
@@ -211,19 +226,40 @@ impl Session {
         marker_line(&self.marker)
     }
 
-    /// Writes `line` and waits for its marker: what the step said, and its
-    /// exit status.
-    fn step(&mut self, line: &[u8], deadline: Instant) -> Result<Outcome, Stop> {
+    /// What a step line opens with: the shell says it has the line before
+    /// it runs any of it.
+    fn ack_line(&self) -> String {
+        format!("printf '%s\\n' {}; ", self.ack())
+    }
+
+    fn ack(&self) -> String {
+        format!("{}-go", self.marker)
+    }
+
+    /// Whether the shell acknowledged a step since `from` (an offset in `out`).
+    fn acknowledged(&self, from: usize) -> bool {
+        find(&self.out[from.min(self.out.len())..], self.ack().as_bytes()).is_some()
+    }
+
+    /// Writes `input` and waits for its marker: what the step said, its
+    /// exit status, and the bytes of `input` left unwritten.
+    fn step(&mut self, input: &[u8], deadline: Instant) -> Result<Outcome, Stop> {
         let marker = self.marker.clone();
-        let (end, code, next) = self.pump(line, deadline, |out| find_marker(out, &marker))?;
+        let ((end, code, next), left) =
+            self.pump(input, deadline, |out| find_marker(out, &marker))?;
+        if left > 0 {
+            self.spoiled = true;
+        }
         Ok(self.take_outcome(end, code, next))
     }
 
-    /// The step's outcome from the output up to `end`, ssh's own messages
-    /// after it (as one ssh call per step would give them); the rest of the
-    /// output stays for the next step.
+    /// The step's outcome from the output up to `end` (less the shell's
+    /// acknowledgement), ssh's own messages after it (as one ssh call per
+    /// step would give them); the rest of the output stays for the next step.
     fn take_outcome(&mut self, end: usize, code: i32, next: usize) -> Outcome {
-        let mut text = String::from_utf8_lossy(&self.out[..end]).into_owned();
+        let said = String::from_utf8_lossy(&self.out[..end]).into_owned();
+        let ack = format!("{}\n", self.ack());
+        let mut text = said.replacen(&ack, "", 1);
         self.out.drain(..next);
         text.push_str(&String::from_utf8_lossy(&self.err));
         self.err.clear();
@@ -256,10 +292,15 @@ impl Session {
         let ready = format!("{}-send", self.marker);
         let script = scripts::receive(dir, &name, bytes.len(), &sha, mode, &ready);
         // Its stdin is the session's: the file's bytes follow.
-        let line = format!("sh -c {} 2>&1; {}", q(&script), self.marker_line());
+        let line = format!(
+            "{}sh -c {} 2>&1; {}",
+            self.ack_line(),
+            q(&script),
+            self.marker_line()
+        );
         let marker = self.marker.clone();
         let asked = format!("{ready}\n");
-        let said = self.pump(line.as_bytes(), deadline, |out| {
+        let (said, _) = self.pump(line.as_bytes(), deadline, |out| {
             match find_marker(out, &marker) {
                 Some(found) => Some(Err(found)),
                 None => find(out, asked.as_bytes()).map(Ok),
@@ -270,7 +311,15 @@ impl Session {
             Err((end, code, next)) => Ok(self.take_outcome(end, code, next)),
             Ok(at) => {
                 self.out.drain(at..at + asked.len());
-                self.step(&bytes, deadline)
+                // From here the shell's input holds the file's bytes until
+                // the receiver has taken them all: a copy that fails may
+                // have left some, and its session takes no other step.
+                self.spoiled = true;
+                let copied = self.step(&bytes, deadline);
+                if copied.as_ref().is_ok_and(|c| c.ok()) {
+                    self.spoiled = false;
+                }
+                copied
             }
         }
     }
@@ -349,10 +398,12 @@ fn session_cap() -> usize {
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
         return 0;
     };
+    // Enough for thousands of hosts; no more, since the programs mx starts
+    // (ssh, scp, local agents) inherit it.
     let want = if hard == RLIM_INFINITY {
-        1 << 20
+        65536
     } else {
-        hard.min(1 << 20)
+        hard.min(65536)
     };
     let soft = if want > soft && setrlimit(Resource::RLIMIT_NOFILE, want, hard).is_ok() {
         want
@@ -415,13 +466,14 @@ impl Sessions {
         loop {
             let mut session = match self.take(host) {
                 Some(session) => session,
-                None => match self.open(host, open)? {
-                    Ok(session) => session,
-                    Err(failed) => return Some(failed),
-                },
+                None => self.open(host, open)?,
             };
             let said_before = session.out.len();
             match step(&mut session, deadline) {
+                Ok(outcome) if session.spoiled => {
+                    self.release(session, Instant::now());
+                    return Some(outcome);
+                }
                 Ok(outcome) => {
                     self.idle
                         .lock()
@@ -438,13 +490,13 @@ impl Sessions {
                     return Some(ended);
                 }
                 Err(Stop::Closed) => {
-                    // Closed between steps (nothing said for this one): the
-                    // link or sshd went, and a new session tells the host's
-                    // answer now.
-                    let silent = session.out.len() == said_before;
+                    // Closed before the shell had the step (the link or sshd
+                    // went between steps): nothing of it ran, and a new
+                    // session tells the host's answer now.
+                    let unacknowledged = !session.acknowledged(said_before);
                     let answered = session.answered;
                     let ended = self.release(session, Instant::now() + CLOSE_WAIT);
-                    if answered && silent && !retried {
+                    if answered && unacknowledged && !retried {
                         retried = true;
                         continue;
                     }
@@ -468,8 +520,9 @@ impl Sessions {
     }
 
     /// A new session to `host`, or `None` when it gets one call per step
-    /// (no shell kept open there, or no descriptors left for one).
-    fn open(&self, host: &str, open: &dyn Fn() -> Command) -> Option<Result<Session, Outcome>> {
+    /// (no shell kept open there, or no descriptors or processes left here
+    /// for one).
+    fn open(&self, host: &str, open: &dyn Fn() -> Command) -> Option<Session> {
         if self.one_call.lock().expect("unpoisoned").contains(host) {
             return None;
         }
@@ -477,18 +530,11 @@ impl Sessions {
         if *opened >= self.cap {
             return None;
         }
-        let cmd = open();
-        let program = cmd.get_program().to_string_lossy().into_owned();
-        match Session::open(cmd) {
-            Ok(session) => {
-                *opened += 1;
-                Some(Ok(session))
-            }
-            Err(e) => Some(Err(Outcome {
-                code: CANNOT_RUN,
-                text: format!("cannot run {program:?}: {e}"),
-            })),
-        }
+        // One that cannot be started leaves the step to one call, which
+        // says why if it cannot run either.
+        let session = Session::open(open()).ok()?;
+        *opened += 1;
+        Some(session)
     }
 
     /// Ends `session` (see [`Session::finish`]) and frees its place.
@@ -635,6 +681,67 @@ mod tests {
         assert_eq!(
             (said.code, said.text.as_str()),
             (255, "ssh: connect to host x: refused")
+        );
+    }
+
+    #[test]
+    fn a_copy_whose_reader_fails_leaves_no_byte_for_the_shell_to_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // A `head` that passes the check for -c, then reads nothing.
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let head = bin.join("head");
+        std::fs::write(
+            &head,
+            "#!/bin/sh\n[ \"$2\" = 1 ] && exec /usr/bin/head \"$@\"\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&head, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let file = dir.path().join("evil");
+        std::fs::write(&file, "echo INJECTED > pwned\n'unclosed\n").unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let open = || {
+            let mut cmd = Command::new("sh");
+            cmd.current_dir(dir.path()).env("PATH", &path);
+            cmd
+        };
+        let sessions = Sessions::default();
+        let to = dir.path().display().to_string();
+        let copied = sessions.push("h", &open, &[file], &to, LONG).unwrap();
+        assert!(!copied.ok(), "{copied:?}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!dir.path().join("pwned").exists(), "the file's bytes ran");
+        // The next step gets a shell of its own, and answers.
+        assert_eq!(
+            sessions.run("h", &open, "echo next", LONG).unwrap().text,
+            "next"
+        );
+        // A head with no -c is said before any byte is sent.
+        std::fs::write(&head, "#!/bin/sh\nexit 1\n").unwrap();
+        let refused = sessions
+            .push("h", &open, &[dir.path().join("evil")], &to, LONG)
+            .unwrap();
+        assert!(refused.text.contains("head has no -c"), "{refused:?}");
+        assert_eq!(
+            sessions.run("h", &open, "echo still", LONG).unwrap().text,
+            "still"
+        );
+    }
+
+    #[test]
+    fn a_step_the_shell_had_is_never_run_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::default();
+        let open = local_shell(dir.path());
+        assert!(sessions.run("h", &open, "true", LONG).unwrap().ok());
+        // The step runs, and its session ends under it (as a link cut
+        // mid-step): it fails, and is not run again in a new session.
+        let cut = sessions.run("h", &open, "echo x >> count; kill -9 $PPID", LONG);
+        assert!(!cut.unwrap().ok());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("count")).unwrap(),
+            "x\n"
         );
     }
 }
