@@ -475,10 +475,16 @@ impl Sessions {
                     return Some(outcome);
                 }
                 Ok(outcome) => {
-                    self.idle
+                    let other = self
+                        .idle
                         .lock()
                         .expect("unpoisoned")
                         .insert(host.to_string(), session);
+                    // Two steps on one host at once opened two sessions:
+                    // one is kept.
+                    if let Some(other) = other {
+                        self.release(other, Instant::now() + CLOSE_WAIT);
+                    }
                     return Some(outcome);
                 }
                 Err(Stop::TimedOut) => {
@@ -743,5 +749,19 @@ mod tests {
             std::fs::read_to_string(dir.path().join("count")).unwrap(),
             "x\n"
         );
+    }
+
+    #[test]
+    fn two_steps_at_once_on_one_host_leave_one_session_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::default();
+        let open = local_shell(dir.path());
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| assert!(sessions.run("h", &open, "sleep 0.3", LONG).unwrap().ok()));
+            }
+        });
+        assert_eq!(*sessions.opened.lock().unwrap(), 1);
+        assert_eq!(sessions.idle.lock().unwrap().len(), 1);
     }
 }
