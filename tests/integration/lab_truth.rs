@@ -146,9 +146,12 @@ fn agent_lab_a_layered_run_reads_clean_and_covers_every_pair() {
 }
 
 /// Makes every ssh session into lab host `i` slow at login (0.3 s), and the
-/// one that carries the start instant much slower (5 s, past the margin the
-/// launch's pace gives it): sshd's ForceCommand runs a script that waits,
-/// then runs what was asked.
+/// start instant much slower to arrive (5 s, past the margin the launch's
+/// pace gives it): sshd's ForceCommand runs a script that waits, then runs
+/// what was asked. A command run whole that carries the start instant waits
+/// 5 s more; a session's shell (mx's steps written to its stdin) reads its
+/// input through a filter that holds the bytes carrying the start instant
+/// back 5 s (binary-safe: the agent's copy crosses it too).
 fn slow_ssh(lab: &Lab, i: usize) {
     let host = lab.dir.join(format!("h{i}"));
     let script: PathBuf = host.join("slow-login.sh");
@@ -157,6 +160,9 @@ fn slow_ssh(lab: &Lab, i: usize) {
         "#!/bin/sh\n\
          case \"$SSH_ORIGINAL_COMMAND\" in *agent.start.tmp*) sleep 5 ;; *) sleep 0.3 ;; esac\n\
          case \"$SSH_ORIGINAL_COMMAND\" in sftp|internal-sftp|*sftp-server*) exec /usr/lib/openssh/sftp-server ;; esac\n\
+         if [ \"$SSH_ORIGINAL_COMMAND\" = 'exec sh' ]; then\n\
+         perl -e '$| = 1; while (sysread(STDIN, my $b, 65536)) { sleep 5 if $b =~ /agent\\.start\\.tmp/; syswrite(STDOUT, $b) }' | exec /bin/sh\n\
+         fi\n\
          exec /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n",
     )
     .unwrap();
