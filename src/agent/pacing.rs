@@ -34,6 +34,8 @@ pub const MAX_BATCH: usize = 512;
 /// At 3 Mpps a pass of ~200 us earns 600 tokens: 512 a pass never caught
 /// up (the 2-flow bench sent 91-98% of 3 Mpps in 3 trials of 4); 4,096 a
 /// pass drains a 4 ms stall in 3 passes (4 of 4 trials sent >= 99.9%).
+/// (The original sent 512 a pass; design.md has a late loop send its backlog
+/// in one go.)
 pub const MAX_PER_PASS: usize = 8 * MAX_BATCH;
 
 #[derive(Debug, Clone)]
