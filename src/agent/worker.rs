@@ -45,16 +45,8 @@ use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
 const MAX_SENDS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
-/// Datagrams a pass reads from one socket: it stops once it has this many,
-/// as many as a flow may send in a pass, so neither direction waits long on
-/// the other. Counted in datagrams, not calls: one GRO read holds up to
-/// 1,024 of them, and 16 calls (16,384 datagrams, ~5 ms of work at 3 Mpps)
-/// would hold the flows' sends back for longer than their bucket lasts.
-const MAX_DATAGRAMS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
-/// recvmmsg calls on one socket per pass, at most: a socket that keeps
-/// returning an error, or one datagram a call, still lets the pass end
-/// (64 calls of 64 plain datagrams are [`MAX_DATAGRAMS_PER_PASS`]).
-const MAX_READS_PER_PASS: usize = 64;
+/// Batches read from one socket per pass (16 x 64 = 1024 datagrams).
+const MAX_READS_PER_PASS: usize = 16;
 /// Longest epoll wait: how quickly a worker notices the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// RTTs above this are not timing anything real (a garbled t_send).
@@ -782,11 +774,7 @@ impl Worker {
         let me = self.plan.me as u16;
         let pending = self.pending.as_ref().map(|p| p.number);
         let answers_wait = self.disk.as_ref().is_some_and(|d| d.work.answers_wait());
-        let mut read = 0;
         for _ in 0..MAX_READS_PER_PASS {
-            if read >= MAX_DATAGRAMS_PER_PASS {
-                return;
-            }
             let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
                 Err(_) => continue,
@@ -800,7 +788,6 @@ impl Worker {
             // in a row, not hashed again for each of its (up to 64) datagrams.
             let mut sender: Option<(SocketAddr, Option<&mut SeqWindow>)> = None;
             for d in self.requests_in.datagrams() {
-                read += 1;
                 if sender.as_ref().is_none_or(|(from, _)| *from != d.from) {
                     let window = self
                         .plan
@@ -904,11 +891,7 @@ impl Worker {
             .pending
             .as_ref()
             .map(|p| (slots::tx_slot(p.number), p.began_ns));
-        let mut read = 0;
         for _ in 0..MAX_READS_PER_PASS {
-            if read >= MAX_DATAGRAMS_PER_PASS {
-                return;
-            }
             let n = match self.replies_in.recv(fd) {
                 Ok(n) => n,
                 // ECONNREFUSED: an ICMP port-unreachable from an absent
@@ -920,7 +903,6 @@ impl Worker {
             }
             let now_ns = udp::monotonic_ns();
             for d in self.replies_in.datagrams() {
-                read += 1;
                 let reply = match Header::decode(d.head) {
                     Some(h) if h.kind == KIND_REPLY && d.len >= HEADER_LEN => h,
                     _ => {
