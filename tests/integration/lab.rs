@@ -341,12 +341,15 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
         );
     }
     // The flows went over IPv6: thousands of UDP datagrams in per host over
-    // IPv6, next to nothing over IPv4.
+    // IPv6, next to nothing over IPv4. (Udp6InDatagrams counts what a socket
+    // reads: a GRO message of several datagrams counts once, so 4,000
+    // datagrams a second for ~4 s read as 4,400-4,700 in two CI runs on a
+    // loaded 2-core VM, 2026-12-02. Over IPv4 this would be near 0.)
     for i in 1..=3 {
         let (v4, v6) = udp_datagrams_in(&lab, i);
         let (v4_before, v6_before) = before[i - 1];
         assert!(
-            v6 - v6_before > 5000,
+            v6 - v6_before > 2000,
             "h{i}: {} IPv6 datagrams",
             v6 - v6_before
         );

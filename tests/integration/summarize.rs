@@ -609,7 +609,9 @@ fn agent_run_summarized_end_to_end() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!((99.5..=100.5).contains(&achieved), "{out}");
+    // Within 1%, as the agent tests hold a flow's rate: a 2-core VM that
+    // loses its vCPU for 4 ms at a time cost one CI run 0.6% (99.4%).
+    assert!((99.0..=100.5).contains(&achieved), "{out}");
     has_line(
         &out,
         "  LOSS              0.00%   round trip (0.00% forward, 0.00% on the way back)",
