@@ -1,7 +1,13 @@
 //! `mx compare` on the lab: three runs of one fleet, the middle one with 5%
 //! of every request dropped by the switch. The loss change is flagged with
-//! an interval that leaves out zero, the RTT stays within noise, and the two
-//! clean runs are within noise everywhere.
+//! an interval that leaves out zero, and the two clean runs are within noise
+//! in every rate and loss.
+//!
+//! The RTT has no known truth here: on a 2-core machine running three agents
+//! it is how soon the scheduler runs them, which changes between runs a
+//! minute apart with nothing changed in the fabric (a CI run read a p99 of
+//! 2.1 ms, then 388 us, and compare rightly called that a change). The test
+//! asserts it was measured in every run, not how it compares.
 
 use crate::lab::Lab;
 use crate::lab_faults::BridgeRule;
@@ -48,6 +54,18 @@ fn verdict<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .unwrap_or_else(|| panic!("no {name} in {doc}"))
 }
 
+/// Both runs of a comparison measured the RTT: its figures are numbers, with
+/// a verdict, however they compare.
+fn assert_rtt_measured(doc: &serde_json::Value) {
+    for name in ["rtt p50", "rtt p99"] {
+        let f = verdict(doc, name);
+        for side in ["a", "b"] {
+            assert!(f[side].as_f64().is_some_and(|us| us > 0.0), "{name}: {f}");
+        }
+        assert!(f["verdict"].is_string(), "{name}: {f}");
+    }
+}
+
 #[test]
 #[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_compare_flags_an_injected_loss_and_not_two_clean_runs() {
@@ -74,10 +92,9 @@ fn agent_lab_compare_flags_an_injected_loss_and_not_two_clean_runs() {
         assert!((change - 5.0).abs() < 1.0, "{name}: {f}");
         assert!(f["low"].as_f64().unwrap() > 0.0, "{name}: {f}");
     }
-    for name in ["return loss", "rtt p50", "rtt p99"] {
-        let f = verdict(&doc, name);
-        assert_eq!(f["verdict"], "within_noise", "{name}: {f}\n{}", cmp.stdout);
-    }
+    let f = verdict(&doc, "return loss");
+    assert_eq!(f["verdict"], "within_noise", "{f}\n{}", cmp.stdout);
+    assert_rtt_measured(&doc);
     // Every flow lost about 5%: the text names the flows that changed.
     assert!(
         cmp.stdout.contains("FLOWS THAT CHANGED MOST (6 changed"),
@@ -89,8 +106,11 @@ fn agent_lab_compare_flags_an_injected_loss_and_not_two_clean_runs() {
     assert_eq!(clean.code, 0, "{}", clean.stderr);
     let doc: serde_json::Value = serde_json::from_str(&clean.stdout).unwrap();
     for f in doc["fleet"].as_array().unwrap() {
-        assert_eq!(f["verdict"], "within_noise", "{f}\n{}", clean.stdout);
+        if f["unit"] != "us" {
+            assert_eq!(f["verdict"], "within_noise", "{f}\n{}", clean.stdout);
+        }
     }
+    assert_rtt_measured(&doc);
     let text = sb.mx(&["compare", "before.json", "after.json"]);
     println!("{}", text.stdout);
 }
