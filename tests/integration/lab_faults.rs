@@ -553,9 +553,22 @@ fn agent_lab_reordered_requests_are_counted_out_of_order() {
     );
     run_and_collect(&lab, &sb, 5);
     let h2_from_h1 = report_rows(&sb, "h2", "rx", "h1");
-    // h2 saw h1's requests out of order; nothing else was reordered.
-    assert!(sum(&h2_from_h1, "ooo_pkts") > 100.0, "{h2_from_h1:?}");
-    assert_eq!(sum(&report_rows(&sb, "h1", "rx", "h2"), "ooo_pkts"), 0.0);
+    // h2 saw h1's requests out of order, and h1 saw h2's in order, but for
+    // what a loaded kernel reorders by itself: a veth hands each packet to
+    // the backlog of the CPU that sent it, and a sender moved to the other
+    // CPU while its last packets wait for ksoftirqd on the first overtakes
+    // them (a CI run counted 1). The slow lane reorders hundreds or more.
+    let shaped = sum(&h2_from_h1, "ooo_pkts");
+    assert!(shaped > 100.0, "{h2_from_h1:?}");
+    let h1_from_h2 = report_rows(&sb, "h1", "rx", "h2");
+    let clean = sum(&h1_from_h2, "ooo_pkts");
+    let arrived = sum(&h1_from_h2, "pkts");
+    assert!(arrived > 1000.0, "{h1_from_h2:?}");
+    println!("out of order: {shaped} from h1 (slow lane), {clean} of {arrived} from h2");
+    assert!(
+        clean <= 0.001 * arrived && clean * 100.0 < shaped,
+        "{clean} of {arrived} out of order from h2, against {shaped} from h1"
+    );
     assert_eq!(sum(&h2_from_h1, "dup_pkts"), 0.0);
 }
 
