@@ -368,6 +368,12 @@ pub struct SendBatch {
     addrs: [libc::sockaddr_storage; BATCH],
     /// Length of each datagram's address; 0 for none (a connected socket).
     addr_lens: [libc::socklen_t; BATCH],
+    /// Whether each datagram goes where the one before it goes: a run for one
+    /// GSO message is found by reading these, not by comparing addresses
+    /// (a memcmp per datagram was 6% of a GSO agent's own time).
+    joins_previous: [bool; BATCH],
+    /// The destination of the last datagram pushed.
+    previous_to: Option<SocketAddr>,
     /// Two per datagram (header, padding); a message points at a run of them.
     iovs: [libc::iovec; 2 * BATCH],
     controls: [Control; BATCH],
@@ -381,13 +387,14 @@ pub struct SendBatch {
 
 impl SendBatch {
     pub fn new() -> Box<SendBatch> {
-        // SAFETY: every field but `frames` is plain old data, for which
-        // all-zero bytes are a valid value; `frames` is written before the
-        // box is used.
+        // SAFETY: every field but `frames` and `previous_to` is plain old
+        // data, for which all-zero bytes are a valid value; those two are
+        // written before the box is used.
         unsafe {
             let mut b = Box::<SendBatch>::new_zeroed();
             std::ptr::addr_of_mut!((*b.as_mut_ptr()).frames)
                 .write(vec![0u8; BATCH * CONTIGUOUS_MAX].into_boxed_slice());
+            std::ptr::addr_of_mut!((*b.as_mut_ptr()).previous_to).write(None);
             b.assume_init()
         }
     }
@@ -431,6 +438,8 @@ impl SendBatch {
             Some(to) => write_sockaddr(to, &mut self.addrs[i]),
             None => 0,
         };
+        self.joins_previous[i] = i > 0 && self.previous_to == to;
+        self.previous_to = to;
         self.len += 1;
     }
 
@@ -502,7 +511,7 @@ impl SendBatch {
             while end < self.len
                 && end - i < most
                 && self.sizes[end] == size
-                && self.same_destination(i, end)
+                && self.joins_previous[end]
             {
                 end += 1;
             }
@@ -579,28 +588,6 @@ impl SendBatch {
         };
         let sent = batch_result(n)?;
         Ok(self.segments[..sent].iter().sum())
-    }
-
-    /// Compared as the bytes the kernel will read: [`write_sockaddr`] writes
-    /// every byte of the address's length (padding and flow info zeroed), so
-    /// equal bytes are one destination. Runs once per datagram of a batch;
-    /// turning both back into `SocketAddr`s cost a few % of a responder.
-    fn same_destination(&self, a: usize, b: usize) -> bool {
-        self.addr_lens[a] == self.addr_lens[b] && self.addr_bytes(a) == self.addr_bytes(b)
-    }
-
-    /// The first `addr_lens[i]` bytes of datagram `i`'s address (none for a
-    /// connected socket).
-    fn addr_bytes(&self, i: usize) -> &[u8] {
-        let len = (self.addr_lens[i] as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
-        // SAFETY: sockaddr_storage is plain bytes, zeroed when the batch was
-        // made and written by `write_sockaddr`; `len` is within it.
-        unsafe {
-            std::slice::from_raw_parts(
-                (&self.addrs[i] as *const libc::sockaddr_storage).cast::<u8>(),
-                len,
-            )
-        }
     }
 }
 
@@ -1047,10 +1034,13 @@ mod tests {
         assert_eq!(sent.sent, 3);
         let seqs = |s: &UdpSocket, want| {
             s.set_nonblocking(false).unwrap();
+            // A reply sent to the wrong socket never comes: fail, not hang.
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
             let mut buf = [0u8; 128];
             (0..want)
                 .map(|_| {
-                    let (n, from) = s.recv_from(&mut buf).unwrap();
+                    let (n, from) = s.recv_from(&mut buf).expect("a reply in 2 s");
                     assert_eq!((n, from), (64, at));
                     Header::decode(&buf[..n]).unwrap().seq
                 })
