@@ -56,7 +56,7 @@ const MAX_UDP_PAYLOAD: usize = MAX_PACKET_BYTES as usize;
 const COALESCED_SLOT: usize = 65536;
 
 /// Slots of a coalesced receive batch: each may hold up to 64 datagrams.
-pub const COALESCED_SLOTS: usize = 16;
+const COALESCED_SLOTS: usize = 16;
 
 /// Bytes between two coalesced slots beyond the slot itself. Slots 64 KiB
 /// apart start in the same set of every cache level (a set's lines are 64 KiB

@@ -45,40 +45,8 @@ use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
 const MAX_SENDS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
-/// Datagrams a pass reads from one socket: it stops once it has this many,
-/// as many as a flow may send in a pass, so neither direction waits long on
-/// the other. Counted in datagrams, not calls: one GRO read holds up to
-/// 1,024 of them, and a bound of 16 calls let a pass read 16,384 (~5 ms of
-/// work at 3 Mpps, held from the flows' sends for longer than their bucket
-/// forgives: a 1.5 Mpps pair sent 80-86% of its rate), while plain
-/// datagrams, 16 to a coalesced read, got 256 a pass.
-const MAX_DATAGRAMS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
-/// recvmmsg calls on one socket per pass, at most: enough for
-/// [`MAX_DATAGRAMS_PER_PASS`] at the fewest datagrams a full call returns (a
-/// coalesced read of plain datagrams); a socket that keeps returning an
-/// error still lets the pass end.
-const MAX_READS_PER_PASS: usize = MAX_DATAGRAMS_PER_PASS / udp::COALESCED_SLOTS;
-
-/// One pass's reads of one socket, bounded in calls and in datagrams.
-struct ReadPass {
-    calls: usize,
-    datagrams: usize,
-}
-
-impl ReadPass {
-    fn new() -> ReadPass {
-        ReadPass {
-            calls: 0,
-            datagrams: 0,
-        }
-    }
-
-    /// Whether the pass may read the socket again.
-    fn another_call(&mut self) -> bool {
-        self.calls += 1;
-        self.calls <= MAX_READS_PER_PASS && self.datagrams < MAX_DATAGRAMS_PER_PASS
-    }
-}
+/// Batches read from one socket per pass (16 x 64 = 1024 datagrams).
+const MAX_READS_PER_PASS: usize = 16;
 /// Longest epoll wait: how quickly a worker notices the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// RTTs above this are not timing anything real (a garbled t_send).
@@ -806,8 +774,7 @@ impl Worker {
         let me = self.plan.me as u16;
         let pending = self.pending.as_ref().map(|p| p.number);
         let answers_wait = self.disk.as_ref().is_some_and(|d| d.work.answers_wait());
-        let mut pass = ReadPass::new();
-        while pass.another_call() {
+        for _ in 0..MAX_READS_PER_PASS {
             let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
                 Err(_) => continue,
@@ -821,7 +788,6 @@ impl Worker {
             // in a row, not hashed again for each of its (up to 64) datagrams.
             let mut sender: Option<(SocketAddr, Option<&mut SeqWindow>)> = None;
             for d in self.requests_in.datagrams() {
-                pass.datagrams += 1;
                 if sender.as_ref().is_none_or(|(from, _)| *from != d.from) {
                     let window = self
                         .plan
@@ -925,8 +891,7 @@ impl Worker {
             .pending
             .as_ref()
             .map(|p| (slots::tx_slot(p.number), p.began_ns));
-        let mut pass = ReadPass::new();
-        while pass.another_call() {
+        for _ in 0..MAX_READS_PER_PASS {
             let n = match self.replies_in.recv(fd) {
                 Ok(n) => n,
                 // ECONNREFUSED: an ICMP port-unreachable from an absent
@@ -938,7 +903,6 @@ impl Worker {
             }
             let now_ns = udp::monotonic_ns();
             for d in self.replies_in.datagrams() {
-                pass.datagrams += 1;
                 let reply = match Header::decode(d.head) {
                     Some(h) if h.kind == KIND_REPLY && d.len >= HEADER_LEN => h,
                     _ => {
@@ -1113,114 +1077,4 @@ fn send_requests(
         }
     }
     (sent, refused)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::UdpSocket;
-    use std::sync::atomic::AtomicBool;
-
-    use super::*;
-    use crate::agent::udp::Buffers;
-    use crate::matrix::Matrix;
-
-    const WAITING: usize = 6_000;
-    const BIG_BUFFERS: Buffers = Buffers {
-        send: 0,
-        recv: 32 << 20,
-    };
-
-    /// Worker 0 of host a (127.0.0.1:`port`), whose peer b is 127.0.0.2:`port + 1`;
-    /// a sends b one flow at 1 kpps when `flow`. Its batches go nowhere; it
-    /// has no start, so it sends nothing unless a test makes it.
-    fn worker_of_a(port: u16, flow: bool, gso: bool) -> Worker {
-        let a: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let b: SocketAddr = format!("127.0.0.2:{}", port + 1).parse().unwrap();
-        // A matrix needs a flow: without a's, b sends a one.
-        let (a_to_b, b_to_a) = if flow { ("1000", "") } else { ("", "1000") };
-        let text =
-            format!("# tx_size=64 rx_size=64\nsrc\\dst,a={a},b={b}\na,,{a_to_b}\nb,{b_to_a},\n");
-        let matrix = Matrix::parse(text.as_bytes(), "matrix.csv").unwrap();
-        let plan = AgentPlan {
-            matrix,
-            me: 0,
-            streams: 1,
-            workers: 1,
-            peer_addrs: vec![Some(a), Some(b)],
-            allowed_sources: [a.ip(), b.ip()].into_iter().collect(),
-            local_ip: Some(a.ip()),
-            listen: a,
-            responder_buffers: BIG_BUFFERS,
-            client_buffers: BIG_BUFFERS,
-            interval: 1.0,
-            busy_poll: false,
-            gso: gso && udp::kernel_coalesces(),
-            disk: None,
-        };
-        let clock = Arc::new(RunClock::new(Arc::new(AtomicBool::new(false))));
-        let (out, _) = std::sync::mpsc::channel();
-        Worker::new(0, Arc::new(plan), clock, out).unwrap()
-    }
-
-    /// Host b: a plain socket on 127.0.0.2:`port + 1` with room for every
-    /// datagram of the test.
-    fn host_b(port: u16) -> UdpSocket {
-        let at: SocketAddr = format!("127.0.0.2:{}", port + 1).parse().unwrap();
-        let socket: UdpSocket = udp::responder_socket(at, BIG_BUFFERS).unwrap().into();
-        socket.set_nonblocking(true).unwrap();
-        socket
-    }
-
-    /// Sends `n` 64-byte datagrams of `kind` (numbered from 1) from `from` to `to`.
-    fn send(from: &UdpSocket, to: SocketAddr, n: usize, reply: bool) {
-        let mut bytes = [0u8; 64];
-        for seq in 1..=n as u64 {
-            let mut header = Header::request(1, 64, 64, seq, udp::monotonic_ns());
-            if reply {
-                header = Header::reply_to(&header, 1);
-            }
-            header.encode((&mut bytes[..HEADER_LEN]).try_into().unwrap());
-            from.send_to(&bytes, to).unwrap();
-        }
-    }
-
-    /// Datagrams waiting on `socket`.
-    fn drain(socket: &UdpSocket) -> usize {
-        let mut buf = [0u8; 2048];
-        std::iter::from_fn(|| socket.recv(&mut buf).ok()).count()
-    }
-
-    #[test]
-    fn a_pass_answers_at_most_its_bound_of_the_requests_waiting_and_the_next_the_rest() {
-        // Plain requests 64 to a read, or 16 to a coalesced read: either way
-        // one pass reads a pass's worth, then the worker's flows get a turn.
-        for (port, gso) in [(7461, false), (7463, true)] {
-            let mut a = worker_of_a(port, false, gso);
-            let b = host_b(port);
-            send(&b, a.plan.listen, WAITING, false);
-            a.serve_requests();
-            assert_eq!(drain(&b), MAX_DATAGRAMS_PER_PASS, "gso={gso}");
-            a.serve_requests();
-            assert_eq!(drain(&b), WAITING - MAX_DATAGRAMS_PER_PASS, "gso={gso}");
-        }
-    }
-
-    #[test]
-    fn a_pass_reads_at_most_its_bound_of_the_replies_waiting_and_the_next_the_rest() {
-        for (port, gso) in [(7465, false), (7467, true)] {
-            let mut a = worker_of_a(port, true, gso);
-            let b = host_b(port);
-            let flow = a.flows[0].as_ref().unwrap();
-            let to = flow.socket.local_addr().unwrap().as_socket().unwrap();
-            send(&b, to, WAITING, true);
-            let replies = |a: &Worker| {
-                let flow = a.flows[0].as_ref().unwrap();
-                flow.slots.iter().map(|s| s.counts.replies).sum::<u64>() as usize
-            };
-            a.read_replies(0);
-            assert_eq!(replies(&a), MAX_DATAGRAMS_PER_PASS, "gso={gso}");
-            a.read_replies(0);
-            assert_eq!(replies(&a), WAITING, "gso={gso}");
-        }
-    }
 }
