@@ -39,6 +39,7 @@ pub mod host_counters;
 pub mod identity;
 pub mod limits;
 pub mod pacing;
+pub mod pair_rtt;
 pub mod plan;
 pub mod reporter;
 pub mod sequence;

@@ -35,11 +35,11 @@ use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
 use super::disk::engine::{Answer, Disk};
 use super::disk::stats::DiskStats;
 use super::pacing::Pacer;
+use super::pair_rtt::PairRtts;
 use super::plan::{AgentPlan, FlowSpec};
 use super::sequence::{self, Arrival, SeqWindow};
 use super::slots::{self, RxSlot, TX_SLOTS};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
-use crate::report::rtt::FlowRtt;
 use crate::units::wall_now;
 use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
@@ -61,11 +61,11 @@ fn hold(interval: f64) -> Duration {
     Duration::from_secs_f64(crate::report::hold_seconds(interval))
 }
 
-/// What one flow socket counted in one interval.
+/// What one flow socket counted in one interval (its RTTs go to its pair's
+/// histograms: [`PairRtts`]).
 #[derive(Default)]
 struct TxSlot {
     counts: TxCounts,
-    rtt: FlowRtt,
     rtt_max_ns: u64,
 }
 
@@ -81,6 +81,8 @@ struct Flow {
     /// The current interval's counts and the previous one's, by
     /// [`slots::tx_slot`] of the interval number.
     slots: [TxSlot; TX_SLOTS],
+    /// The set of RTT histograms this flow's pair records into.
+    rtt_set: usize,
     replies_seen: SeqWindow,
     /// The first interval this flow sends in: it reports from that one on.
     first_interval: u64,
@@ -96,14 +98,15 @@ struct Flow {
 impl Flow {
     /// What this flow counted in tx slot `tx`, which is left empty; its
     /// target is its matrix rate times `scale` (the interval's rate scale).
-    fn take_report(&mut self, tx: usize, scale: Option<f64>) -> FlowReport {
+    /// It carries its pair's RTTs if no flow of the pair took them yet.
+    fn take_report(&mut self, tx: usize, scale: Option<f64>, rtts: &mut PairRtts) -> FlowReport {
         let slot = &mut self.slots[tx];
         FlowReport {
             peer: self.spec.peer,
             layer: self.layer,
             target: self.spec.rate.map(|rate| scaled(rate, scale)),
             counts: std::mem::take(&mut slot.counts),
-            rtt: slot.rtt.take(),
+            rtt: rtts.take(self.rtt_set, tx),
             rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
         }
     }
@@ -137,6 +140,7 @@ pub struct Worker {
     responder: Option<Socket>,
     responder_drops_seen: u64,
     flows: Vec<Option<Flow>>,
+    rtts: PairRtts,
     /// Receive buffers for the responder (requests) and the flows (replies):
     /// coalesced when GRO is on for that side, headers only otherwise.
     requests_in: Box<RecvBatch>,
@@ -220,6 +224,7 @@ impl Worker {
             responder,
             responder_drops_seen: 0,
             flows: Vec::new(),
+            rtts: PairRtts::default(),
             requests_in: if gro_requests {
                 RecvBatch::coalesced()
             } else {
@@ -379,6 +384,7 @@ impl Worker {
                 .map(|rate| Pacer::new(scaled(rate, self.scale), start.at));
             flow.slots = Default::default();
         }
+        self.rtts.clear();
         self.read_drops();
     }
 
@@ -439,9 +445,10 @@ impl Worker {
                 )?;
             }
             let drops_seen = udp::socket_drops(socket.as_raw_fd()).unwrap_or(0);
+            let layer = layer.map(|l| l as u32);
             self.flows[slot] = Some(Flow {
                 spec,
-                layer: layer.map(|l| l as u32),
+                layer,
                 socket,
                 pacer: self
                     .start
@@ -450,6 +457,7 @@ impl Worker {
                 gso: self.plan.gso,
                 next_seq: 1,
                 slots: Default::default(),
+                rtt_set: self.rtts.join((spec.peer, layer)),
                 replies_seen: SeqWindow::default(),
                 first_interval: self.number,
                 draining: false,
@@ -465,6 +473,7 @@ impl Worker {
         for slot in self.flows.iter_mut() {
             if slot.as_ref().is_some_and(&which) {
                 let flow = slot.take().expect("checked");
+                self.rtts.leave((flow.spec.peer, flow.layer), flow.rtt_set);
                 if !self.plan.busy_poll {
                     let _ = self.epoll.delete(flow.socket.as_fd());
                 }
@@ -588,7 +597,7 @@ impl Worker {
             .iter_mut()
             .flatten()
             .filter(|f| f.first_interval <= p.number)
-            .map(|f| f.take_report(tx, p.scale))
+            .map(|f| f.take_report(tx, p.scale, &mut self.rtts))
             .collect();
         self.close_flows(|f| f.draining);
         let rx = take_rx(&mut self.rx[slots::rx_slot(p.number)]);
@@ -622,7 +631,7 @@ impl Worker {
                 .flows
                 .iter_mut()
                 .flatten()
-                .map(|f| f.take_report(tx, self.scale))
+                .map(|f| f.take_report(tx, self.scale, &mut self.rtts))
                 .collect();
             (flows, take_rx(&mut self.rx[slots::rx_slot(self.number)]))
         };
@@ -944,7 +953,7 @@ impl Worker {
                     s.counts.rtt_sum_ns += rtt;
                     s.counts.rtt_count += 1;
                     s.rtt_max_ns = s.rtt_max_ns.max(rtt);
-                    s.rtt.record(rtt);
+                    self.rtts.slot(flow.rtt_set, at).record(rtt);
                 }
             }
             if !self.replies_in.was_full() {

@@ -39,6 +39,10 @@ impl FlowRtt {
 
     /// The interval's buckets, and an empty histogram for the next one.
     pub fn take(&mut self) -> Compact {
+        if self.0.is_empty() {
+            // (Nothing to scan the ~4,000 buckets for.)
+            return Compact::new();
+        }
         let compact = self
             .0
             .iter_recorded()

@@ -144,6 +144,60 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
     }
 }
 
+/// `pid`'s peak resident memory in KiB, sampled until it exits.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let mut peak = 0;
+    // A process that has exited (a zombie until it is waited for) has no
+    // VmHWM line.
+    while let Some(kib) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+    {
+        peak = peak.max(kib);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    peak
+}
+
+#[test]
+fn agent_streams_of_a_pair_share_their_rtt_histograms_and_time_every_reply() {
+    // 250 flow sockets to one peer, 40 pps each. A pair's streams are one
+    // row, so they record their RTTs into one histogram per interval slot
+    // (~16 KB each): one set per stream kept 8 MB for these 250.
+    let net = 23;
+    let mut fleet = Fleet::new(&mesh(net, 2, "10000", (64, 64)));
+    let run = ["--interval", "1", "--duration", "3.6", "--workers", "1"];
+    let h1 = fleet.spawn("h1", &[&run[..], &["--streams", "250"]].concat());
+    fleet.start("h2", &run);
+    let peak = peak_rss_kib(h1);
+    fleet.wait_ok();
+    assert!(peak > 0 && peak < 11 * 1024, "h1's peak RSS {peak} KiB");
+    // Every reply is timed once: an interval's histogram holds as many RTTs
+    // as replies came back in it (on time or late), over all 250 streams.
+    let rows = fleet.report("h1");
+    let hosts = full_rows(&rows, "host", None);
+    assert!(hosts.len() >= 2, "{}", fleet.log("h1"));
+    for host in hosts {
+        let ts = host.s("ts");
+        let samples: u64 = host
+            .s("rtt_hist")
+            .split(';')
+            .map(|b| b.split_once(':').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        let replies: f64 = full_rows(&rows, "tx", None)
+            .iter()
+            .filter(|r| r.s("ts") == ts)
+            .map(|r| r.f("rep_pkts").unwrap() + r.f("late_pkts").unwrap())
+            .sum();
+        assert!(replies > 9_000.0, "{ts}: {replies} replies");
+        assert_eq!(samples as f64, replies, "{ts}");
+    }
+}
+
 /// A 4-host layered matrix on `net` (1 peer per layer, 1 s dwell, seed 3) at
 /// `pps` per pair: its text and the parsed matrix.
 fn layered_matrix(net: u8, pps: &str) -> (String, Matrix) {
