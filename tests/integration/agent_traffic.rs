@@ -3,30 +3,21 @@
 use std::time::Duration;
 
 use crate::agents::{
-    Fleet, PORT, Row, RowExt, addr, full_rows, header, mesh, mesh_v6, plain_socket,
+    Fleet, PORT, Row, RowExt, addr, fell_behind, full_rows, header, mesh, mesh_v6, plain_socket,
 };
 
 fn within(got: f64, want: f64, tolerance: f64) -> bool {
     (got - want).abs() <= want * tolerance
 }
 
-/// How late an agent's loop may wake and lose no tokens, in ms: the epoll's
-/// whole-millisecond rounding and the bucket's 5 ms of lateness (pacing.rs).
-const FORGIVEN_MS: f64 = 6.0;
-
-/// How far behind its send schedule `host`'s agent said it fell in the
-/// interval `ts` (its host row), if further than its bucket forgives: then
-/// its flows may fall short in that interval, and the agent has said why.
+/// [`fell_behind`] for `host`, one of `reports`.
 fn starved(reports: &[(&str, Vec<Row>)], host: &str, ts: &str) -> Option<f64> {
     let (_, rows) = reports.iter().find(|(h, _)| *h == host)?;
-    let row = rows
-        .iter()
-        .find(|r| r.s("dir") == "host" && r.s("ts") == ts)?;
-    row.f("behind_ms").filter(|ms| *ms > FORGIVEN_MS)
+    fell_behind(rows, ts)
 }
 
 /// Every flow among `hosts` (a mesh) ran at `pps` within 1%, both ways, in
-/// every whole interval (at least 3): requests out, replies back, requests
+/// every whole interval (at least 2): requests out, replies back, requests
 /// served.
 ///
 /// A 2-core CI VM can lose a vCPU for tens of ms: a loop that wakes later
@@ -35,12 +26,17 @@ fn starved(reports: &[(&str, Vec<Row>)], host: &str, ts: &str) -> Option<f64> {
 /// fault fell behind its schedule (the agent's own edge, said as such, never
 /// the network's). Most intervals must still be within 1%.
 fn assert_flows_at(fleet: &Fleet, hosts: &[&str], pps: f64) {
+    assert_flows_within(fleet, hosts, pps, 0.01);
+}
+
+/// [`assert_flows_at`] within `tolerance` (a fraction of `pps`).
+fn assert_flows_within(fleet: &Fleet, hosts: &[&str], pps: f64, tolerance: f64) {
     let reports: Vec<(&str, Vec<Row>)> = hosts.iter().map(|h| (*h, fleet.report(h))).collect();
     for (h, rows) in &reports {
         let whole = full_rows(rows, "host", None).len();
         let tx = full_rows(rows, "tx", None);
         assert!(
-            whole >= 3 && tx.len() == whole * (hosts.len() - 1),
+            whole >= 2 && tx.len() == whole * (hosts.len() - 1),
             "{h}: {} tx rows in {whole} whole intervals\n{}",
             tx.len(),
             fleet.log(h)
@@ -66,13 +62,13 @@ fn assert_flows_at(fleet: &Fleet, hosts: &[&str], pps: f64) {
             assert_eq!(r.f("target_pps"), Some(pps));
             let (sent, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
             check(
-                within(sent, pps, 0.01),
+                within(sent, pps, tolerance),
                 &[h],
                 ts,
                 format!("{h} -> {peer}: {sent} pps at {ts}"),
             );
             check(
-                within(rep, pps, 0.01),
+                within(rep, pps, tolerance),
                 &[h, peer],
                 ts,
                 format!("{h} <- {peer}: {rep} replies/s at {ts}"),
@@ -85,7 +81,7 @@ fn assert_flows_at(fleet: &Fleet, hosts: &[&str], pps: f64) {
             if hosts.contains(&peer) {
                 let got = r.f("pps").unwrap();
                 check(
-                    within(got, pps, 0.01),
+                    within(got, pps, tolerance),
                     &[peer, h],
                     ts,
                     format!("{h} <- {peer}: {got} requests/s served at {ts}"),
@@ -330,16 +326,13 @@ fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
             "1",
         ],
     );
+    // Two agents each spinning a core of a two-core machine, beside the
+    // test itself: a worker held off the CPU for a few ms loses its bucket's
+    // overflow. 2%, and every request answered.
+    assert_flows_within(&fleet, &["h1", "h2"], 20_000.0, 0.02);
     for h in ["h1", "h2"] {
         let rows = fleet.report(h);
-        let tx = full_rows(&rows, "tx", None);
-        assert!(tx.len() >= 2, "{h}\n{}", fleet.log(h));
-        for r in tx {
-            // Two agents each spinning a core of a two-core machine, beside
-            // the test itself: a worker held off the CPU for a few ms loses
-            // its bucket's overflow (the pacer's burst is 5 ms). 2%, and every
-            // request answered.
-            assert!(within(r.f("pps").unwrap(), 20_000.0, 0.02), "{r:?}");
+        for r in full_rows(&rows, "tx", None) {
             assert_eq!(r.f("rep_pkts"), r.f("pkts"), "{r:?}");
         }
         let stamp = std::fs::read_to_string(fleet.dir(h).join("agent.stamp")).unwrap();

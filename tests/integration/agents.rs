@@ -247,6 +247,23 @@ pub fn full_rows<'a>(rows: &'a [Row], dir: &str, peer: Option<&str>) -> Vec<&'a 
         .collect()
 }
 
+/// How late an agent's loop may wake and lose no tokens, in ms: the epoll's
+/// whole-millisecond rounding and the bucket's 5 ms of lateness (pacing.rs).
+pub const FORGIVEN_MS: f64 = 6.0;
+
+/// How far behind its send schedule an agent said it fell in the interval
+/// `ts` (the host row of its report `rows`), if further than its bucket
+/// forgives. A 2-core CI VM can lose a vCPU for tens of ms: a loop that wakes
+/// that late cannot send what it missed (pacing.rs), so its flows may fall
+/// short in that interval, and the agent has said why (its own edge, said
+/// as such, never the network's).
+pub fn fell_behind(rows: &[Row], ts: &str) -> Option<f64> {
+    let row = rows
+        .iter()
+        .find(|r| r.s("dir") == "host" && r.s("ts") == ts)?;
+    row.f("behind_ms").filter(|ms| *ms > FORGIVEN_MS)
+}
+
 /// A plain UDP socket standing in for a matrix host.
 pub fn plain_socket(ip: Ipv4Addr, port: u16) -> UdpSocket {
     let s = UdpSocket::bind(SocketAddrV4::new(ip, port)).expect("bind test socket");
