@@ -283,8 +283,15 @@ fn a_peer_answering_every_other_request_reads_50_percent_loss() {
     for r in tx {
         let loss = r.f("loss_pct").unwrap();
         assert!((loss - 50.0).abs() <= 1.0, "round-trip loss {loss}");
-        let rep = r.f("rep_pps").unwrap();
-        assert!(within(rep, 500.0, 0.02), "{rep}");
+        // Half of what was sent came back; what was sent is the rate, but in
+        // an interval whose host row says h1 fell behind (a VM that lost its
+        // vCPU: a CI run here sent ~956).
+        let (sent, rep) = (r.f("pps").unwrap(), r.f("rep_pps").unwrap());
+        assert!(within(rep, sent / 2.0, 0.02), "{rep} of {sent}");
+        assert!(
+            within(sent, 1000.0, 0.01) || fell_behind(&rows, r.s("ts")).is_some(),
+            "{sent} pps, and h1 did not say it fell behind"
+        );
     }
 }
 
