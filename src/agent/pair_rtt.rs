@@ -95,6 +95,48 @@ impl PairRtts {
     }
 }
 
+/// RTTs waiting to be recorded: a run of equal ones, recorded once.
+///
+/// The replies of one read share one arrival time, and the requests of one
+/// send batch one send time: a GRO message of replies is typically up to 64
+/// equal RTTs in a row. A histogram record was ~11 ns of the ~110 ns of user
+/// time an agent spent per round trip (perf, 2 Mpps per flow); a run costs
+/// one. Flush before the histograms are read.
+#[derive(Debug, Default)]
+pub struct RttRun {
+    set: usize,
+    tx: usize,
+    rtt_ns: u64,
+    count: u64,
+}
+
+impl RttRun {
+    /// One RTT of `rtt_ns` for set `set`, tx slot `tx`.
+    #[inline]
+    pub fn record(&mut self, rtts: &mut PairRtts, set: usize, tx: usize, rtt_ns: u64) {
+        if self.count > 0 && self.rtt_ns == rtt_ns && self.tx == tx && self.set == set {
+            self.count += 1;
+            return;
+        }
+        self.flush(rtts);
+        *self = RttRun {
+            set,
+            tx,
+            rtt_ns,
+            count: 1,
+        };
+    }
+
+    /// Records the run into its histogram; the run is left empty.
+    pub fn flush(&mut self, rtts: &mut PairRtts) {
+        if self.count > 0 {
+            rtts.slot(self.set, self.tx)
+                .record_n(self.rtt_ns, self.count);
+            self.count = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +181,26 @@ mod tests {
         assert_eq!(rtts.in_use(), 2);
         rtts.leave((1, Some(1)), new);
         assert_eq!(rtts.in_use(), 1);
+    }
+
+    #[test]
+    fn a_run_of_equal_rtts_is_recorded_once_with_its_count_and_each_change_starts_a_run() {
+        let mut rtts = PairRtts::default();
+        let a = rtts.join((1, None));
+        let b = rtts.join((2, None));
+        let mut run = RttRun::default();
+        for rtt in [50_000, 50_000, 50_000, 70_000, 50_000] {
+            run.record(&mut rtts, a, 0, rtt);
+        }
+        run.record(&mut rtts, a, 1, 50_000);
+        run.record(&mut rtts, b, 1, 50_000);
+        // The last run waits for its flush; a second flush adds nothing.
+        run.flush(&mut rtts);
+        run.flush(&mut rtts);
+        let counts = |c: Compact| c.iter().map(|&(_, n)| n).collect::<Vec<_>>();
+        assert_eq!(counts(rtts.take(a, 0)), vec![4, 1]);
+        assert_eq!(counts(rtts.take(a, 1)), vec![1]);
+        assert_eq!(counts(rtts.take(b, 1)), vec![1]);
+        assert!(rtts.take(b, 0).is_empty());
     }
 }

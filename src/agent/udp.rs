@@ -28,6 +28,8 @@ use crate::wire::HEADER_LEN;
 /// Datagrams per recvmmsg/sendmmsg call. 64 amortises the syscall to a few
 /// percent of the per-packet cost (lab-notes.md measured batches of 64).
 pub const BATCH: usize = 64;
+// (A send batch names a datagram's address by its index in a u8.)
+const _: () = assert!(BATCH <= 256);
 
 /// Bytes copied out of each received datagram: the header and some slack.
 pub const RECV_COPY: usize = 64;
@@ -42,6 +44,10 @@ pub struct Datagram<'a> {
     pub head: &'a [u8],
     pub len: usize,
     pub from: SocketAddr,
+    /// The first datagram of its message. The rest of a message (a GRO
+    /// super-datagram cut apart) come from the same sender: what is looked
+    /// up per sender is looked up here.
+    pub starts_message: bool,
 }
 
 /// Most datagrams one GSO send carries (the kernel's UDP_MAX_SEGMENTS was 64
@@ -267,6 +273,7 @@ impl<'a> Iterator for Datagrams<'a> {
             self.end = self.len.max(1);
         }
         let at = self.at;
+        let starts_message = at == 0;
         let len = self.segment.min(self.len.saturating_sub(at));
         let head_end = (at + len.min(RECV_COPY)).min(self.slot.len());
         self.at += self.segment;
@@ -274,6 +281,7 @@ impl<'a> Iterator for Datagrams<'a> {
             head: &self.slot[at.min(head_end)..head_end],
             len,
             from: self.from,
+            starts_message,
         })
     }
 }
@@ -368,6 +376,9 @@ pub struct SendBatch {
     addrs: [libc::sockaddr_storage; BATCH],
     /// Length of each datagram's address; 0 for none (a connected socket).
     addr_lens: [libc::socklen_t; BATCH],
+    /// Which entry of `addrs` holds each datagram's destination: its own, or
+    /// (pushed with [`push_joined`](Self::push_joined)) the one before's.
+    addr_of: [u8; BATCH],
     /// Whether each datagram goes where the one before it goes: a run for one
     /// GSO message is found by reading these, not by comparing addresses
     /// (a memcmp per datagram was 6% of a GSO agent's own time).
@@ -438,8 +449,23 @@ impl SendBatch {
             Some(to) => write_sockaddr(to, &mut self.addrs[i]),
             None => 0,
         };
+        self.addr_of[i] = i as u8;
         self.joins_previous[i] = i > 0 && self.previous_to == to;
         self.previous_to = to;
+        self.len += 1;
+    }
+
+    /// Queues a datagram to where the last one pushed goes (the next reply
+    /// to one sender): its address is neither written nor compared again.
+    pub fn push_joined(&mut self, size: usize, fill: impl FnOnce(&mut [u8; HEADER_LEN])) {
+        assert!(self.len > 0, "a joined datagram follows another");
+        assert!(self.len < BATCH, "send batch is full");
+        assert!((HEADER_LEN..=MAX_PACKET_BYTES as usize).contains(&size));
+        let i = self.len;
+        fill(&mut self.headers[i]);
+        self.sizes[i] = size;
+        self.addr_of[i] = self.addr_of[i - 1];
+        self.joins_previous[i] = true;
         self.len += 1;
     }
 
@@ -548,9 +574,10 @@ impl SendBatch {
                 }
             }
             let hdr = &mut self.hdrs[messages].msg_hdr;
-            if self.addr_lens[i] > 0 {
-                hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-                hdr.msg_namelen = self.addr_lens[i];
+            let addr = usize::from(self.addr_of[i]);
+            if self.addr_lens[addr] > 0 {
+                hdr.msg_name = (&mut self.addrs[addr] as *mut libc::sockaddr_storage).cast();
+                hdr.msg_namelen = self.addr_lens[addr];
             } else {
                 hdr.msg_name = std::ptr::null_mut();
                 hdr.msg_namelen = 0;
@@ -1087,6 +1114,59 @@ mod tests {
         for pair in batch.iovs[..batch.slots].windows(2) {
             let gap = pair[1].iov_base as usize - pair[0].iov_base as usize;
             assert!(gap >= COALESCED_SLOT && pair[0].iov_len == COALESCED_SLOT);
+        }
+    }
+
+    #[test]
+    fn joined_datagrams_go_where_the_first_of_their_run_went_across_cut_runs() {
+        // 40 replies to one receiver, the first addressed, the rest joined:
+        // a size change cuts them (seq 30), and with GSO so does the most
+        // one super-datagram carries (32 of 2,000 bytes): the later runs go
+        // with the first's address. Then a second receiver, addressed, and
+        // its joined replies.
+        let (a, b) = (
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+        );
+        let responder = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fill = |seq: u64, size: usize| {
+            move |h: &mut [u8; HEADER_LEN]| Header::request(1, size as u32, 64, seq, 7).encode(h)
+        };
+        for gso in [true, false] {
+            let mut batch = SendBatch::new();
+            let mut want_a = Vec::new();
+            for seq in 1..=40 {
+                let size = if seq == 30 { 100 } else { 2000 };
+                if seq == 1 {
+                    batch.push(size, Some(bound(&a)), fill(seq, size));
+                } else {
+                    batch.push_joined(size, fill(seq, size));
+                }
+                want_a.push((size, seq));
+            }
+            batch.push(64, Some(bound(&b)), fill(41, 64));
+            for seq in 42..=50 {
+                batch.push_joined(64, fill(seq, 64));
+            }
+            let mut on = gso;
+            let sent = batch.send(responder.as_raw_fd(), &padding(), &mut on);
+            assert_eq!((sent.sent, on), (50, gso));
+            let mut recv = RecvBatch::headers();
+            let mut read = |s: &UdpSocket, want: usize| {
+                let mut got = Vec::new();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                while got.len() < want && std::time::Instant::now() < deadline {
+                    recv.recv(s.as_raw_fd()).unwrap();
+                    for d in recv.datagrams() {
+                        assert_eq!(d.from, bound(&responder));
+                        got.push((d.len, Header::decode(d.head).unwrap().seq));
+                    }
+                }
+                got
+            };
+            assert_eq!(read(&a, 40), want_a, "gso {gso}");
+            let want_b: Vec<_> = (41..=50).map(|seq| (64, seq)).collect();
+            assert_eq!(read(&b, 10), want_b, "gso {gso}");
         }
     }
 }

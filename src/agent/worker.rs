@@ -35,7 +35,7 @@ use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
 use super::disk::engine::{Answer, Disk};
 use super::disk::stats::DiskStats;
 use super::pacing::Pacer;
-use super::pair_rtt::PairRtts;
+use super::pair_rtt::{PairRtts, RttRun};
 use super::plan::{AgentPlan, FlowSpec};
 use super::sequence::{self, Arrival, SeqWindow};
 use super::slots::{self, RxSlot, TX_SLOTS};
@@ -793,20 +793,27 @@ impl Worker {
             }
             self.send.clear();
             // The datagrams of a GRO message share one sender: whether it is
-            // a peer, and its sequence window, are looked up once per sender
-            // in a row, not hashed again for each of its (up to 64) datagrams.
-            let mut sender: Option<(SocketAddr, Option<&mut SeqWindow>)> = None;
+            // a peer, and its sequence window, are looked up once per
+            // message, not hashed again for each of its (up to 64)
+            // datagrams; and its replies after the first go where the first
+            // goes, without writing the address again.
+            let mut window: Option<&mut SeqWindow> = None;
+            let mut joined = false;
             for d in self.requests_in.datagrams() {
-                if sender.as_ref().is_none_or(|(from, _)| *from != d.from) {
-                    let window = self
+                if d.starts_message {
+                    window = self
                         .plan
                         .allowed_sources
                         .contains(&d.from.ip())
                         .then(|| self.request_windows.entry(d.from).or_default());
-                    sender = Some((d.from, window));
+                    joined = false;
                 }
-                let window = sender.as_mut().and_then(|(_, w)| w.as_deref_mut());
-                let (request, window) = match (Header::decode(d.head), window) {
+                if self.send.is_full() {
+                    self.replies
+                        .flush(fd, &mut self.send, &self.padding, &mut self.rx);
+                    joined = false;
+                }
+                let (request, window) = match (Header::decode(d.head), window.as_deref_mut()) {
                     (Some(h), Some(window))
                         if h.kind == KIND_REQUEST
                             && d.len >= HEADER_LEN
@@ -841,20 +848,27 @@ impl Worker {
                     Arrival::OutOfOrder => counts.ooo += 1,
                     Arrival::InOrder => {}
                 }
+                let reply = Header::reply_to(&request, me);
+                let reply_size = reply.packet_len as usize;
                 if late {
                     counts.late += 1;
                 } else {
                     counts.requests += 1;
                     counts.request_bytes += d.len as u64;
+                    if !answers_wait {
+                        // Counted as sent now, taken back by the flush if the
+                        // kernel refuses it: no second pass per datagram.
+                        counts.replies += 1;
+                        counts.reply_bytes += reply_size as u64;
+                    }
                 }
-                let reply = Header::reply_to(&request, me);
                 if answers_wait && let Some(disk) = self.disk.as_mut() {
                     let mut header = [0u8; HEADER_LEN];
                     reply.encode(&mut header);
                     let queued = disk.answer(Answer {
                         to: d.from,
                         header,
-                        size: reply.packet_len as usize,
+                        size: reply_size,
                         peer: peer as u32,
                         interval: (!late).then(|| counted_interval(slot, self.number)),
                     });
@@ -867,18 +881,15 @@ impl Worker {
                     }
                     continue;
                 }
-                if self.send.is_full() {
-                    self.replies
-                        .flush(fd, &mut self.send, &self.padding, &mut self.rx);
-                }
                 self.replies.queue(
                     &mut self.send,
                     peer as u32,
                     (!late).then_some(slot),
-                    reply.packet_len as usize,
-                    d.from,
+                    reply_size,
+                    (!joined).then_some(d.from),
                     |h| reply.encode(h),
                 );
+                joined = true;
             }
             self.replies
                 .flush(fd, &mut self.send, &self.padding, &mut self.rx);
@@ -900,6 +911,7 @@ impl Worker {
             .pending
             .as_ref()
             .map(|p| (slots::tx_slot(p.number), p.began_ns));
+        let mut run = RttRun::default();
         for _ in 0..MAX_READS_PER_PASS {
             let n = match self.replies_in.recv(fd) {
                 Ok(n) => n,
@@ -908,7 +920,7 @@ impl Worker {
                 Err(_) => continue,
             };
             if n == 0 {
-                return;
+                break;
             }
             let now_ns = udp::monotonic_ns();
             for d in self.replies_in.datagrams() {
@@ -953,13 +965,14 @@ impl Worker {
                     s.counts.rtt_sum_ns += rtt;
                     s.counts.rtt_count += 1;
                     s.rtt_max_ns = s.rtt_max_ns.max(rtt);
-                    self.rtts.slot(flow.rtt_set, at).record(rtt);
+                    run.record(&mut self.rtts, flow.rtt_set, at, rtt);
                 }
             }
             if !self.replies_in.was_full() {
-                return;
+                break;
             }
         }
+        run.flush(&mut self.rtts);
     }
 }
 
@@ -999,24 +1012,30 @@ struct Replies {
 }
 
 impl Replies {
+    /// Queues a reply to `peer`, whose request was counted in rx slot `slot`
+    /// (which counts the reply as sent already); `to` is its address, or
+    /// `None` for the address of the reply queued just before.
     fn queue(
         &mut self,
         batch: &mut SendBatch,
         peer: u32,
         slot: Option<usize>,
         size: usize,
-        to: SocketAddr,
+        to: Option<SocketAddr>,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
         self.peers[batch.len()] = peer;
         self.slots[batch.len()] = slot;
-        batch.push(size, Some(to), fill);
+        match to {
+            Some(to) => batch.push(size, Some(to), fill),
+            None => batch.push_joined(size, fill),
+        }
     }
 
-    /// Sends the queued replies and counts those the kernel took; the rest
-    /// (a full send buffer) are lost here, and show as fewer replies sent
-    /// than requests arrived. A route that refuses GSO turns it off for the
-    /// responder, and says so once.
+    /// Sends the queued replies; those the kernel did not take (a full send
+    /// buffer) are taken back out of the replies counted, lost here, and
+    /// show as fewer replies sent than requests arrived. A route that
+    /// refuses GSO turns it off for the responder, and says so once.
     fn flush(
         &mut self,
         fd: RawFd,
@@ -1025,15 +1044,17 @@ impl Replies {
         rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
     ) {
         let gso = self.gso;
-        batch.send(fd, padding, &mut self.gso);
+        let outcome = batch.send(fd, padding, &mut self.gso);
         if gso && !self.gso {
             warn!("mx agent: a route refused UDP GSO for replies: one reply per trip from now on");
         }
-        for i in (0..batch.len()).filter(|&i| batch.was_sent(i)) {
-            if let Some(slot) = self.slots[i] {
-                let counts = &mut rx[slot][self.peers[i] as usize];
-                counts.replies += 1;
-                counts.reply_bytes += batch.size(i) as u64;
+        if outcome.sent < batch.len() {
+            for i in (0..batch.len()).filter(|&i| !batch.was_sent(i)) {
+                if let Some(slot) = self.slots[i] {
+                    let counts = &mut rx[slot][self.peers[i] as usize];
+                    counts.replies -= 1;
+                    counts.reply_bytes -= batch.size(i) as u64;
+                }
             }
         }
         batch.clear();

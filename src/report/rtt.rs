@@ -37,6 +37,13 @@ impl FlowRtt {
         self.0.saturating_record(rtt_ns.max(LOWEST_NS));
     }
 
+    /// Records `count` round trips of `rtt_ns` each.
+    #[inline]
+    pub fn record_n(&mut self, rtt_ns: u64, count: u64) {
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        self.0.saturating_record_n(rtt_ns.max(LOWEST_NS), count);
+    }
+
     /// The interval's buckets, and an empty histogram for the next one.
     pub fn take(&mut self) -> Compact {
         if self.0.is_empty() {

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::agents::{
-    Fleet, PORT, Row, RowExt, addr, fell_behind, full_rows, header, mesh, mesh_v6, plain_socket,
+    Fleet, NetNs, PORT, Row, RowExt, addr, fell_behind, full_rows, header, mesh, mesh_v6,
+    plain_socket,
 };
 
 fn within(got: f64, want: f64, tolerance: f64) -> bool {
@@ -293,6 +294,53 @@ fn a_peer_answering_every_other_request_reads_50_percent_loss() {
             "{sent} pps, and h1 did not say it fell behind"
         );
     }
+}
+
+/// A firewall on the responder's own output refuses half its replies (each
+/// an EPERM to its send, a whole GSO run at a time): its rx rows count as
+/// replies sent only those the kernel took, which are exactly the replies
+/// the requester got back; what was refused is the return leg's loss.
+#[test]
+#[ignore = "needs root: a network namespace with nftables (CI runs it: --run-ignored all)"]
+fn agent_replies_the_kernel_refuses_are_not_counted_as_sent() {
+    let ns = NetNs::new("mxrefused");
+    ns.nft(&format!(
+        "table inet mxrefused {{\n  chain out {{\n    type filter hook output priority 0;\n    udp sport {PORT} numgen random mod 2 == 0 drop\n  }}\n}}\n"
+    ));
+    let matrix = format!(
+        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,4000\nh2,,\n",
+        addr(1, 1),
+        addr(1, 2)
+    );
+    let mut fleet = Fleet::in_netns(&matrix, &ns);
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "4"]);
+    let total = |host: &str, dir: &str, column: &str| -> f64 {
+        let rows = fleet.report(host);
+        rows.iter()
+            .filter(|r| r.s("dir") == dir)
+            .filter_map(|r| r.f(column))
+            .sum()
+    };
+    let sent = total("h1", "tx", "pkts");
+    let back = total("h1", "tx", "rep_pkts") + total("h1", "tx", "late_pkts");
+    let arrived = total("h2", "rx", "pkts") + total("h2", "rx", "late_pkts");
+    let answered = total("h2", "rx", "rep_pkts");
+    let log = || format!("{}\n{}", fleet.report_text("h1"), fleet.report_text("h2"));
+    assert!(sent > 10_000.0, "h1 sent {sent}\n{}", log());
+    assert_eq!(arrived, sent, "every request arrives\n{}", log());
+    // The refused are runs of requests' worth (a batch of ~8 at 4 kpps):
+    // about half, not exactly half.
+    assert!(
+        (0.3..=0.7).contains(&(answered / arrived)),
+        "h2 counted {answered} replies sent of {arrived} requests: the refused ones too?\n{}",
+        log()
+    );
+    assert_eq!(
+        back,
+        answered,
+        "h1 got back what h2 says it sent\n{}",
+        log()
+    );
 }
 
 #[test]

@@ -79,6 +79,52 @@ impl RowExt for Row {
 pub struct Fleet {
     pub sandbox: Sandbox,
     children: Vec<(String, Child)>,
+    /// The network namespace the agents run in (`None`: this one).
+    netns: Option<String>,
+}
+
+/// A network namespace of its own with loopback up, deleted when dropped:
+/// for a test that changes the network (nftables) under its agents.
+pub struct NetNs(pub String);
+
+impl NetNs {
+    pub fn new(name: &str) -> NetNs {
+        let _ = Command::new("ip").args(["netns", "del", name]).status();
+        let ns = NetNs(name.to_string());
+        ns.run(&["ip", "netns", "add", name], false);
+        ns.run(&["ip", "link", "set", "lo", "up"], true);
+        ns
+    }
+
+    /// Runs `argv` (inside the namespace with `inside`); panics unless it succeeds.
+    pub fn run(&self, argv: &[&str], inside: bool) {
+        let mut cmd = Command::new(if inside { "ip" } else { argv[0] });
+        if inside {
+            cmd.args(["netns", "exec", &self.0]).args(argv);
+        } else {
+            cmd.args(&argv[1..]);
+        }
+        let out = cmd.output().expect("run a command");
+        assert!(
+            out.status.success(),
+            "{argv:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Loads nftables script `rules` inside the namespace.
+    pub fn nft(&self, rules: &str) {
+        let file = std::env::temp_dir().join(format!("{}.nft", self.0));
+        std::fs::write(&file, rules).unwrap();
+        self.run(&["nft", "-f", file.to_str().unwrap()], true);
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
 }
 
 impl Fleet {
@@ -89,7 +135,15 @@ impl Fleet {
         Fleet {
             sandbox,
             children: Vec::new(),
+            netns: None,
         }
+    }
+
+    /// The same, its agents run inside network namespace `ns`.
+    pub fn in_netns(matrix: &str, ns: &NetNs) -> Fleet {
+        let mut fleet = Fleet::new(matrix);
+        fleet.netns = Some(ns.0.clone());
+        fleet
     }
 
     pub fn dir(&self, host: &str) -> PathBuf {
@@ -100,7 +154,15 @@ impl Fleet {
     pub fn command(&self, host: &str, extra: &[&str]) -> Command {
         let dir = self.dir(host);
         std::fs::create_dir_all(&dir).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mx"));
+        let mx = env!("CARGO_BIN_EXE_mx");
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns, mx]);
+                cmd
+            }
+            None => Command::new(mx),
+        };
         cmd.current_dir(&dir)
             .args(["agent", "--matrix", "../matrix.csv", "--host", host])
             .args(extra)

@@ -62,24 +62,29 @@ fn flood(net: u8, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> u64 {
 }
 
 /// Delivery (replies / requests) and achieved rate of h1 -> h2 over the full
-/// intervals, and h1's stray count. The rate leaves out an interval in which
-/// h1 said it fell behind its schedule further than its bucket forgives (a
-/// VM that lost its vCPU: `fell_behind`), at most a third of them.
+/// intervals, and h1's stray count. The rate leaves out an interval that ran
+/// more than 1% short while h1 said it fell behind its schedule further than
+/// its bucket forgives (a VM that lost its vCPU: `fell_behind`); more than
+/// half the intervals must count. (On a 2-core VM an agent at 4% of a core
+/// read 3-8 ms behind in most intervals while sending its full rate: being
+/// late alone sets nothing aside.)
 fn h1_figures(fleet: &Fleet) -> (f64, f64, f64) {
     let rows = fleet.report("h1");
     let tx = full_rows(&rows, "tx", Some("h2"));
     assert!(tx.len() >= 4, "{}", fleet.log("h1"));
     let sent: f64 = tx.iter().map(|r| r.f("pps").unwrap()).sum();
     let replies: f64 = tx.iter().map(|r| r.f("rep_pps").unwrap()).sum();
-    let on_time: Vec<f64> = tx
+    let counted: Vec<f64> = tx
         .iter()
-        .filter(|r| fell_behind(&rows, r.s("ts")).is_none())
         .map(|r| r.f("pps").unwrap())
+        .zip(&tx)
+        .filter(|&(pps, r)| pps >= 0.99 * RATE || fell_behind(&rows, r.s("ts")).is_none())
+        .map(|(pps, _)| pps)
         .collect();
     assert!(
-        on_time.len() * 3 >= tx.len() * 2,
-        "h1 fell behind in {} of {} intervals\n{}",
-        tx.len() - on_time.len(),
+        counted.len() * 2 > tx.len(),
+        "h1 ran short and said it fell behind in {} of {} intervals\n{}",
+        tx.len() - counted.len(),
         tx.len(),
         fleet.log("h1")
     );
@@ -90,7 +95,7 @@ fn h1_figures(fleet: &Fleet) -> (f64, f64, f64) {
         .sum();
     (
         replies / sent,
-        on_time.iter().sum::<f64>() / on_time.len() as f64,
+        counted.iter().sum::<f64>() / counted.len() as f64,
         stray,
     )
 }
