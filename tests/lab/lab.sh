@@ -137,13 +137,15 @@ EOF
             > "$d/sshd.log" 2>&1 < /dev/null &
         echo "$h=$token" >> "$dir/servers.txt"
     done
-    # Every sshd answers before we return, within 20 s in all: a host whose
-    # packets vanish (a route or a firewall of the machine's own taking
-    # 198.18.0.0/15 or fd00::/8) fails here in seconds, saying what the machine does with
-    # the address, rather than hanging each test until its timeout.
-    local deadline=$((SECONDS + 20))
+    # Every sshd answers before we return, each within 20 s of the one
+    # before: a host whose packets vanish (a route or a firewall of the
+    # machine's own taking 198.18.0.0/15 or fd00::/8) fails here in seconds,
+    # saying what the machine does with the address, rather than hanging each
+    # test until its timeout. (One deadline for all of them failed a 40-host
+    # lab at h28 on a VM losing a fifth of its vCPUs, where each ssh took
+    # ~0.7 s: the deadline was spent before h28 was asked.)
     for i in $(seq 1 "$hosts"); do
-        local ok=0 err="" addr
+        local ok=0 err="" addr deadline=$((SECONDS + 20))
         addr=$(cat "$dir/h$i/addr")
         while [ "$SECONDS" -lt "$deadline" ]; do
             if err=$(timeout 5 ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "$addr" true 2>&1); then
