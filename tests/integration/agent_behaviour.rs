@@ -10,7 +10,9 @@ use matrix_orchestrator::matrix::Matrix;
 use matrix_orchestrator::matrix::schedule::Schedule;
 use matrix_orchestrator::report::COLUMNS;
 
-use crate::agents::{Fleet, PORT, RowExt, addr, full_rows, header, mesh, plain_socket};
+use crate::agents::{
+    Fleet, PORT, RowExt, addr, fell_behind, full_rows, header, mesh, plain_socket,
+};
 use crate::util::Sandbox;
 
 #[test]
@@ -109,7 +111,7 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
                 "--interval",
                 "1",
                 "--duration",
-                "3.6",
+                "4.6",
                 "--workers",
                 "2",
                 "--streams",
@@ -128,6 +130,10 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
     let tx = full_rows(&rows, "tx", None);
     let ticks: BTreeSet<&str> = tx.iter().map(|r| r.s("ts")).collect();
     assert_eq!(tx.len(), ticks.len(), "one tx row per peer per interval");
+    // Within 1%, but an interval may fall short where h1 says it fell
+    // behind further than its bucket forgives (a CI VM's stall read 3,894.2
+    // pps); fewer than half may.
+    let mut short = Vec::new();
     for r in &tx {
         assert_eq!(
             r.f("target_pps"),
@@ -135,8 +141,17 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
             "the streams' targets add up"
         );
         let pps = r.f("pps").unwrap();
-        assert!((pps - 4000.0).abs() < 40.0, "{pps}");
+        if (pps - 4000.0).abs() >= 40.0 {
+            let behind = fell_behind(&rows, r.s("ts"));
+            assert!(behind.is_some(), "{pps} pps, and h1 did not fall behind");
+            short.push((pps, behind));
+        }
     }
+    assert!(
+        short.len() * 2 < tx.len(),
+        "short: {short:?} of {}",
+        tx.len()
+    );
     let rx = full_rows(&rows, "rx", None);
     assert_eq!(rx.len(), ticks.len(), "one rx row per peer per interval");
     for r in full_rows(&rows, "host", None) {

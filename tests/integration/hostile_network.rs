@@ -64,10 +64,14 @@ fn flood(net: u8, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> u64 {
 /// Delivery (replies / requests) and achieved rate of h1 -> h2 over the full
 /// intervals, and h1's stray count. The rate leaves out an interval that ran
 /// more than 1% short while h1 said it fell behind its schedule further than
-/// its bucket forgives (a VM that lost its vCPU: `fell_behind`); more than
-/// half the intervals must count. (On a 2-core VM an agent at 4% of a core
-/// read 3-8 ms behind in most intervals while sending its full rate: being
-/// late alone sets nothing aside.)
+/// its bucket forgives (a VM that lost its vCPU: `fell_behind`); at least one
+/// interval must count, and over all of them h1 must still have sent within
+/// 5% of its rate (a flood that took the worker's time would take far more).
+/// On a 2-core CI VM stealing a fifth of its vCPUs, with the flooder and two
+/// agents on it, h1 ran 1-3% short and said it fell behind in 5 of 6 flooded
+/// intervals, at 20% of a core; an agent at 4% of a core read 3-8 ms behind
+/// in most intervals while sending its full rate, so being late alone sets
+/// nothing aside.
 fn h1_figures(fleet: &Fleet) -> (f64, f64, f64) {
     let rows = fleet.report("h1");
     let tx = full_rows(&rows, "tx", Some("h2"));
@@ -82,10 +86,15 @@ fn h1_figures(fleet: &Fleet) -> (f64, f64, f64) {
         .map(|(pps, _)| pps)
         .collect();
     assert!(
-        counted.len() * 2 > tx.len(),
-        "h1 ran short and said it fell behind in {} of {} intervals\n{}",
-        tx.len() - counted.len(),
+        !counted.is_empty(),
+        "h1 ran short and said it fell behind in every one of {} intervals\n{}",
         tx.len(),
+        fleet.log("h1")
+    );
+    let overall = sent / tx.len() as f64;
+    assert!(
+        (overall - RATE).abs() <= 0.05 * RATE,
+        "h1 sent {overall} pps over its whole intervals\n{}",
         fleet.log("h1")
     );
     let stray = rows
