@@ -12,7 +12,10 @@ Rows, interleaved per round (paired-bench.md):
             sender --busy-poll, the responder not). Ratio: mx / sockperf.
   light     an agent sending 1,000 pps in total (one flow) and answering its
             peer: CPU of the whole agent process, in % of one core, from
-            /proc/<pid>/stat over the run.
+            /proc/<pid>/stat over the run. Beside it, in the same round, the
+            floor: bench/rr_ceiling.c's paced loop (paced=1000), a process that
+            does only that (epoll, sendmmsg, recvmmsg) with the same wake-ups,
+            measured the same way. Ratio: mx / floor.
   pacing    one flow at 100, 1k, 10k, 100k and 1M pps: achieved / target
             over the run and the worst full interval.
   1k flows  an agent holding 1,000 flow sockets (4 peers x 250 streams at 100
@@ -125,6 +128,33 @@ def light_load_cpu(extra=(), mx=MX):
     return (c1 - c0) / (t1 - t0) * 100
 
 
+CEILING = os.path.join(ROOT, "target", "rr_ceiling")
+
+
+def raw_light_load_cpu(seconds=6):
+    """CPU of rr_ceiling's paced loop sending 1,000 pps and answering its peer."""
+    subprocess.run(["gcc", "-O2", "-o", CEILING, os.path.join(ROOT, "bench", "rr_ceiling.c")], check=True)
+    b = subprocess.Popen([CEILING, "127.0.0.2", "7302", "127.0.0.1", "7301", str(seconds + 1), "64", "paced=0"],
+                         stdout=subprocess.DEVNULL)
+    a = subprocess.Popen([CEILING, "127.0.0.1", "7301", "127.0.0.2", "7302", str(seconds), "64", "paced=1000"],
+                         stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    samples = []
+    while a.poll() is None:
+        try:
+            samples.append((time.monotonic(), cpu_seconds(a.pid)))
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.5)
+    out = a.communicate()[0]
+    b.wait()
+    rate = float(out.split("=")[1])
+    if not 990 <= rate <= 1010:
+        raise SystemExit(f"rr_ceiling paced=1000 got {rate:.0f} round trips/s back")
+    (t0, c0), (t1, c1) = samples[0], samples[-1]
+    return (c1 - c0) / (t1 - t0) * 100
+
+
 SWEEP = (100, 1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -188,6 +218,7 @@ def main():
         # same shape, the sender spinning and the responder asleep.
         mx_like_sockperf = mx_rtt_p50(["--busy-poll"], responder_extra=[])
         cpu = light_load_cpu()
+        cpu_floor = raw_light_load_cpu()
         if args.baseline:
             cpu0 = light_load_cpu((), args.baseline)
             paired.append((mx_default, rtt0, cpu, cpu0))
@@ -197,10 +228,10 @@ def main():
         achieved, peak, rss_early, rss_late = thousand_flows()
         sweep = pacing_sweep()
         rounds.append((sp, mx_default, mx_busy, cpu, min(achieved), max(achieved), peak, rss_early, rss_late, sweep, cpu_no_gso,
-                       mx_like_sockperf))
+                       mx_like_sockperf, cpu_floor))
         print(f"  round {i + 1}: RTT p50 sockperf {sp:.1f}us, mx {mx_default:.0f}us, busy {mx_busy:.0f}us, "
               f"sender busy {mx_like_sockperf:.0f}us; "
-              f"1 kpps agent {cpu:.2f}% of a core; 1000 flows: achieved {min(achieved):.2f}..{max(achieved):.2f}%, "
+              f"1 kpps agent {cpu:.2f}% of a core (raw paced loop {cpu_floor:.2f}%); 1000 flows: achieved {min(achieved):.2f}..{max(achieved):.2f}%, "
               f"peak RSS {peak:.1f} MiB ({rss_early:.1f} -> {rss_late:.1f})", flush=True)
     m = lambda k: statistics.median(r[k] for r in rounds)
     print()
@@ -213,6 +244,8 @@ def main():
           f" | {statistics.median(r[11] / r[0] for r in rounds):.2f} |")
     print(f"| agent CPU at 1 kpps total (sending and answering) | {m(3):.2f}% of a core | target < 2% |")
     print(f"| the same, --no-gso | {m(10):.2f}% of a core | |")
+    print(f"| the floor: rr_ceiling's paced loop at 1 kpps, same wake-ups | {m(12):.2f}% of a core"
+          f" | mx / floor {statistics.median(r[3] / r[12] for r in rounds):.2f} |")
     print(f"| 1,000 flows x 100 pps: achieved vs target, worst peer | {min(r[4] for r in rounds):.2f}% .. {max(r[5] for r in rounds):.2f}% | target 99-101% |")
     print(f"| 1,000 flows: agent peak RSS | {m(6):.1f} MiB | target < 32 MiB |")
     print(f"| 1,000 flows: RSS 2 s in -> at the end | {m(7):.1f} -> {m(8):.1f} MiB | flat |")

@@ -28,6 +28,19 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
      every interval, which on a VM that stalls both vCPUs for tens of ms
      fails a trial on one stall (the bucket forgives 6 ms); U shows what the
      agent's path costs per round trip, E what it holds under that test.
+  V  mx --no-gso, unpaced, measured as U: A's own measure, beside A.
+     (Unpaced, mx sends as fast as its worker goes, with no window: on
+     loopback most requests are dropped at the peer's socket, and the work
+     they cost is wasted; A and D keep a window and lose nothing. So U and V
+     understate the path; P and Q are the like-for-like cost.)
+  P  CPU per round trip, paced: mx --no-gso beside rr_ceiling's paced loop
+     (paced=<rate>: the same 2 ms batches, epoll sleeps, sendmmsg/recvmmsg),
+     one flow each way at 40 kpps, both processes' CPU over the round trips
+     both completed. Figure: microseconds of CPU per round trip; ratio raw /
+     mx, the share of a core's round trips mx keeps. CPU time leaves out
+     what the VM steals, so this ratio holds still where B and E swing.
+  Q  the same over GSO/GRO: mx default beside paced=<rate> gso, 500 kpps.
+     (P and Q lower their rate for large datagrams: at most 250 MB/s.)
   F  sockperf throughput, same message size: messages sent per second, one
      way (its server only counts; nothing comes back).
   G  sockperf ping-pong at full speed: round trips per second with one
@@ -106,10 +119,30 @@ def sockperf(seconds, size):
         server.wait()
 
 
-def run_pair(cell, seconds, size, extra, mx=MX):
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """User + system CPU of process `pid` so far (all its threads)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def cpu_share(procs, seconds):
+    """Cores the processes used together from 1 s into their run to 0.5 s
+    before its end (neither start nor exit in it): CPU seconds per second."""
+    time.sleep(1.0)
+    t0, c0 = time.monotonic(), sum(cpu_seconds(p.pid) for p in procs)
+    time.sleep(max(0.5, seconds - 1.5))
+    t1, c1 = time.monotonic(), sum(cpu_seconds(p.pid) for p in procs)
+    return (c1 - c0) / (t1 - t0)
+
+
+def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
     """Runs two agents, one flow each way at matrix cell `cell` (a rate, or
     `max`: unpaced); returns each host's tx rows (pps, rep_pps) over the
-    run's whole intervals, or None if an agent wrote fewer than two."""
+    run's whole intervals, or None if an agent wrote fewer than two. With
+    `cpu` (a list), appends the cores both agents used (cpu_share)."""
     with tempfile.TemporaryDirectory() as d:
         matrix = os.path.join(d, "matrix.csv")
         with open(matrix, "w") as f:
@@ -124,6 +157,8 @@ def run_pair(cell, seconds, size, extra, mx=MX):
                 [mx, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
                  "--interval", "1", "--duration", str(seconds)] + extra,
                 cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        if cpu is not None:
+            cpu.append(cpu_share(procs, seconds))
         for p in procs:
             p.wait()
         out = {}
@@ -171,6 +206,32 @@ def mx_unpaced(seconds, size, extra, mx=MX):
     if hosts is None:
         sys.exit(f"bench: an unpaced run of {seconds} s wrote fewer than two whole intervals (--seconds >= 4)")
     return statistics.mean(statistics.mean(b for _, b in tx) for tx in hosts.values())
+
+
+def mx_cost(rate, seconds, size, extra, mx=MX):
+    """CPU microseconds per round trip, both agents together, one flow each
+    way paced at `rate`: the cores they used over the round trips they
+    completed per second (replies, both hosts, whole intervals). CPU time
+    does not count a VM's steal, so a stall moves this little: the per-core
+    comparison with the raw loop that a rate ceiling on this VM cannot make."""
+    used = []
+    hosts = run_pair(rate, seconds, size, extra, mx, cpu=used)
+    if hosts is None:
+        sys.exit(f"bench: a paced run of {seconds} s wrote fewer than two whole intervals (--seconds >= 4)")
+    round_trips = sum(statistics.mean(b for _, b in tx) for tx in hosts.values())
+    return used[0] / round_trips * 1e6
+
+
+def raw_cost(rate, seconds, size, mode=()):
+    """The same for rr_ceiling's paced loop (paced=<rate>, with `mode`)."""
+    sizes = f"{size[0]}/{size[1]}"
+    procs = [subprocess.Popen([CEILING, me, mp, peer, pp, str(seconds), sizes, f"paced={rate}", *mode],
+                              stdout=subprocess.PIPE, text=True)
+             for me, mp, peer, pp in (("127.0.0.1", "7101", "127.0.0.2", "7102"),
+                                      ("127.0.0.2", "7102", "127.0.0.1", "7101"))]
+    used = cpu_share(procs, seconds)
+    round_trips = sum(float(p.communicate()[0].strip().split("=")[1]) for p in procs)
+    return used / round_trips * 1e6
 
 
 def passes(rate, seconds, size, extra, mx=MX):
@@ -223,6 +284,7 @@ def main():
     print(f"{size[0]}-byte requests, {size[1]}-byte replies, one pair on loopback, one worker each;"
           f" {args.rounds} rounds, interleaved\n")
     rows = []
+    cost_rates = {}
     start = {"B": 80_000, "C": 80_000, "E": 400_000}
     flags = {"B": ["--no-gso"], "C": ["--no-gso", "--busy-poll"], "E": []}
     def measure(row, key):
@@ -241,12 +303,30 @@ def main():
         row["U"] = mx_unpaced(args.seconds, size, [])
         if args.baseline:
             row["U0"] = mx_unpaced(args.seconds, size, [], args.baseline)
+        if not args.only_default:
+            row["V"] = mx_unpaced(args.seconds, size, ["--no-gso"])
+            if args.baseline:
+                row["V0"] = mx_unpaced(args.seconds, size, ["--no-gso"], args.baseline)
+        for key, rate, mode, extra in (("P", 40_000, [], ["--no-gso"]), ("Q", 500_000, ["gso"], [])):
+            if key == "P" and args.only_default:
+                continue
+            # Large datagrams at these rates would be more bytes than the
+            # loopback moves: at most 250 MB/s of the larger way.
+            rate = cost_rates[key] = int(min(rate, 250e6 / max(size)))
+            row[key + "raw"] = raw_cost(rate, args.seconds, size, mode)
+            row[key] = mx_cost(rate, args.seconds, size, extra)
+            if args.baseline:
+                row[key + "0"] = mx_cost(rate, args.seconds, size, extra, args.baseline)
         if (sp := sockperf(args.seconds, size)) is not None:
             row["F"], row["G"] = sp
         rows.append(row)
-        ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in row.items() if k != "A" and len(k) == 1)
-        print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in row.items())
-              + f"   {ratios} E/D {row['E'] / row['D']:.2f} U/D {row['U'] / row['D']:.2f}", flush=True)
+        costs = [k for k in ("P", "Q") if k in row]
+        rates = {k: v for k, v in row.items() if not k.startswith(tuple(costs))}
+        ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in rates.items() if k != "A" and len(k) == 1)
+        print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in rates.items())
+              + f"   {ratios} E/D {row['E'] / row['D']:.2f} U/D {row['U'] / row['D']:.2f}   "
+              + "   ".join(f"{k} {row[k]:.3f} us/RT (raw {row[k + 'raw']:.3f}, raw/mx {row[k + 'raw'] / row[k]:.2f})"
+                           for k in costs), flush=True)
     med = lambda xs: statistics.median(xs)
     ratio = lambda k, base: med(r[k] / r[base] for r in rows)
     what = {
@@ -256,23 +336,33 @@ def main():
         "D": "D: raw loop over GSO/GRO, per process",
         "E": "E: mx default (GSO/GRO), 1 worker, highest rate delivering >= 99.9%",
         "U": "U: mx default, unpaced (cell max): round trips/s per agent, D's measure",
+        "V": "V: mx --no-gso, unpaced: round trips/s per agent, A's measure",
         "F": "F: sockperf throughput, one way (messages sent/s)",
         "G": "G: sockperf ping-pong, one in flight (round trips/s)",
     }
     print()
     print("| what | median | vs A | vs D |")
     print("|---|---|---|---|")
-    for k in (k for k in rows[0] if len(k) == 1):
-        unit = {"A": "k round trips/s", "D": "k round trips/s", "U": "k round trips/s",
+    for k in (k for k in rows[0] if len(k) == 1 and k not in "PQ"):
+        unit = {"A": "k round trips/s", "D": "k round trips/s", "U": "k round trips/s", "V": "k round trips/s",
                 "F": "k msg/s", "G": "k round trips/s"}.get(k, "kpps per flow")
         vs_d = f"{ratio(k, 'D'):.2f}" if k in "DEU" else ""
         print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} |")
+    print("\n| CPU per round trip, paced, both processes | mx | raw paced loop | raw / mx (median of the rounds', range) |")
+    print("|---|---|---|---|")
+    for k, what_ in (("P", "P: --no-gso"), ("Q", "Q: default (GSO/GRO)")):
+        if k in rows[0]:
+            what_ += f" at {cost_rates[k]:,} pps per flow"
+            each = [r[k + "raw"] / r[k] for r in rows]
+            print(f"| {what_} | {med(r[k] for r in rows):.3f} us | {med(r[k + 'raw'] for r in rows):.3f} us"
+                  f" | {med(each):.2f} ({min(each):.2f}-{max(each):.2f}) |")
     if args.baseline:
         print(f"\nthis build vs {args.baseline}, paired per round:\n")
         print("| row | this build | baseline | median of the paired ratios |")
         print("|---|---|---|---|")
         for k in (k for k in rows[0] if k + "0" in rows[0]):
-            print(f"| {k} | {med(r[k] for r in rows) / 1e3:.1f} kpps | {med(r[k + '0'] for r in rows) / 1e3:.1f} kpps"
+            unit, scale = ("us/RT", 1) if k in "PQ" else ("kpps", 1e3)
+            print(f"| {k} | {med(r[k] for r in rows) / scale:.3f} {unit} | {med(r[k + '0'] for r in rows) / scale:.3f} {unit}"
                   f" | {ratio(k, k + '0'):.2f} |")
 
 

@@ -18,6 +18,16 @@
  * UDP_GRO, and each coalesced batch of requests is answered with one GSO
  * send: the minimal loop mx's default (GSO/GRO) mode is measured against.
  *
+ * With "paced=<pps>", the minimal paced agent instead: requests to the peer at
+ * <pps> (0: answer only) in batches of 2 ms of traffic (at 1,000 pps, 2 every
+ * 2 ms: mx's pacer batches so), the thread asleep in epoll until the next
+ * batch is due (its timeout in whole ms, rounded up, as mx's worker) or a
+ * socket has something, then it sends what is due in one sendmmsg (with
+ * "gso" after it: one UDP_SEGMENT send per 64, GRO reads, one GSO reply per
+ * coalesced batch), answers and reads, until the sockets are empty.
+ * The floor of what an agent at a light load costs in CPU: measure the
+ * process's CPU from outside (/proc/<pid>/stat).
+ *
  * prints: round_trips_per_second=<n> (replies received per second)
  */
 #define _GNU_SOURCE
@@ -29,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -149,6 +160,92 @@ static int gso_loop(int server, int client, int size, int reply_size, double sec
     return 0;
 }
 
+static int paced_loop(int server, int client, int size, int reply_size, double rate, int gso, double seconds) {
+    static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE], control[BATCH][64];
+    static struct sockaddr_in from[BATCH];
+    struct iovec out_iov[BATCH], reply_iov[BATCH], in_iov[BATCH];
+    struct mmsghdr out_msg[BATCH], reply_msg[BATCH], in_msg[BATCH];
+    memset(out_msg, 0, sizeof out_msg);
+    memset(reply_msg, 0, sizeof reply_msg);
+    memset(in_msg, 0, sizeof in_msg);
+    for (int i = 0; i < BATCH; i++) {
+        out_iov[i] = (struct iovec){out[i], size};
+        reply_iov[i] = (struct iovec){out[i], reply_size};
+        out_msg[i].msg_hdr.msg_iov = &out_iov[i];
+        out_msg[i].msg_hdr.msg_iovlen = 1;
+        reply_msg[i].msg_hdr.msg_iov = &reply_iov[i];
+        reply_msg[i].msg_hdr.msg_iovlen = 1;
+        in_iov[i] = (struct iovec){in[i], MAXSIZE};
+        in_msg[i].msg_hdr.msg_iov = &in_iov[i];
+        in_msg[i].msg_hdr.msg_iovlen = 1;
+    }
+    int on = 1;
+    if (gso) {
+        setsockopt(server, SOL_UDP, UDP_GRO, &on, sizeof on);
+        setsockopt(client, SOL_UDP, UDP_GRO, &on, sizeof on);
+    }
+    /* Datagrams one send carries: a GSO send up to 64 (and 64 KiB), a sendmmsg BATCH. */
+    int per_send = gso ? (65507 / size < 64 ? 65507 / size : 64) : BATCH;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = server};
+    epoll_ctl(ep, EPOLL_CTL_ADD, server, &ev);
+    ev.data.fd = client;
+    epoll_ctl(ep, EPOLL_CTL_ADD, client, &ev);
+    uint64_t sent = 0, replies = 0;
+    uint64_t batch = rate * 0.002 < 1 ? 1 : (uint64_t)(rate * 0.002);
+    double start = now(), end = start + seconds;
+    struct epoll_event ready[2];
+    for (;;) {
+        double t = now();
+        if (t >= end) break;
+        if (rate > 0) {
+            uint64_t due = (uint64_t)((t - start) * rate);
+            while (due >= sent + batch) {
+                int k = due - sent < (uint64_t)per_send ? (int)(due - sent) : per_send;
+                if (gso) {
+                    send_gso(client, out[0], size, k, NULL);
+                } else {
+                    int n = sendmmsg(client, out_msg, k, MSG_DONTWAIT);
+                    (void)n;
+                }
+                sent += k; /* a refused send is not retried: the replies say what came back */
+            }
+        }
+        double next = rate > 0 ? start + (sent + batch) / rate : end;
+        if (next > end) next = end;
+        int timeout = (int)((next - now()) * 1000.0 + 0.999);
+        int n = epoll_wait(ep, ready, 2, timeout < 0 ? 0 : timeout);
+        for (int e = 0; e < n; e++) {
+            int fd = ready[e].data.fd;
+            int got;
+            do {
+                for (int i = 0; i < BATCH; i++) {
+                    in_iov[i].iov_len = MAXSIZE;
+                    in_msg[i].msg_hdr.msg_name = fd == server ? &from[i] : NULL;
+                    in_msg[i].msg_hdr.msg_namelen = fd == server ? sizeof from[i] : 0;
+                    in_msg[i].msg_hdr.msg_control = gso ? control[i] : NULL;
+                    in_msg[i].msg_hdr.msg_controllen = gso ? sizeof control[i] : 0;
+                }
+                got = recvmmsg(fd, in_msg, gso ? GSO_SLOTS : BATCH, MSG_DONTWAIT, NULL);
+                if (got <= 0) break;
+                if (fd == client) {
+                    for (int i = 0; i < got; i++) replies += gso ? segments(&in_msg[i]) : 1;
+                } else if (gso) {
+                    for (int i = 0; i < got; i++) send_gso_all(server, out[0], reply_size, segments(&in_msg[i]), &from[i]);
+                } else {
+                    for (int i = 0; i < got; i++) {
+                        reply_msg[i].msg_hdr.msg_name = &from[i];
+                        reply_msg[i].msg_hdr.msg_namelen = sizeof from[i];
+                    }
+                    sendmmsg(server, reply_msg, got, MSG_DONTWAIT);
+                }
+            } while (got == (gso ? GSO_SLOTS : BATCH));
+        }
+    }
+    printf("round_trips_per_second=%.0f\n", replies / (now() - start));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 6) {
         fprintf(stderr, "usage: %s my-ip my-port peer-ip peer-port seconds [size]\n", argv[0]);
@@ -167,6 +264,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (argc > 7 && strcmp(argv[7], "gso") == 0) return gso_loop(server, client, size, reply_size, seconds);
+    if (argc > 7 && strncmp(argv[7], "paced=", 6) == 0)
+        return paced_loop(server, client, size, reply_size, atof(argv[7] + 6),
+                          argc > 8 && strcmp(argv[8], "gso") == 0, seconds);
 
     static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE];
     static struct sockaddr_in from[BATCH];
