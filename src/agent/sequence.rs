@@ -32,6 +32,13 @@ impl SeqWindow {
     }
 
     pub fn observe(&mut self, seq: u64) -> Arrival {
+        // The next number, as nearly every arrival is: nothing skipped to
+        // clear. (Its bit may still hold seq - WINDOW's: `set` overwrites it.)
+        if seq == self.highest.wrapping_add(1) {
+            self.highest = seq;
+            self.set(seq);
+            return Arrival::InOrder;
+        }
         if seq > self.highest {
             // Clear the bits of the numbers skipped over: they leave the window.
             let gap = seq - self.highest;

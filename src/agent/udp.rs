@@ -27,7 +27,7 @@ use crate::wire::HEADER_LEN;
 
 /// Datagrams per recvmmsg/sendmmsg call. 64 amortises the syscall to a few
 /// percent of the per-packet cost (lab-notes.md measured batches of 64).
-pub const BATCH: usize = 64;
+pub const BATCH: usize = 256;
 // (A send batch names a datagram's address by its index in a u8.)
 const _: () = assert!(BATCH <= 256);
 
@@ -366,11 +366,35 @@ const UDP_GRO: libc::c_int = 104;
 /// dominate, and copying the padding here first would copy them twice.
 pub const CONTIGUOUS_MAX: usize = 2048;
 
-/// Datagrams queued for one sendmmsg call: headers here, padding shared.
+/// Datagrams queued for one sendmmsg call, each its header and then the
+/// batch's padding.
+///
+/// A datagram of up to [`CONTIGUOUS_MAX`] bytes is written whole into
+/// `frames` when pushed, after the one before it, so that a run of them is
+/// one piece of memory for the kernel to copy, and a send that the kernel
+/// took only part of resumes without laying anything out again. Its padding
+/// is written only where `frames` does not already hold it: batches of one
+/// size (nearly all of them) lay their padding out once, and each datagram
+/// after costs its 32-byte header.
 pub struct SendBatch {
-    /// Where datagrams up to [`CONTIGUOUS_MAX`] bytes are laid out whole,
-    /// one after another, for each call (`BATCH * CONTIGUOUS_MAX` bytes).
+    /// `BATCH * CONTIGUOUS_MAX` bytes: the contiguous datagrams, in order.
     frames: Box<[u8]>,
+    /// What pads every datagram past its header (zeros, or the file data of
+    /// a disk run): [`padding_mut`](Self::padding_mut) changes it.
+    padding: Box<[u8]>,
+    /// The padding already in `frames`: datagrams of `laid_size` bytes at
+    /// `i * laid_size` for every `i < laid_count`.
+    laid_size: usize,
+    laid_count: usize,
+    /// Every datagram pushed since `clear` was `laid_size` bytes and
+    /// contiguous: the i-th sits at `i * laid_size`.
+    uniform: bool,
+    /// Where in `frames` the next contiguous datagram goes.
+    next_frame: usize,
+    /// Where in `frames` each contiguous datagram is.
+    frame_at: [u32; BATCH],
+    /// Headers of the datagrams too large for `frames`, gathered with the
+    /// padding when sent.
     headers: [[u8; HEADER_LEN]; BATCH],
     sizes: [usize; BATCH],
     addrs: [libc::sockaddr_storage; BATCH],
@@ -379,9 +403,10 @@ pub struct SendBatch {
     /// Which entry of `addrs` holds each datagram's destination: its own, or
     /// (pushed with [`push_joined`](Self::push_joined)) the one before's.
     addr_of: [u8; BATCH],
-    /// Whether each datagram goes where the one before it goes: a run for one
-    /// GSO message is found by reading these, not by comparing addresses
-    /// (a memcmp per datagram was 6% of a GSO agent's own time).
+    /// Whether each datagram goes where the one before it goes, and is of
+    /// its size: a run for one GSO message is found by reading these, not by
+    /// comparing addresses (a memcmp per datagram was 6% of a GSO agent's
+    /// own time).
     joins_previous: [bool; BATCH],
     /// The destination of the last datagram pushed.
     previous_to: Option<SocketAddr>,
@@ -397,17 +422,27 @@ pub struct SendBatch {
 }
 
 impl SendBatch {
+    /// An empty batch whose datagrams are padded with zeros.
     pub fn new() -> Box<SendBatch> {
-        // SAFETY: every field but `frames` and `previous_to` is plain old
-        // data, for which all-zero bytes are a valid value; those two are
+        // SAFETY: every field but `frames`, `padding` and `previous_to` is
+        // plain old data, for which all-zero bytes are a valid value (and
+        // `uniform` false, `laid_count` 0: nothing laid out); those three are
         // written before the box is used.
         unsafe {
             let mut b = Box::<SendBatch>::new_zeroed();
             std::ptr::addr_of_mut!((*b.as_mut_ptr()).frames)
                 .write(vec![0u8; BATCH * CONTIGUOUS_MAX].into_boxed_slice());
+            std::ptr::addr_of_mut!((*b.as_mut_ptr()).padding).write(padding());
             std::ptr::addr_of_mut!((*b.as_mut_ptr()).previous_to).write(None);
             b.assume_init()
         }
+    }
+
+    /// The padding, to fill with other bytes (a disk run's file data): what
+    /// was laid out with the old bytes is laid out again.
+    pub fn padding_mut(&mut self) -> &mut [u8] {
+        self.laid_count = 0;
+        &mut self.padding
     }
 
     pub fn len(&self) -> usize {
@@ -424,6 +459,8 @@ impl SendBatch {
 
     pub fn clear(&mut self) {
         self.len = 0;
+        self.next_frame = 0;
+        self.uniform = true;
     }
 
     /// Size in bytes of the `i`-th queued datagram.
@@ -440,33 +477,70 @@ impl SendBatch {
         to: Option<SocketAddr>,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
-        assert!(self.len < BATCH, "send batch is full");
-        assert!((HEADER_LEN..=MAX_PACKET_BYTES as usize).contains(&size));
         let i = self.len;
-        fill(&mut self.headers[i]);
-        self.sizes[i] = size;
+        let joins = i > 0 && self.previous_to == to && self.sizes[i - 1] == size;
+        fill(self.place(size, joins));
         self.addr_lens[i] = match to {
             Some(to) => write_sockaddr(to, &mut self.addrs[i]),
             None => 0,
         };
         self.addr_of[i] = i as u8;
-        self.joins_previous[i] = i > 0 && self.previous_to == to;
         self.previous_to = to;
-        self.len += 1;
     }
 
     /// Queues a datagram to where the last one pushed goes (the next reply
     /// to one sender): its address is neither written nor compared again.
     pub fn push_joined(&mut self, size: usize, fill: impl FnOnce(&mut [u8; HEADER_LEN])) {
         assert!(self.len > 0, "a joined datagram follows another");
+        let i = self.len;
+        let joins = self.sizes[i - 1] == size;
+        fill(self.place(size, joins));
+        self.addr_of[i] = self.addr_of[i - 1];
+    }
+
+    /// Takes the next entry for a datagram of `size` bytes (`joins`: it may
+    /// go in the previous one's GSO message): lays out its padding where
+    /// `frames` does not hold it yet, and returns where its header goes.
+    fn place(&mut self, size: usize, joins: bool) -> &mut [u8; HEADER_LEN] {
         assert!(self.len < BATCH, "send batch is full");
         assert!((HEADER_LEN..=MAX_PACKET_BYTES as usize).contains(&size));
         let i = self.len;
-        fill(&mut self.headers[i]);
         self.sizes[i] = size;
-        self.addr_of[i] = self.addr_of[i - 1];
-        self.joins_previous[i] = true;
+        self.joins_previous[i] = joins;
         self.len += 1;
+        if size > CONTIGUOUS_MAX {
+            // Gathered from its header and the padding: nothing in `frames`,
+            // but the next contiguous one is no longer at i * size.
+            self.uniform = false;
+            return &mut self.headers[i];
+        }
+        let at = self.next_frame;
+        self.next_frame += size;
+        self.frame_at[i] = at as u32;
+        if self.uniform && size == self.laid_size {
+            if i >= self.laid_count {
+                // i == laid_count: those before it are laid out.
+                self.frames[at + HEADER_LEN..at + size]
+                    .copy_from_slice(&self.padding[..size - HEADER_LEN]);
+                self.laid_count = i + 1;
+            }
+        } else {
+            self.uniform = false;
+            self.frames[at + HEADER_LEN..at + size]
+                .copy_from_slice(&self.padding[..size - HEADER_LEN]);
+            // Those wholly before `at` keep their padding; this one wrote
+            // over the rest.
+            if let Some(before) = at.checked_div(self.laid_size) {
+                self.laid_count = self.laid_count.min(before);
+            }
+            if i == 0 {
+                // The first of its batch starts a layout of its size.
+                (self.laid_size, self.laid_count, self.uniform) = (size, 1, true);
+            }
+        }
+        (&mut self.frames[at..at + HEADER_LEN])
+            .try_into()
+            .expect("HEADER_LEN bytes")
     }
 
     /// Sends the queued datagrams, in order, until the kernel would block; the
@@ -481,12 +555,12 @@ impl SendBatch {
     /// veth to a receiver with UDP_GRO. A route that cannot segment (EINVAL:
     /// segment over the path MTU; EIO: no checksum offload) turns `*gso` off
     /// and the rest goes one datagram per message.
-    pub fn send(&mut self, fd: RawFd, padding: &[u8], gso: &mut bool) -> Sent {
+    pub fn send(&mut self, fd: RawFd, gso: &mut bool) -> Sent {
         let mut outcome = Sent::default();
         self.sent[..self.len].fill(false);
         while outcome.tried < self.len {
             let at = outcome.tried;
-            match self.send_from(fd, padding, at, *gso) {
+            match self.send_from(fd, at, *gso) {
                 Ok(0) => break,
                 Ok(n) => {
                     self.sent[at..at + n].fill(true);
@@ -514,17 +588,9 @@ impl SendBatch {
     }
 
     /// One sendmmsg of the datagrams from `start` on; returns datagrams taken.
-    fn send_from(
-        &mut self,
-        fd: RawFd,
-        padding: &[u8],
-        start: usize,
-        gso: bool,
-    ) -> io::Result<usize> {
+    fn send_from(&mut self, fd: RawFd, start: usize, gso: bool) -> io::Result<usize> {
         let mut messages = 0;
         let mut iov = 0;
-        // Next free byte of `frames` (each call lays its datagrams anew).
-        let mut frame_at = 0;
         let mut i = start;
         while i < self.len {
             let size = self.sizes[i];
@@ -534,31 +600,21 @@ impl SendBatch {
                 1
             };
             let mut end = i + 1;
-            while end < self.len
-                && end - i < most
-                && self.sizes[end] == size
-                && self.joins_previous[end]
-            {
+            while end < self.len && end - i < most && self.joins_previous[end] {
                 end += 1;
             }
-            let pad = size - HEADER_LEN;
-            assert!(pad <= padding.len());
             let first_iov = iov;
             if size <= CONTIGUOUS_MAX {
-                // The run in one piece: each datagram's header, then its
-                // padding (zeros, or the file data of a disk run).
-                let run = &mut self.frames[frame_at..frame_at + (end - i) * size];
-                for (frame, header) in run.chunks_exact_mut(size).zip(&self.headers[i..end]) {
-                    frame[..HEADER_LEN].copy_from_slice(header);
-                    frame[HEADER_LEN..].copy_from_slice(&padding[..pad]);
-                }
+                // The run in one piece: laid out one after another when pushed.
+                let at = self.frame_at[i] as usize;
+                let run = &mut self.frames[at..at + (end - i) * size];
                 self.iovs[iov] = libc::iovec {
                     iov_base: run.as_mut_ptr().cast(),
                     iov_len: run.len(),
                 };
                 iov += 1;
-                frame_at += run.len();
             } else {
+                let pad = size - HEADER_LEN;
                 for header in &mut self.headers[i..end] {
                     self.iovs[iov] = libc::iovec {
                         iov_base: header.as_mut_ptr().cast(),
@@ -567,7 +623,7 @@ impl SendBatch {
                     iov += 1;
                     self.iovs[iov] = libc::iovec {
                         // The kernel only reads through this pointer.
-                        iov_base: padding.as_ptr() as *mut libc::c_void,
+                        iov_base: self.padding.as_ptr() as *mut libc::c_void,
                         iov_len: pad,
                     };
                     iov += 1;
@@ -603,8 +659,7 @@ impl SendBatch {
             i = end;
         }
         // SAFETY: the first `messages` headers are initialised above and point
-        // into `self` and `padding`, both alive for the call; the kernel only
-        // reads them.
+        // into `self`, alive for the call; the kernel only reads them.
         let n = unsafe {
             libc::sendmmsg(
                 fd,
@@ -826,7 +881,6 @@ mod tests {
     /// Sends one request per `sizes` entry on a fresh connected socket.
     fn send_requests(to: SocketAddr, sizes: &[usize], gso: bool) -> bool {
         let tx = client_socket(Some(to.ip()), to, Buffers::default()).unwrap();
-        let pad = padding();
         let mut batch = SendBatch::new();
         for (i, &size) in sizes.iter().enumerate() {
             batch.push(size, None, |h| {
@@ -834,7 +888,7 @@ mod tests {
             });
         }
         let mut gso = gso;
-        assert_eq!(batch.send(tx.as_raw_fd(), &pad, &mut gso).sent, sizes.len());
+        assert_eq!(batch.send(tx.as_raw_fd(), &mut gso).sent, sizes.len());
         gso
     }
 
@@ -872,7 +926,6 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = bound(&rx);
         let tx = responder_socket(SocketAddr::new(V4, 0), Buffers::default()).unwrap();
-        let pad = padding();
         let mut batch = SendBatch::new();
         // The kernel refuses a datagram to port 0 (EINVAL), and only that one.
         let port_zero = SocketAddr::new(V4, 0);
@@ -882,7 +935,7 @@ mod tests {
             });
         }
         let mut gso = false;
-        let outcome = batch.send(tx.as_raw_fd(), &pad, &mut gso);
+        let outcome = batch.send(tx.as_raw_fd(), &mut gso);
         assert_eq!((outcome.tried, outcome.sent), (4, 3));
         assert!(outcome.error.is_some());
         let flags: Vec<bool> = (0..4).map(|i| batch.was_sent(i)).collect();
@@ -896,7 +949,7 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         enable_gro(&socket2::SockRef::from(&rx)).unwrap();
         // 60 equal requests go as one super-datagram, then a run of three
-        // 8192-byte ones, then one odd size on its own: a full batch of 64.
+        // 8192-byte ones, then one odd size on its own: 64 in one batch.
         let mut sizes = vec![64usize; 60];
         sizes.extend([8192, 8192, 8192, 100]);
         assert!(
@@ -927,13 +980,14 @@ mod tests {
             let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
             let tx = client_socket(Some(V4), bound(&rx), Buffers::default()).unwrap();
             let mut batch = SendBatch::new();
+            batch.padding_mut().copy_from_slice(&pattern);
             for (i, &size) in sizes.iter().enumerate() {
                 batch.push(size, None, |h| {
                     Header::request(1, size as u32, 64, i as u64 + 1, 7).encode(h)
                 });
             }
             let mut gso_on = gso;
-            let sent = batch.send(tx.as_raw_fd(), &pattern, &mut gso_on).sent;
+            let sent = batch.send(tx.as_raw_fd(), &mut gso_on).sent;
             assert_eq!(sent, sizes.len());
             let mut buf = vec![0u8; 65536];
             for (i, &size) in sizes.iter().enumerate() {
@@ -945,6 +999,71 @@ mod tests {
                     buf[HEADER_LEN..n] == pattern[..n - HEADER_LEN],
                     "gso {gso}, datagram {i}: the padding"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn padding_laid_out_by_one_batch_serves_the_next_only_where_it_still_holds() {
+        // One batch reused as the agent reuses it: runs of one size, then
+        // sizes that write over part of what was laid out, then the first
+        // size again (longer than before), new padding bytes, and a
+        // datagram too large for the frames first. Every datagram must carry,
+        // byte for byte, its header and then the padding in force.
+        let pattern = |salt: usize| -> Vec<u8> {
+            (0..MAX_PACKET_BYTES as usize)
+                .map(|i| ((i + salt) % 251) as u8)
+                .collect()
+        };
+        let batches: [&[usize]; 11] = [
+            &[64; 5],
+            &[64; 3],
+            &[100, 64, 64],
+            &[64; 8],
+            &[64, 100, 64],
+            &[64; 4],
+            &[64; 4],
+            &[64, 100, 64],
+            &[4000, 64, 64],
+            &[64; 4],
+            &[48, 48, 64, 64, 64],
+        ];
+        for gso in [false, true] {
+            let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let tx = client_socket(Some(V4), bound(&rx), Buffers::default()).unwrap();
+            let mut batch = SendBatch::new();
+            let mut seq = 0u64;
+            let mut buf = vec![0u8; 65536];
+            for (b, sizes) in batches.iter().enumerate() {
+                // New padding before the seventh batch: all laid out again.
+                let salt = if b >= 6 { 7 } else { 0 };
+                if b == 6 {
+                    batch.padding_mut().copy_from_slice(&pattern(salt));
+                } else if b == 0 {
+                    batch.padding_mut().copy_from_slice(&pattern(0));
+                }
+                batch.clear();
+                for &size in *sizes {
+                    seq += 1;
+                    batch.push(size, None, |h| {
+                        Header::request(1, size as u32, 64, seq, 7).encode(h)
+                    });
+                }
+                let mut gso_on = gso;
+                assert_eq!(batch.send(tx.as_raw_fd(), &mut gso_on).sent, sizes.len());
+                let want = pattern(salt);
+                for (i, &size) in sizes.iter().enumerate() {
+                    let n = rx.recv(&mut buf).unwrap();
+                    assert_eq!(n, size, "gso {gso}, batch {b}, datagram {i}");
+                    assert_eq!(
+                        Header::decode(&buf[..HEADER_LEN]).unwrap().seq,
+                        seq - (sizes.len() - 1 - i) as u64
+                    );
+                    assert!(
+                        buf[HEADER_LEN..n] == want[..n - HEADER_LEN],
+                        "gso {gso}, batch {b}, datagram {i}: the padding"
+                    );
+                }
             }
         }
     }
@@ -1057,7 +1176,7 @@ mod tests {
             });
         }
         let mut gso = true;
-        let sent = batch.send(responder.as_raw_fd(), &padding(), &mut gso);
+        let sent = batch.send(responder.as_raw_fd(), &mut gso);
         assert_eq!(sent.sent, 3);
         let seqs = |s: &UdpSocket, want| {
             s.set_nonblocking(false).unwrap();
@@ -1149,7 +1268,7 @@ mod tests {
                 batch.push_joined(64, fill(seq, 64));
             }
             let mut on = gso;
-            let sent = batch.send(responder.as_raw_fd(), &padding(), &mut on);
+            let sent = batch.send(responder.as_raw_fd(), &mut on);
             assert_eq!((sent.sent, on), (50, gso));
             let mut recv = RecvBatch::headers();
             let mut read = |s: &UdpSocket, want: usize| {

@@ -145,9 +145,10 @@ pub struct Worker {
     /// coalesced when GRO is on for that side, headers only otherwise.
     requests_in: Box<RecvBatch>,
     replies_in: Box<RecvBatch>,
+    /// Requests and replies on their way out; its padding is what they
+    /// carry past the header (file data, for a disk run that reads requests).
     send: Box<SendBatch>,
     replies: Replies,
-    padding: Box<[u8]>,
     /// Requests from each peer, by [`slots::rx_slot`] of the interval number.
     rx: [Vec<RxCounts>; slots::RX_SLOTS],
     /// Sequence windows of the client sockets sending to us, by source ip:port.
@@ -241,7 +242,6 @@ impl Worker {
                 slots: [None; BATCH],
                 gso: plan.gso,
             },
-            padding: udp::padding(),
             rx: std::array::from_fn(|_| vec![RxCounts::default(); n]),
             request_windows: FxHashMap::default(),
             stray: 0,
@@ -670,7 +670,7 @@ impl Worker {
         if plan.work.request_read > 0 {
             use std::os::unix::fs::FileExt;
             let file = std::fs::File::open(&plan.path)?;
-            let _ = file.read_at(&mut self.padding, 0);
+            let _ = file.read_at(self.send.padding_mut(), 0);
         }
         self.disk = Some(disk);
         Ok(())
@@ -735,7 +735,6 @@ impl Worker {
                 tx,
                 number,
                 &mut self.send,
-                &self.padding,
                 allowed,
                 me,
                 tx_size,
@@ -809,8 +808,7 @@ impl Worker {
                     joined = false;
                 }
                 if self.send.is_full() {
-                    self.replies
-                        .flush(fd, &mut self.send, &self.padding, &mut self.rx);
+                    self.replies.flush(fd, &mut self.send, &mut self.rx);
                     joined = false;
                 }
                 let (request, window) = match (Header::decode(d.head), window.as_deref_mut()) {
@@ -891,8 +889,7 @@ impl Worker {
                 );
                 joined = true;
             }
-            self.replies
-                .flush(fd, &mut self.send, &self.padding, &mut self.rx);
+            self.replies.flush(fd, &mut self.send, &mut self.rx);
             if !self.requests_in.was_full() {
                 return;
             }
@@ -1040,11 +1037,10 @@ impl Replies {
         &mut self,
         fd: RawFd,
         batch: &mut SendBatch,
-        padding: &[u8],
         rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
     ) {
         let gso = self.gso;
-        let outcome = batch.send(fd, padding, &mut self.gso);
+        let outcome = batch.send(fd, &mut self.gso);
         if gso && !self.gso {
             warn!("mx agent: a route refused UDP GSO for replies: one reply per trip from now on");
         }
@@ -1072,7 +1068,6 @@ fn send_requests(
     tx: usize,
     number: u64,
     batch: &mut SendBatch,
-    padding: &[u8],
     allowed: usize,
     me: u16,
     tx_size: u32,
@@ -1091,7 +1086,7 @@ fn send_requests(
                 .in_interval(number);
             batch.push(tx_size as usize, None, |h| header.encode(h));
         }
-        let mut outcome = batch.send(fd, padding, &mut flow.gso);
+        let mut outcome = batch.send(fd, &mut flow.gso);
         if refused.is_none() {
             refused = outcome.error.take();
         }
