@@ -124,9 +124,95 @@ impl Header {
     }
 }
 
+/// The bytes of a header a reply copies from its request unchanged: the
+/// sequence number and the send time it echoes.
+pub const ECHOED: std::ops::Range<usize> = 16..32;
+
+/// The header of the first of `n` datagrams of `segment` bytes each, back
+/// to back in `bytes` (a GRO message), when they are one clean run: the
+/// first decodes as `kind`, and each one after carries the same header but
+/// for a sequence number one higher (and, with `same_t_send`, the same send
+/// time). `None` when any differs, is short, or the numbers would wrap:
+/// the caller then takes the datagrams one by one.
+///
+/// Why: a run is what a peer's send batch becomes on the way, and counting
+/// it once instead of datagram by datagram is most of an agent's own time
+/// per round trip saved. Checking it costs a compare of 16 bytes and a
+/// number per datagram.
+pub fn decode_run(
+    bytes: &[u8],
+    segment: usize,
+    n: usize,
+    kind: u8,
+    same_t_send: bool,
+) -> Option<Header> {
+    if segment < HEADER_LEN || n < 2 || bytes.len() < n.checked_mul(segment)? {
+        return None;
+    }
+    let first = Header::decode(bytes).filter(|h| h.kind == kind)?;
+    first.seq.checked_add(n as u64 - 1)?;
+    let u128_at = |at: usize| u128::from_ne_bytes(bytes[at..at + 16].try_into().expect("16 bytes"));
+    let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let (fixed, t_send) = (u128_at(0), u64_at(24));
+    for k in 1..n {
+        let at = k * segment;
+        if u128_at(at) != fixed
+            || u64::from_be(u64_at(at + 16)) != first.seq + k as u64
+            || (same_t_send && u64_at(at + 24) != t_send)
+        {
+            return None;
+        }
+    }
+    Some(first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_is_one_header_with_numbers_one_apart() {
+        let run = |seqs: &[u64], t_sends: &[u64], segment: usize| -> Vec<u8> {
+            let mut bytes = vec![0u8; seqs.len() * segment];
+            for (k, (&seq, &t)) in seqs.iter().zip(t_sends).enumerate() {
+                let h: &mut [u8; HEADER_LEN] = (&mut bytes[k * segment..k * segment + HEADER_LEN])
+                    .try_into()
+                    .unwrap();
+                Header::request(3, segment as u32, 64, seq, t)
+                    .in_interval(5)
+                    .encode(h);
+            }
+            bytes
+        };
+        let clean = run(&[7, 8, 9], &[1, 1, 1], 64);
+        let first = decode_run(&clean, 64, 3, KIND_REQUEST, true).unwrap();
+        assert_eq!((first.seq, first.t_send, first.src_index), (7, 1, 3));
+        // Replies are not requests.
+        assert_eq!(decode_run(&clean, 64, 3, KIND_REPLY, true), None);
+        // A gap, a repeat, or numbers out of order: not a run.
+        for seqs in [[7, 9, 10], [7, 7, 8], [8, 7, 9]] {
+            assert_eq!(
+                decode_run(&run(&seqs, &[1; 3], 64), 64, 3, KIND_REQUEST, false),
+                None
+            );
+        }
+        // Send times may differ, unless they must not.
+        let mixed = run(&[7, 8, 9], &[1, 1, 2], 64);
+        assert!(decode_run(&mixed, 64, 3, KIND_REQUEST, false).is_some());
+        assert_eq!(decode_run(&mixed, 64, 3, KIND_REQUEST, true), None);
+        // Another field of one header differs (its interval tag).
+        let mut tagged = clean.clone();
+        tagged[64 + 5] ^= 1;
+        assert_eq!(decode_run(&tagged, 64, 3, KIND_REQUEST, false), None);
+        // Fewer bytes than n segments, a segment shorter than a header, one
+        // datagram, and a sequence number that would wrap.
+        assert_eq!(decode_run(&clean[..150], 64, 3, KIND_REQUEST, false), None);
+        assert_eq!(decode_run(&clean, 16, 3, KIND_REQUEST, false), None);
+        assert_eq!(decode_run(&clean, 64, 1, KIND_REQUEST, false), None);
+        let wraps = run(&[u64::MAX - 1, u64::MAX], &[1, 1], 64);
+        assert!(decode_run(&wraps, 64, 2, KIND_REQUEST, false).is_some());
+        assert_eq!(decode_run(&wraps, 64, 3, KIND_REQUEST, false), None);
+    }
 
     #[test]
     fn request_bytes_are_the_originals() {
@@ -153,6 +239,11 @@ mod tests {
             (KIND_REPLY, 2, 512, 0)
         );
         assert_eq!((rep.seq, rep.t_send), (99, 123_456));
+        // Byte for byte, what it echoes.
+        let (mut req_bytes, mut rep_bytes) = ([0u8; HEADER_LEN], [0u8; HEADER_LEN]);
+        req.encode(&mut req_bytes);
+        rep.encode(&mut rep_bytes);
+        assert_eq!(req_bytes[ECHOED], rep_bytes[ECHOED]);
         // The reply size is clamped to what a datagram carries.
         assert_eq!(Header::request(0, 64, 5, 1, 0).reply_size(), 32);
         assert_eq!(Header::request(0, 64, 1 << 20, 1, 0).reply_size(), 65507);

@@ -114,8 +114,21 @@ impl RttRun {
     /// One RTT of `rtt_ns` for set `set`, tx slot `tx`.
     #[inline]
     pub fn record(&mut self, rtts: &mut PairRtts, set: usize, tx: usize, rtt_ns: u64) {
+        self.record_n(rtts, set, tx, rtt_ns, 1);
+    }
+
+    /// `count` RTTs of `rtt_ns` each.
+    #[inline]
+    pub fn record_n(
+        &mut self,
+        rtts: &mut PairRtts,
+        set: usize,
+        tx: usize,
+        rtt_ns: u64,
+        count: u64,
+    ) {
         if self.count > 0 && self.rtt_ns == rtt_ns && self.tx == tx && self.set == set {
-            self.count += 1;
+            self.count += count;
             return;
         }
         self.flush(rtts);
@@ -123,7 +136,7 @@ impl RttRun {
             set,
             tx,
             rtt_ns,
-            count: 1,
+            count,
         };
     }
 

@@ -64,6 +64,21 @@ impl SeqWindow {
         }
     }
 
+    /// `n` numbers from `first` on, one after another, when `first` is
+    /// higher than any seen: all in order, as `observe` of each would say.
+    /// Returns false, having observed nothing, otherwise.
+    pub fn observe_run(&mut self, first: u64, n: u64) -> bool {
+        if first <= self.highest || n == 0 {
+            return false;
+        }
+        self.observe(first);
+        for seq in first + 1..first + n {
+            self.highest = seq;
+            self.set(seq);
+        }
+        true
+    }
+
     fn bit(seq: u64) -> (usize, u64) {
         let i = seq % WINDOW;
         ((i / 64) as usize, 1u64 << (i % 64))
@@ -115,6 +130,29 @@ mod tests {
         // One skipped over but still in the window arrives late.
         assert_eq!(w.observe(1999), OutOfOrder);
         assert_eq!(w.observe(1999), Duplicate);
+    }
+
+    #[test]
+    fn a_run_is_as_many_arrivals_in_order() {
+        let (mut one_by_one, mut run) = (SeqWindow::default(), SeqWindow::default());
+        for w in [&mut one_by_one, &mut run] {
+            for s in [1, 2, 3] {
+                w.observe(s);
+            }
+        }
+        // 4 and 5 lost, 6..=1500 arrive.
+        for s in 6..=1500 {
+            assert_eq!(one_by_one.observe(s), InOrder);
+        }
+        assert!(run.observe_run(6, 1495));
+        assert_eq!(run.highest(), 1500);
+        // Not a run: its first was seen, or is below the highest.
+        assert!(!run.observe_run(1500, 2));
+        assert!(!run.observe_run(1000, 2));
+        assert_eq!(run.highest(), 1500);
+        for s in [5, 476, 477, 1000, 1500, 1501] {
+            assert_eq!(one_by_one.observe(s), run.observe(s), "seq {s}");
+        }
     }
 
     #[test]

@@ -250,6 +250,38 @@ pub struct Datagrams<'a> {
     end: usize,
 }
 
+/// One GRO message read whole: `count` datagrams of `segment` bytes, back to
+/// back in `bytes` (exactly: a shorter last one makes it no run).
+pub struct Message<'a> {
+    pub bytes: &'a [u8],
+    pub segment: usize,
+    pub count: usize,
+}
+
+impl<'a> Datagrams<'a> {
+    /// Right after the first datagram of a message: the whole message, when
+    /// it holds several datagrams of one size and was copied whole (a
+    /// coalesced batch).
+    #[inline]
+    pub fn message(&self) -> Option<Message<'a>> {
+        let (len, segment) = (self.len, self.segment);
+        if self.at != segment || segment >= len || len > self.slot.len() || len % segment != 0 {
+            return None;
+        }
+        Some(Message {
+            bytes: &self.slot[..len],
+            segment,
+            count: len / segment,
+        })
+    }
+
+    /// Passes over the rest of the current message (taken whole).
+    #[inline]
+    pub fn skip_message(&mut self) {
+        self.at = self.end;
+    }
+}
+
 impl<'a> Iterator for Datagrams<'a> {
     type Item = Datagram<'a>;
 

@@ -41,7 +41,7 @@ use super::sequence::{self, Arrival, SeqWindow};
 use super::slots::{self, RxSlot, TX_SLOTS};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
 use crate::units::wall_now;
-use crate::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
+use crate::wire::{self, HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
 const MAX_SENDS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
@@ -798,7 +798,8 @@ impl Worker {
             // goes, without writing the address again.
             let mut window: Option<&mut SeqWindow> = None;
             let mut joined = false;
-            for d in self.requests_in.datagrams() {
+            let mut datagrams = self.requests_in.datagrams();
+            while let Some(d) = datagrams.next() {
                 if d.starts_message {
                     window = self
                         .plan
@@ -806,6 +807,62 @@ impl Worker {
                         .contains(&d.from.ip())
                         .then(|| self.request_windows.entry(d.from).or_default());
                     joined = false;
+                }
+                // A GRO message of requests from one send batch of a peer's,
+                // in order: counted once, answered with one run of replies
+                // whose headers differ only in what they echo.
+                if !answers_wait
+                    && d.starts_message
+                    && let Some(window) = window.as_deref_mut()
+                    && let Some(m) = datagrams.message()
+                    && let Some(first) =
+                        wire::decode_run(m.bytes, m.segment, m.count, KIND_REQUEST, false)
+                    && usize::from(first.src_index) < hosts
+                {
+                    if first.seq == 1 && window.highest() > sequence::WINDOW {
+                        *window = SeqWindow::default();
+                    }
+                    if window.observe_run(first.seq, m.count as u64) {
+                        let n = m.count as u64;
+                        let peer = usize::from(first.src_index);
+                        let (slot, late) =
+                            match slots::rx_slot_of(first.interval_tag(), self.number, pending) {
+                                RxSlot::Counted(slot) => (slot, false),
+                                RxSlot::Late => (slots::rx_slot(self.number), true),
+                            };
+                        let mut reply = [0u8; HEADER_LEN];
+                        Header::reply_to(&first, me).encode(&mut reply);
+                        let reply_size = first.reply_size() as usize;
+                        let counts = &mut self.rx[slot][peer];
+                        if late {
+                            counts.late += n;
+                        } else {
+                            counts.requests += n;
+                            counts.request_bytes += n * m.segment as u64;
+                            counts.replies += n;
+                            counts.reply_bytes += n * reply_size as u64;
+                        }
+                        for request in m.bytes.chunks_exact(m.segment) {
+                            if self.send.is_full() {
+                                self.replies.flush(fd, &mut self.send, &mut self.rx);
+                                joined = false;
+                            }
+                            self.replies.queue(
+                                &mut self.send,
+                                peer as u32,
+                                (!late).then_some(slot),
+                                reply_size,
+                                (!joined).then_some(d.from),
+                                |h| {
+                                    h.copy_from_slice(&reply);
+                                    h[wire::ECHOED].copy_from_slice(&request[wire::ECHOED]);
+                                },
+                            );
+                            joined = true;
+                        }
+                        datagrams.skip_message();
+                        continue;
+                    }
                 }
                 if self.send.is_full() {
                     self.replies.flush(fd, &mut self.send, &mut self.rx);
@@ -909,6 +966,8 @@ impl Worker {
             .as_ref()
             .map(|p| (slots::tx_slot(p.number), p.began_ns));
         let mut run = RttRun::default();
+        // Each reply goes to the disk: taken one by one.
+        let runs = self.disk.as_ref().is_none_or(|d| d.work.reply_write == 0);
         for _ in 0..MAX_READS_PER_PASS {
             let n = match self.replies_in.recv(fd) {
                 Ok(n) => n,
@@ -920,7 +979,48 @@ impl Worker {
                 break;
             }
             let now_ns = udp::monotonic_ns();
-            for d in self.replies_in.datagrams() {
+            // The interval a reply's request was sent in: this one, the one
+            // waiting to be reported, or one already reported (late).
+            let interval_of = |t_send: u64| {
+                if t_send >= self.began_ns {
+                    (current, false)
+                } else {
+                    match previous {
+                        Some((slot, began)) if t_send >= began => (slot, false),
+                        _ => (current, true),
+                    }
+                }
+            };
+            let mut datagrams = self.replies_in.datagrams();
+            while let Some(d) = datagrams.next() {
+                // A GRO message of replies to one send batch: in order, one
+                // send time, one RTT. Counted as one.
+                if runs
+                    && d.starts_message
+                    && let Some(m) = datagrams.message()
+                    && let Some(first) =
+                        wire::decode_run(m.bytes, m.segment, m.count, KIND_REPLY, true)
+                    && flow.replies_seen.observe_run(first.seq, m.count as u64)
+                {
+                    let n = m.count as u64;
+                    let (at, late) = interval_of(first.t_send);
+                    let s = &mut flow.slots[at];
+                    if late {
+                        s.counts.late += n;
+                    } else {
+                        s.counts.replies += n;
+                        s.counts.reply_bytes += n * m.segment as u64;
+                    }
+                    if let Some(rtt) = now_ns.checked_sub(first.t_send).filter(|&r| r < MAX_RTT_NS)
+                    {
+                        s.counts.rtt_sum_ns += rtt * n;
+                        s.counts.rtt_count += n;
+                        s.rtt_max_ns = s.rtt_max_ns.max(rtt);
+                        run.record_n(&mut self.rtts, flow.rtt_set, at, rtt, n);
+                    }
+                    datagrams.skip_message();
+                    continue;
+                }
                 let reply = match Header::decode(d.head) {
                     Some(h) if h.kind == KIND_REPLY && d.len >= HEADER_LEN => h,
                     _ => {
@@ -928,16 +1028,7 @@ impl Worker {
                         continue;
                     }
                 };
-                // The interval its request was sent in: this one, the one
-                // waiting to be reported, or one already reported (late).
-                let (at, late) = if reply.t_send >= self.began_ns {
-                    (current, false)
-                } else {
-                    match previous {
-                        Some((slot, began)) if reply.t_send >= began => (slot, false),
-                        _ => (current, true),
-                    }
-                };
+                let (at, late) = interval_of(reply.t_send);
                 let s = &mut flow.slots[at];
                 match flow.replies_seen.observe(reply.seq) {
                     Arrival::Duplicate => {
