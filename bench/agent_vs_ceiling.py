@@ -277,6 +277,8 @@ def main():
     ap.add_argument("--rx-size", type=int, default=None, help="reply size (default: --size)")
     ap.add_argument("--only-default", action="store_true", help="rows A, D and E only (skip --no-gso)")
     ap.add_argument("--baseline", metavar="MX_BINARY", help="also measure B, C, E with this mx, paired")
+    ap.add_argument("--rows", default="ABCDEUVPQFG",
+                    help="the rows to measure (default all; A and D always, the others are read against them)")
     args = ap.parse_args()
     size = (args.size, args.rx_size or args.size)
     build()
@@ -294,21 +296,22 @@ def main():
             row[base] = start[base] = mx_ceiling(start.get(base, start[key]), args.seconds, size,
                                                  flags[key], args.baseline)
 
+    wanted = set(args.rows) - (set("BCVP") if args.only_default else set())
     for i in range(args.rounds):
         row = {"A": ceiling(args.seconds, size)}
-        for key in () if args.only_default else ("B", "C"):
-            measure(row, key)
+        for key in ("B", "C"):
+            if key in wanted:
+                measure(row, key)
         row["D"] = ceiling(args.seconds, size, ["gso"])
-        measure(row, "E")
-        row["U"] = mx_unpaced(args.seconds, size, [])
-        if args.baseline:
-            row["U0"] = mx_unpaced(args.seconds, size, [], args.baseline)
-        if not args.only_default:
-            row["V"] = mx_unpaced(args.seconds, size, ["--no-gso"])
-            if args.baseline:
-                row["V0"] = mx_unpaced(args.seconds, size, ["--no-gso"], args.baseline)
+        if "E" in wanted:
+            measure(row, "E")
+        for key, extra in (("U", []), ("V", ["--no-gso"])):
+            if key in wanted:
+                row[key] = mx_unpaced(args.seconds, size, extra)
+                if args.baseline:
+                    row[key + "0"] = mx_unpaced(args.seconds, size, extra, args.baseline)
         for key, rate, mode, extra in (("P", 40_000, [], ["--no-gso"]), ("Q", 500_000, ["gso"], [])):
-            if key == "P" and args.only_default:
+            if key not in wanted:
                 continue
             # Large datagrams at these rates would be more bytes than the
             # loopback moves: at most 250 MB/s of the larger way.
@@ -317,14 +320,14 @@ def main():
             row[key] = mx_cost(rate, args.seconds, size, extra)
             if args.baseline:
                 row[key + "0"] = mx_cost(rate, args.seconds, size, extra, args.baseline)
-        if (sp := sockperf(args.seconds, size)) is not None:
+        if "F" in wanted and (sp := sockperf(args.seconds, size)) is not None:
             row["F"], row["G"] = sp
         rows.append(row)
         costs = [k for k in ("P", "Q") if k in row]
         rates = {k: v for k, v in row.items() if not k.startswith(tuple(costs))}
         ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in rates.items() if k != "A" and len(k) == 1)
         print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in rates.items())
-              + f"   {ratios} E/D {row['E'] / row['D']:.2f} U/D {row['U'] / row['D']:.2f}   "
+              + "".join(f"   {k}/D {row[k] / row['D']:.2f}" for k in "EU" if k in row) + "   "
               + "   ".join(f"{k} {row[k]:.3f} us/RT (raw {row[k + 'raw']:.3f}, raw/mx {row[k + 'raw'] / row[k]:.2f})"
                            for k in costs), flush=True)
     med = lambda xs: statistics.median(xs)
@@ -361,7 +364,8 @@ def main():
         print("| row | this build | baseline | median of the paired ratios |")
         print("|---|---|---|---|")
         for k in (k for k in rows[0] if k + "0" in rows[0]):
-            unit, scale = ("us/RT", 1) if k in "PQ" else ("kpps", 1e3)
+            unit, scale = {"P": ("us/RT", 1), "Q": ("us/RT", 1), "U": ("k round trips/s", 1e3),
+                           "V": ("k round trips/s", 1e3)}.get(k, ("kpps", 1e3))
             print(f"| {k} | {med(r[k] for r in rows) / scale:.3f} {unit} | {med(r[k + '0'] for r in rows) / scale:.3f} {unit}"
                   f" | {ratio(k, k + '0'):.2f} |")
 
