@@ -160,25 +160,24 @@ static int gso_loop(int server, int client, int size, int reply_size, double sec
     return 0;
 }
 
+/* Points each of BATCH messages at its own buffer, `len` bytes, through `iov`. */
+static void point_at(struct mmsghdr *msg, struct iovec *iov, char (*buf)[MAXSIZE], size_t len) {
+    memset(msg, 0, BATCH * sizeof *msg);
+    for (int i = 0; i < BATCH; i++) {
+        iov[i] = (struct iovec){buf[i], len};
+        msg[i].msg_hdr.msg_iov = &iov[i];
+        msg[i].msg_hdr.msg_iovlen = 1;
+    }
+}
+
 static int paced_loop(int server, int client, int size, int reply_size, double rate, int gso, double seconds) {
     static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE], control[BATCH][64];
     static struct sockaddr_in from[BATCH];
     struct iovec out_iov[BATCH], reply_iov[BATCH], in_iov[BATCH];
     struct mmsghdr out_msg[BATCH], reply_msg[BATCH], in_msg[BATCH];
-    memset(out_msg, 0, sizeof out_msg);
-    memset(reply_msg, 0, sizeof reply_msg);
-    memset(in_msg, 0, sizeof in_msg);
-    for (int i = 0; i < BATCH; i++) {
-        out_iov[i] = (struct iovec){out[i], size};
-        reply_iov[i] = (struct iovec){out[i], reply_size};
-        out_msg[i].msg_hdr.msg_iov = &out_iov[i];
-        out_msg[i].msg_hdr.msg_iovlen = 1;
-        reply_msg[i].msg_hdr.msg_iov = &reply_iov[i];
-        reply_msg[i].msg_hdr.msg_iovlen = 1;
-        in_iov[i] = (struct iovec){in[i], MAXSIZE};
-        in_msg[i].msg_hdr.msg_iov = &in_iov[i];
-        in_msg[i].msg_hdr.msg_iovlen = 1;
-    }
+    point_at(out_msg, out_iov, out, size);
+    point_at(reply_msg, reply_iov, out, reply_size);
+    point_at(in_msg, in_iov, in, MAXSIZE);
     int on = 1;
     if (gso) {
         setsockopt(server, SOL_UDP, UDP_GRO, &on, sizeof on);
@@ -272,17 +271,10 @@ int main(int argc, char **argv) {
     static struct sockaddr_in from[BATCH];
     struct iovec out_iov[BATCH], reply_iov[BATCH], in_iov[BATCH];
     struct mmsghdr out_msg[BATCH], in_msg[BATCH];
-    memset(out_msg, 0, sizeof out_msg);
-    memset(in_msg, 0, sizeof in_msg);
-    for (int i = 0; i < BATCH; i++) {
-        out_iov[i] = (struct iovec){out[i], size};
-        reply_iov[i] = (struct iovec){out[i], reply_size};
-        out_msg[i].msg_hdr.msg_iov = &out_iov[i];
-        out_msg[i].msg_hdr.msg_iovlen = 1;
-        in_iov[i] = (struct iovec){in[i], MAXSIZE};
-        in_msg[i].msg_hdr.msg_iov = &in_iov[i];
-        in_msg[i].msg_hdr.msg_iovlen = 1;
-    }
+    point_at(out_msg, out_iov, out, size);
+    point_at(in_msg, in_iov, in, MAXSIZE);
+    /* Replies go out of out_msg too, pointed at these. */
+    for (int i = 0; i < BATCH; i++) reply_iov[i] = (struct iovec){out[i], reply_size};
 
     /* Wait for the peer: the first requests may hit a port not yet bound. */
     uint64_t outstanding = 0, replies = 0;

@@ -843,30 +843,24 @@ impl Worker {
                             counts.reply_bytes += n * reply_size as u64;
                         }
                         for request in m.bytes.chunks_exact(m.segment) {
-                            if self.send.is_full() {
-                                self.replies.flush(fd, &mut self.send, &mut self.rx);
-                                joined = false;
-                            }
-                            self.replies.queue(
+                            self.replies.answer(
+                                fd,
                                 &mut self.send,
+                                &mut self.rx,
                                 peer as u32,
                                 (!late).then_some(slot),
                                 reply_size,
-                                (!joined).then_some(d.from),
+                                d.from,
+                                &mut joined,
                                 |h| {
                                     h.copy_from_slice(&reply);
                                     h[wire::ECHOED].copy_from_slice(&request[wire::ECHOED]);
                                 },
                             );
-                            joined = true;
                         }
                         datagrams.skip_message();
                         continue;
                     }
-                }
-                if self.send.is_full() {
-                    self.replies.flush(fd, &mut self.send, &mut self.rx);
-                    joined = false;
                 }
                 let (request, window) = match (Header::decode(d.head), window.as_deref_mut()) {
                     (Some(h), Some(window))
@@ -936,15 +930,17 @@ impl Worker {
                     }
                     continue;
                 }
-                self.replies.queue(
+                self.replies.answer(
+                    fd,
                     &mut self.send,
+                    &mut self.rx,
                     peer as u32,
                     (!late).then_some(slot),
                     reply_size,
-                    (!joined).then_some(d.from),
+                    d.from,
+                    &mut joined,
                     |h| reply.encode(h),
                 );
-                joined = true;
             }
             self.replies.flush(fd, &mut self.send, &mut self.rx);
             if !self.requests_in.was_full() {
@@ -1101,23 +1097,34 @@ struct Replies {
 
 impl Replies {
     /// Queues a reply to `peer`, whose request was counted in rx slot `slot`
-    /// (which counts the reply as sent already); `to` is its address, or
-    /// `None` for the address of the reply queued just before.
-    fn queue(
+    /// (which counts the reply as sent already), sending the batch first if
+    /// it is full. `*joined` says the reply before went to `to` too: its
+    /// address is then not written again.
+    #[allow(clippy::too_many_arguments)]
+    fn answer(
         &mut self,
+        fd: RawFd,
         batch: &mut SendBatch,
+        rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
         peer: u32,
         slot: Option<usize>,
         size: usize,
-        to: Option<SocketAddr>,
+        to: SocketAddr,
+        joined: &mut bool,
         fill: impl FnOnce(&mut [u8; HEADER_LEN]),
     ) {
+        if batch.is_full() {
+            self.flush(fd, batch, rx);
+            *joined = false;
+        }
         self.peers[batch.len()] = peer;
         self.slots[batch.len()] = slot;
-        match to {
-            Some(to) => batch.push(size, Some(to), fill),
-            None => batch.push_joined(size, fill),
+        if *joined {
+            batch.push_joined(size, fill);
+        } else {
+            batch.push(size, Some(to), fill);
         }
+        *joined = true;
     }
 
     /// Sends the queued replies; those the kernel did not take (a full send
