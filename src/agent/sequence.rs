@@ -34,7 +34,7 @@ impl SeqWindow {
     pub fn observe(&mut self, seq: u64) -> Arrival {
         // The next number, as nearly every arrival is: nothing skipped to
         // clear. (Its bit may still hold seq - WINDOW's: `set` overwrites it.)
-        if seq == self.highest.wrapping_add(1) {
+        if self.highest.checked_add(1) == Some(seq) {
             self.highest = seq;
             self.set(seq);
             return Arrival::InOrder;
@@ -71,8 +71,12 @@ impl SeqWindow {
         if first <= self.highest || n == 0 {
             return false;
         }
+        // The last is first + n - 1: first + n may not fit in a u64.
+        let Some(last) = first.checked_add(n - 1) else {
+            return false;
+        };
         self.observe(first);
-        for seq in first + 1..first + n {
+        for seq in first + 1..=last {
             self.highest = seq;
             self.set(seq);
         }
@@ -153,6 +157,13 @@ mod tests {
         for s in [5, 476, 477, 1000, 1500, 1501] {
             assert_eq!(one_by_one.observe(s), run.observe(s), "seq {s}");
         }
+        // A run ending on the highest number there is; one past it is none.
+        let mut top = SeqWindow::default();
+        assert!(top.observe_run(u64::MAX - 63, 64));
+        assert_eq!(top.highest(), u64::MAX);
+        assert!(!SeqWindow::default().observe_run(u64::MAX - 62, 64));
+        // After it, 0 is not the next number: an old one, out of order.
+        assert_eq!(top.observe(0), OutOfOrder);
     }
 
     #[test]
