@@ -46,6 +46,12 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
   G  sockperf ping-pong at full speed: round trips per second with one
      message in flight (its latency mode).
 
+After each round, a line per ceiling search (B, C, E) says why its failed
+trials failed: an interval sent short while an agent said it was behind its
+send schedule past the 6 ms the bucket forgives (the host row's behind_ms: a
+stall, the VM's or the agent's own), short without that, or replies under
+99.9%; and the VM's steal (/proc/stat) over those trials.
+
 With --baseline, every mx row (B, C, E) is measured again right after itself
 with that binary (an older build, say), and the table gains the paired ratio
 new / baseline: the A B A B comparison a change's "no worse" rests on.
@@ -138,11 +144,29 @@ def cpu_share(procs, seconds):
     return (c1 - c0) / (t1 - t0)
 
 
+def steal_ticks():
+    """(stolen, all) CPU ticks of the machine so far, from /proc/stat: the
+    time the hypervisor ran something else while a vCPU wanted to run."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return fields[7], sum(fields[:8])
+
+
+class Pair:
+    """One run of two agents: `tx`, each host's tx rows (pps, rep_pps) over
+    the run's whole intervals; `behind_ms`, the longest either agent said it
+    was behind its send schedule in one of them (the host row's behind_ms);
+    `steal_pct`, the share of the machine's CPU time the VM lost to steal
+    over the run."""
+    def __init__(self, tx, behind_ms, steal_pct):
+        self.tx, self.behind_ms, self.steal_pct = tx, behind_ms, steal_pct
+
+
 def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
     """Runs two agents, one flow each way at matrix cell `cell` (a rate, or
-    `max`: unpaced); returns each host's tx rows (pps, rep_pps) over the
-    run's whole intervals, or None if an agent wrote fewer than two. With
-    `cpu` (a list), appends the cores both agents used (cpu_share)."""
+    `max`: unpaced); returns a Pair, or None if an agent wrote fewer than two
+    whole intervals. With `cpu` (a list), appends the cores both agents used
+    (cpu_share)."""
+    stolen0, all0 = steal_ticks()
     with tempfile.TemporaryDirectory() as d:
         matrix = os.path.join(d, "matrix.csv")
         with open(matrix, "w") as f:
@@ -161,7 +185,8 @@ def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
             cpu.append(cpu_share(procs, seconds))
         for p in procs:
             p.wait()
-        out = {}
+        stolen1, all1 = steal_ticks()
+        out, behind = {}, 0.0
         for host in ("a", "b"):
             rows = [line.split(",") for line in open(os.path.join(d, host, "report.csv")).read().splitlines()]
             header, rows = rows[0], rows[1:]
@@ -177,15 +202,25 @@ def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
             if len(tx) < 2:
                 return None
             out[host] = tx
-        return out
+            behind = max([behind] + [float(r[col["behind_ms"]]) for r in rows
+                                     if r[col["dir"]] == "host" and r[col["ts"]] in full
+                                     and r[col["behind_ms"]]])
+        return Pair(out, behind, (stolen1 - stolen0) / max(1, all1 - all0) * 100)
 
 
-def mx_trial(rate, seconds, size, extra, mx=MX):
-    """Runs two agents at `rate` per flow; True when both deliver cleanly."""
-    hosts = run_pair(rate, seconds, size, extra, mx)
-    if hosts is None:
+# How late an agent's loop may wake and lose no tokens (pacing.rs: the
+# epoll's whole-millisecond rounding and the bucket's 5 ms of lateness).
+FORGIVEN_MS = 6.0
+
+
+def mx_trial(rate, seconds, size, extra, mx=MX, failures=None):
+    """Runs two agents at `rate` per flow; True when both deliver cleanly.
+    A failed trial appends to `failures` why: (rate, "short" if an interval
+    sent < 99% of the rate, else "lost", the agents' behind_ms, the steal %)."""
+    pair = run_pair(rate, seconds, size, extra, mx)
+    if pair is None:
         return False
-    for tx in hosts.values():
+    for tx in pair.tx.values():
         # Every full interval sends at the rate; over the run, 99.9% of
         # the requests come back. (Per interval, replies in flight at a
         # tick land in the next one: at 40 kpps and 1 ms of RTT that alone
@@ -193,6 +228,9 @@ def mx_trial(rate, seconds, size, extra, mx=MX):
         sent = [s for s, _ in tx]
         back = [b for _, b in tx]
         if min(sent) < 0.99 * rate or sum(back) < 0.999 * sum(sent):
+            if failures is not None:
+                why = "short" if min(sent) < 0.99 * rate else "lost"
+                failures.append((rate, why, pair.behind_ms, pair.steal_pct))
             return False
     return True
 
@@ -202,10 +240,10 @@ def mx_unpaced(seconds, size, extra, mx=MX):
     agent sends as fast as its worker goes), mean of the two: D's measure.
     Averaged over the run's whole intervals, so a VM's short stall costs
     its length, not the row."""
-    hosts = run_pair("max", seconds, size, extra, mx)
-    if hosts is None:
+    pair = run_pair("max", seconds, size, extra, mx)
+    if pair is None:
         sys.exit(f"bench: an unpaced run of {seconds} s wrote fewer than two whole intervals (--seconds >= 4)")
-    return statistics.mean(statistics.mean(b for _, b in tx) for tx in hosts.values())
+    return statistics.mean(statistics.mean(b for _, b in tx) for tx in pair.tx.values())
 
 
 def mx_cost(rate, seconds, size, extra, mx=MX):
@@ -215,10 +253,10 @@ def mx_cost(rate, seconds, size, extra, mx=MX):
     does not count a VM's steal, so a stall moves this little: the per-core
     comparison with the raw loop that a rate ceiling on this VM cannot make."""
     used = []
-    hosts = run_pair(rate, seconds, size, extra, mx, cpu=used)
-    if hosts is None:
+    pair = run_pair(rate, seconds, size, extra, mx, cpu=used)
+    if pair is None:
         sys.exit(f"bench: a paced run of {seconds} s wrote fewer than two whole intervals (--seconds >= 4)")
-    round_trips = sum(statistics.mean(b for _, b in tx) for tx in hosts.values())
+    round_trips = sum(statistics.mean(b for _, b in tx) for tx in pair.tx.values())
     return used[0] / round_trips * 1e6
 
 
@@ -234,39 +272,57 @@ def raw_cost(rate, seconds, size, mode=()):
     return used / round_trips * 1e6
 
 
-def passes(rate, seconds, size, extra, mx=MX):
+def passes(rate, seconds, size, extra, mx=MX, failures=None):
     """A rate passes if one of three trials is clean: on a 2-core machine a
     single trial can fail for a reason that is not mx's (another process's
     burst), and one such failure would otherwise halve the search. Two were
     not enough on the AMD EPYC VM (2026-12-02): one trial in three failed at
     1 Mpps per flow, where the same build passed 2 Mpps three times out of
     three, and the search stopped at 0.6-0.8 Mpps in four rounds of five."""
-    return any(mx_trial(rate, seconds, size, extra, mx) for _ in range(3))
+    return any(mx_trial(rate, seconds, size, extra, mx, failures) for _ in range(3))
 
 
-def mx_ceiling(start, seconds, size, extra, mx=MX):
-    """Highest per-flow rate delivering >= 99.9%: ramp 1.25x, then bisect."""
+def mx_ceiling(start, seconds, size, extra, mx=MX, failures=None):
+    """Highest per-flow rate delivering >= 99.9%: ramp 1.25x, then bisect.
+    Failed trials append why to `failures` (mx_trial)."""
     ok, bad = None, None
     rate = start
     while bad is None:
-        if passes(int(rate), seconds, size, extra, mx):
+        if passes(int(rate), seconds, size, extra, mx, failures):
             ok, rate = rate, rate * 1.25
         else:
             bad = rate
             if ok is None:
                 ok, rate = 0, rate / 2
                 while ok == 0 and rate >= 1000:
-                    if passes(int(rate), seconds, size, extra, mx):
+                    if passes(int(rate), seconds, size, extra, mx, failures):
                         ok = rate
                     else:
                         bad, rate = rate, rate / 2
     for _ in range(3):
         mid = (ok + bad) / 2
-        if passes(int(mid), seconds, size, extra, mx):
+        if passes(int(mid), seconds, size, extra, mx, failures):
             ok = mid
         else:
             bad = mid
     return ok
+
+
+def why_failed(failures):
+    """What the failed trials of one ceiling search say: how many sent short
+    in an interval with an agent behind its schedule past what the bucket
+    forgives (a stall, the VM's or the agent's own), how many sent short
+    without, how many lost replies; and the VM's steal in the failed trials."""
+    if not failures:
+        return "no trial failed"
+    stalled = sum(1 for _, why, behind, _ in failures if why == "short" and behind > FORGIVEN_MS)
+    short = sum(1 for _, why, _, _ in failures if why == "short") - stalled
+    lost = sum(1 for _, why, _, _ in failures if why == "lost")
+    steal = [s for *_, s in failures]
+    behind = [b for _, _, b, _ in failures]
+    return (f"{len(failures)} trials failed: {stalled} an interval short with an agent > {FORGIVEN_MS:.0f} ms"
+            f" behind, {short} short without, {lost} replies < 99.9%; behind {min(behind):.0f}-{max(behind):.0f} ms,"
+            f" VM steal {min(steal):.1f}-{max(steal):.1f}% in them")
 
 
 def main():
@@ -290,7 +346,9 @@ def main():
     start = {"B": 80_000, "C": 80_000, "E": 400_000}
     flags = {"B": ["--no-gso"], "C": ["--no-gso", "--busy-poll"], "E": []}
     def measure(row, key):
-        row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key])
+        failures = []
+        row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key], failures=failures)
+        why[key] = failures
         if args.baseline:
             base = key + "0"
             row[base] = start[base] = mx_ceiling(start.get(base, start[key]), args.seconds, size,
@@ -298,6 +356,7 @@ def main():
 
     wanted = set(args.rows) - (set("BCVP") if args.only_default else set())
     for i in range(args.rounds):
+        why = {}
         row = {"A": ceiling(args.seconds, size)}
         for key in ("B", "C"):
             if key in wanted:
@@ -330,6 +389,8 @@ def main():
               + "".join(f"   {k}/D {row[k] / row['D']:.2f}" for k in "EU" if k in row) + "   "
               + "   ".join(f"{k} {row[k]:.3f} us/RT (raw {row[k + 'raw']:.3f}, raw/mx {row[k + 'raw'] / row[k]:.2f})"
                            for k in costs), flush=True)
+        for key, failures in why.items():
+            print(f"  round {i + 1}: {key} stopped at {row[key] / 1e3:.1f}k: {why_failed(failures)}", flush=True)
     med = lambda xs: statistics.median(xs)
     ratio = lambda k, base: med(r[k] / r[base] for r in rows)
     what = {
@@ -351,8 +412,9 @@ def main():
                 "F": "k msg/s", "G": "k round trips/s"}.get(k, "kpps per flow")
         vs_d = f"{ratio(k, 'D'):.2f}" if k in "DEU" else ""
         print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} |")
-    print("\n| CPU per round trip, paced, both processes | mx | raw paced loop | raw / mx (median of the rounds', range) |")
-    print("|---|---|---|---|")
+    if "P" in rows[0] or "Q" in rows[0]:
+        print("\n| CPU per round trip, paced, both processes | mx | raw paced loop | raw / mx (median of the rounds', range) |")
+        print("|---|---|---|---|")
     for k, what_ in (("P", "P: --no-gso"), ("Q", "Q: default (GSO/GRO)")):
         if k in rows[0]:
             what_ += f" at {cost_rates[k]:,} pps per flow"

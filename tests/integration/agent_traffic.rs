@@ -124,8 +124,14 @@ fn ipv6_agents_on_loopback_deliver_every_flow_and_answer_from_the_address_asked(
     let peer = std::net::UdpSocket::bind("[::1]:5404").unwrap();
     peer.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
+    // One start instant: an agent that began before its peers had bound
+    // would lose its first requests to them, in an interval the test reads.
+    let start = crate::agents::start_soon();
     for h in ["h1", "h2", "h3"] {
-        fleet.start(h, &["--interval", "1", "--duration", "4.6"]);
+        fleet.start(
+            h,
+            &["--interval", "1", "--duration", "4.6", "--start-at", &start],
+        );
     }
     // A request from h4 (index 3) to h1 comes back from h1's address, at the
     // size it asks for.
@@ -317,12 +323,7 @@ fn agent_replies_the_kernel_refuses_are_not_counted_as_sent() {
     // first would send its first requests to a port h2 had not bound yet
     // (32 of them lost, in two runs of four here), which are not the
     // firewall's doing.
-    let start = (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 2)
-    .to_string();
+    let start = crate::agents::start_soon();
     let args = ["--interval", "1", "--duration", "4", "--start-at", &start];
     fleet.run_all(&["h1", "h2"], &args);
     let total = |host: &str, dir: &str, column: &str| -> f64 {

@@ -24,6 +24,16 @@ pub fn mesh(net: u8, n: u8, cell: &str, sizes: (u32, u32)) -> String {
     mesh_at(n, |i| addr(net, i).to_string(), cell, sizes)
 }
 
+/// One start instant (`--start-at`) for agents started one by one, as
+/// `mx start` gives a fleet: the next whole second at least 1.5 s away.
+/// Agents that began apart would send their first requests to ports their
+/// peers had not bound yet, and those losses are the test's, not the path's.
+pub fn start_soon() -> String {
+    (matrix_orchestrator::units::wall_now() + 1.5)
+        .ceil()
+        .to_string()
+}
+
 /// [`mesh`] over IPv6: every host on ::1, host i on UDP port `base + i`
 /// (`h1=[::1]:5401`).
 pub fn mesh_v6(base: u16, n: u8, cell: &str, sizes: (u32, u32)) -> String {

@@ -307,9 +307,7 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
         panic!("this kernel has no blkio throttle (cgroup v1) to slow the disk with");
     };
     let file = |h: &str| disk.mount.join(format!("{h}.dat")).display().to_string();
-    let start = (matrix_orchestrator::units::wall_now() + 1.5)
-        .ceil()
-        .to_string();
+    let start = crate::agents::start_soon();
     for host in ["h2", "h1"] {
         let flags = [
             "--interval",

@@ -562,9 +562,7 @@ fn disk_run_of_two_agents_summarized_end_to_end() {
         "500",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let start = (matrix_orchestrator::units::wall_now() + 1.5)
-        .ceil()
-        .to_string();
+    let start = crate::agents::start_soon();
     for h in ["h1", "h2"] {
         fleet.start(
             h,

@@ -570,9 +570,7 @@ fn agent_run_summarized_end_to_end() {
     let net = 43;
     let mut fleet = Fleet::new(&mesh(net, 3, "2000", (64, 512)));
     // One start instant and one end for all three, as `mx start` gives them.
-    let start = (matrix_orchestrator::units::wall_now() + 1.5)
-        .ceil()
-        .to_string();
+    let start = crate::agents::start_soon();
     for h in ["h1", "h2", "h3"] {
         fleet.start(
             h,
