@@ -31,6 +31,16 @@ impl SeqWindow {
         self.highest
     }
 
+    /// Starts the window afresh when `seq` is 1 and the window is past its
+    /// first [`WINDOW`] numbers: a new socket on a reused port numbers from 1
+    /// again. (A 1 arriving twice early on is a duplicate, not a restart.)
+    #[inline]
+    pub fn restart_if_renumbered(&mut self, seq: u64) {
+        if seq == 1 && self.highest > WINDOW {
+            *self = SeqWindow::default();
+        }
+    }
+
     pub fn observe(&mut self, seq: u64) -> Arrival {
         // The next number, as nearly every arrival is: nothing skipped to
         // clear. (Its bit may still hold seq - WINDOW's: `set` overwrites it.)
@@ -108,6 +118,23 @@ impl SeqWindow {
 mod tests {
     use super::*;
     use Arrival::*;
+
+    #[test]
+    fn a_1_restarts_the_window_only_past_its_first_numbers() {
+        let mut w = SeqWindow::default();
+        for seq in 1..=WINDOW {
+            w.observe(seq);
+        }
+        // Early on, a 1 again is a duplicate.
+        w.restart_if_renumbered(1);
+        assert_eq!(w.observe(1), Duplicate);
+        w.observe(WINDOW + 1);
+        // Another number than 1 never restarts it.
+        w.restart_if_renumbered(2);
+        assert_eq!(w.highest(), WINDOW + 1);
+        w.restart_if_renumbered(1);
+        assert_eq!((w.highest(), w.observe(1)), (0, InOrder));
+    }
 
     #[test]
     fn in_order_duplicates_and_reordering() {

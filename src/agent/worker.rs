@@ -37,7 +37,7 @@ use super::disk::stats::DiskStats;
 use super::pacing::Pacer;
 use super::pair_rtt::{PairRtts, RttRun};
 use super::plan::{AgentPlan, FlowSpec};
-use super::sequence::{self, Arrival, SeqWindow};
+use super::sequence::{Arrival, SeqWindow};
 use super::slots::{self, RxSlot, TX_SLOTS};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
 use crate::units::wall_now;
@@ -819,17 +819,11 @@ impl Worker {
                         wire::decode_run(m.bytes, m.segment, m.count, KIND_REQUEST, false)
                     && usize::from(first.src_index) < hosts
                 {
-                    if first.seq == 1 && window.highest() > sequence::WINDOW {
-                        *window = SeqWindow::default();
-                    }
+                    window.restart_if_renumbered(first.seq);
                     if window.observe_run(first.seq, m.count as u64) {
                         let n = m.count as u64;
                         let peer = usize::from(first.src_index);
-                        let (slot, late) =
-                            match slots::rx_slot_of(first.interval_tag(), self.number, pending) {
-                                RxSlot::Counted(slot) => (slot, false),
-                                RxSlot::Late => (slots::rx_slot(self.number), true),
-                            };
+                        let (slot, late) = request_slot(first.interval_tag(), self.number, pending);
                         let mut reply = [0u8; HEADER_LEN];
                         Header::reply_to(&first, me).encode(&mut reply);
                         let reply_size = first.reply_size() as usize;
@@ -876,16 +870,8 @@ impl Worker {
                     }
                 };
                 let peer = usize::from(request.src_index);
-                if request.seq == 1 && window.highest() > sequence::WINDOW {
-                    // A new socket on a reused port numbers from 1 again. (A
-                    // 1 arriving twice early on is a duplicate, not a restart.)
-                    *window = SeqWindow::default();
-                }
-                let (slot, late) =
-                    match slots::rx_slot_of(request.interval_tag(), self.number, pending) {
-                        RxSlot::Counted(slot) => (slot, false),
-                        RxSlot::Late => (slots::rx_slot(self.number), true),
-                    };
+                window.restart_if_renumbered(request.seq);
+                let (slot, late) = request_slot(request.interval_tag(), self.number, pending);
                 let counts = &mut self.rx[slot][peer];
                 match window.observe(request.seq) {
                     Arrival::Duplicate => {
@@ -1063,6 +1049,18 @@ impl Worker {
 /// A flow's matrix rate times the rate scale in force (none: the matrix's).
 fn scaled(rate: f64, scale: Option<f64>) -> f64 {
     rate * scale.unwrap_or(1.0)
+}
+
+/// Where a request tagged `tag` is counted, with interval `current` in
+/// progress and `pending` waiting out its hold: its interval's rx slot, or,
+/// when that interval was already reported, the current one's with `true`
+/// (counted as late there).
+#[inline]
+fn request_slot(tag: Option<u8>, current: u64, pending: Option<u64>) -> (usize, bool) {
+    match slots::rx_slot_of(tag, current, pending) {
+        RxSlot::Counted(slot) => (slot, false),
+        RxSlot::Late => (slots::rx_slot(current), true),
+    }
 }
 
 /// The number of the interval whose rx slot is `slot`, with interval
