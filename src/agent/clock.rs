@@ -82,6 +82,17 @@ pub struct Start {
     pub first_tick: f64,
 }
 
+/// See [`RunClock::awaited`].
+#[derive(Debug, Clone, Copy)]
+pub enum Awaited {
+    /// The flows have their start.
+    Begun(Start),
+    /// The run ended (or was stopped) before it began.
+    Ended,
+    /// Armed: the start is still to come.
+    Start,
+}
+
 /// The instant the monotonic clock reads `ns` (now if already past).
 pub fn instant_of(ns: u64) -> Instant {
     let now_ns = monotonic_ns();
@@ -191,6 +202,26 @@ impl RunClock {
         })
     }
 
+    /// What a worker that has not begun is waiting on: the start, or
+    /// nothing any more (stopped, or an end set with no start: an armed agent
+    /// told to stop before the fleet began).
+    ///
+    /// The end is read before the start, and that order is the point: an
+    /// agent that starts at once sets its start and then, with `--duration`,
+    /// its end, from the reporter thread. Read the other way round, a worker
+    /// preempted between the two reads could see no start, then the end, and
+    /// finish a run that had just begun: its report held only a header (one
+    /// agent of four in a CI run). The end's Acquire makes a start stored
+    /// before it visible to the read that follows.
+    pub fn awaited(&self) -> Awaited {
+        let ended = self.end_ns().is_some() || self.stopping();
+        match self.start() {
+            Some(start) => Awaited::Begun(start),
+            None if ended => Awaited::Ended,
+            None => Awaited::Start,
+        }
+    }
+
     pub fn has_started(&self) -> bool {
         self.start_ns.load(Ordering::Acquire) != UNSET
     }
@@ -295,6 +326,53 @@ pub fn control_paths(report: &Path) -> (PathBuf, PathBuf, PathBuf) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fresh_clock() -> RunClock {
+        RunClock::new(Arc::new(AtomicBool::new(false)))
+    }
+
+    #[test]
+    fn a_worker_waits_for_the_start_and_a_start_with_its_end_begins() {
+        let clock = fresh_clock();
+        assert!(matches!(clock.awaited(), Awaited::Start));
+        // Started with --duration: the start and the end are both known, and
+        // the run begins (the end does not cancel a run it belongs to).
+        clock.set_start(None, 1.0);
+        clock.set_end(wall_now() + 9.0, 1.0);
+        assert!(matches!(clock.awaited(), Awaited::Begun(_)));
+        // Armed and told to end (mx stop before the fleet began), or stopped.
+        let armed = fresh_clock();
+        armed.set_end(wall_now(), 0.0);
+        assert!(matches!(armed.awaited(), Awaited::Ended));
+        let stopped = fresh_clock();
+        stopped.stop.store(true, Ordering::SeqCst);
+        assert!(matches!(stopped.awaited(), Awaited::Ended));
+    }
+
+    #[test]
+    fn a_worker_racing_the_start_and_its_end_sees_the_start() {
+        // The reporter thread sets the start, then the end; a worker polls
+        // meanwhile. Whatever it reads between, it must never take the pair
+        // for an end without a start (CI lost one agent's run to that).
+        for _ in 0..10_000 {
+            let clock = Arc::new(fresh_clock());
+            let setter = {
+                let clock = Arc::clone(&clock);
+                std::thread::spawn(move || {
+                    clock.set_start(None, 1.0);
+                    clock.set_end(wall_now() + 9.0, 1.0);
+                })
+            };
+            let seen = loop {
+                match clock.awaited() {
+                    Awaited::Start => std::hint::spin_loop(),
+                    other => break other,
+                }
+            };
+            setter.join().unwrap();
+            assert!(matches!(seen, Awaited::Begun(_)), "{seen:?}");
+        }
+    }
 
     #[test]
     fn phases_of_a_run() {

@@ -30,7 +30,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use rustc_hash::FxHashMap;
 use socket2::Socket;
 
-use super::clock::{ARMED_TIMEOUT, RunClock, Start};
+use super::clock::{ARMED_TIMEOUT, Awaited, RunClock, Start};
 use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
 use super::disk::engine::{Answer, Disk};
 use super::disk::stats::DiskStats;
@@ -273,16 +273,13 @@ impl Worker {
         loop {
             let now = Instant::now();
             if self.start.is_none() {
-                match self.clock.start() {
-                    Some(start) => self.begin(start),
-                    None if self.clock.stopping()
-                        || self.clock.end_ns().is_some()
-                        || now.duration_since(armed_since) > ARMED_TIMEOUT =>
-                    {
+                match self.clock.awaited() {
+                    Awaited::Begun(start) => self.begin(start),
+                    Awaited::Start if now.duration_since(armed_since) <= ARMED_TIMEOUT => {}
+                    Awaited::Ended | Awaited::Start => {
                         self.finish(now);
                         return;
                     }
-                    None => {}
                 }
             }
             let now_ns = udp::monotonic_ns();
