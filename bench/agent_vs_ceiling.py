@@ -4,7 +4,9 @@
   bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES] [--rx-size BYTES]
                             [--baseline MX_BINARY]
 
-Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md):
+Rows measured in the same run, interleaved A S B C D R E, A S B C ... (paired-bench.md);
+the ceiling searches of S, B and C go side by side, one rate of each in turn,
+and so do R and E (and, with --baseline, the baseline build's beside each):
 
   A  ceiling: bench/rr_ceiling.c, two processes on 127.0.0.1/127.0.0.2, each
      sending requests in batches and answering the other's (the minimal batched
@@ -22,6 +24,13 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
      datagrams per UDP_SEGMENT send, UDP_GRO reads, one GSO reply per batch).
   E  mx as it runs by default: GSO/GRO where the kernel has them. Ratios
      against A (the plain loop) and against D (the same kernel path).
+  S  the ceiling B's search finds on rr_ceiling's paced loop (paced=<rate>:
+     2 ms batches, epoll sleeps, sendmmsg/recvmmsg, and mx's token bucket,
+     which forgives 5 ms of lateness and then loses what was missed), both
+     ways at the rate: the same test B passes or fails, passed by the
+     minimal paced loop. B / S is mx's share of what a paced sender holds on
+     this VM, where B / A also holds what pacing itself costs here.
+  R  the same over GSO/GRO (paced=<rate> gso), searched as E: E / R.
   U  mx as E, unpaced (matrix cell `max`): round trips completed per second
      per agent, the mean of the two over the run's whole intervals: D's own
      measure, side by side with it. E asks more than U: a paced rate held in
@@ -46,7 +55,7 @@ Rows measured in the same run, interleaved A B C D E, A B C D E (paired-bench.md
   G  sockperf ping-pong at full speed: round trips per second with one
      message in flight (its latency mode).
 
-After each round, a line per ceiling search (B, C, E) says why its failed
+After each round, a line per ceiling search (B, C, E, R, S) says why its failed
 trials failed: an interval sent short while an agent said it was behind its
 send schedule past the 6 ms the bucket forgives (the host row's behind_ms: a
 stall, the VM's or the agent's own), short without that, or replies under
@@ -208,23 +217,25 @@ def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
         return Pair(out, behind, (stolen1 - stolen0) / max(1, all1 - all0) * 100)
 
 
+# The mx rows read against the raw paced loop's ceiling searched the same way.
+SAME_SEARCH = (("B", "S"), ("C", "S"), ("E", "R"))
+
 # How late an agent's loop may wake and lose no tokens (pacing.rs: the
 # epoll's whole-millisecond rounding and the bucket's 5 ms of lateness).
 FORGIVEN_MS = 6.0
 
 
-def mx_trial(rate, seconds, size, extra, mx=MX, failures=None):
-    """Runs two agents at `rate` per flow; True when both deliver cleanly.
-    A failed trial appends to `failures` why: (rate, "short" if an interval
-    sent < 99% of the rate, else "lost", the agents' behind_ms, the steal %)."""
-    pair = run_pair(rate, seconds, size, extra, mx)
+def clean(pair, rate, failures=None):
+    """Whether a run at `rate` per flow (a Pair, None if it wrote too little)
+    delivered cleanly: every whole interval sent at the rate (>= 99%), and
+    over the run 99.9% of the requests came back. (Per interval, replies in
+    flight at a tick land in the next one: at 40 kpps and 1 ms of RTT that
+    alone is 0.1% of an interval, so an interval's own ratio is no test.) A
+    failed trial appends to `failures` why: (rate, "short" if an interval
+    sent < 99% of the rate, else "lost", the senders' behind_ms, the steal %)."""
     if pair is None:
         return False
     for tx in pair.tx.values():
-        # Every full interval sends at the rate; over the run, 99.9% of
-        # the requests come back. (Per interval, replies in flight at a
-        # tick land in the next one: at 40 kpps and 1 ms of RTT that alone
-        # is 0.1% of an interval, so an interval's own ratio is no test.)
         sent = [s for s, _ in tx]
         back = [b for _, b in tx]
         if min(sent) < 0.99 * rate or sum(back) < 0.999 * sum(sent):
@@ -233,6 +244,24 @@ def mx_trial(rate, seconds, size, extra, mx=MX, failures=None):
                 failures.append((rate, why, pair.behind_ms, pair.steal_pct))
             return False
     return True
+
+
+def raw_pair(rate, seconds, size, mode=()):
+    """rr_ceiling's paced loop (mx's bucket) both ways at `rate`, as a Pair:
+    each second's requests sent and replies read, from the second on (the
+    first holds the start: a peer not bound yet), and the worst lateness."""
+    stolen0, all0 = steal_ticks()
+    procs = raw_paced(rate, seconds, size, [*mode, "intervals"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out, behind = {}, 0.0
+    for host, p in zip("ab", procs):
+        lines = [dict(f.split("=") for f in line.split()) for line in p.communicate()[1].splitlines()]
+        whole = [line for line in lines if int(line["interval"]) >= 2]
+        if len(whole) < 2:
+            return None
+        out[host] = [(float(line["sent"]), float(line["replies"])) for line in whole]
+        behind = max([behind] + [float(line["behind_ms"]) for line in whole])
+    stolen1, all1 = steal_ticks()
+    return Pair(out, behind, (stolen1 - stolen0) / max(1, all1 - all0) * 100)
 
 
 def mx_unpaced(seconds, size, extra, mx=MX):
@@ -260,52 +289,82 @@ def mx_cost(rate, seconds, size, extra, mx=MX):
     return used[0] / round_trips * 1e6
 
 
+def raw_paced(rate, seconds, size, mode, **pipes):
+    """Starts rr_ceiling's paced loop (paced=<rate>, with `mode`) both ways
+    on 127.0.0.1/127.0.0.2; `pipes` are Popen's stdout/stderr."""
+    sizes = f"{size[0]}/{size[1]}"
+    return [subprocess.Popen([CEILING, me, mp, peer, pp, str(seconds), sizes, f"paced={rate}", *mode],
+                             text=True, **pipes)
+            for me, mp, peer, pp in (("127.0.0.1", "7101", "127.0.0.2", "7102"),
+                                     ("127.0.0.2", "7102", "127.0.0.1", "7101"))]
+
+
 def raw_cost(rate, seconds, size, mode=()):
     """The same for rr_ceiling's paced loop (paced=<rate>, with `mode`)."""
-    sizes = f"{size[0]}/{size[1]}"
-    procs = [subprocess.Popen([CEILING, me, mp, peer, pp, str(seconds), sizes, f"paced={rate}", *mode],
-                              stdout=subprocess.PIPE, text=True)
-             for me, mp, peer, pp in (("127.0.0.1", "7101", "127.0.0.2", "7102"),
-                                      ("127.0.0.2", "7102", "127.0.0.1", "7101"))]
+    procs = raw_paced(rate, seconds, size, mode, stdout=subprocess.PIPE)
     used = cpu_share(procs, seconds)
     round_trips = sum(float(p.communicate()[0].strip().split("=")[1]) for p in procs)
     return used / round_trips * 1e6
 
 
-def passes(rate, seconds, size, extra, mx=MX, failures=None):
-    """A rate passes if one of three trials is clean: on a 2-core machine a
-    single trial can fail for a reason that is not mx's (another process's
-    burst), and one such failure would otherwise halve the search. Two were
-    not enough on the AMD EPYC VM (2026-12-02): one trial in three failed at
-    1 Mpps per flow, where the same build passed 2 Mpps three times out of
-    three, and the search stopped at 0.6-0.8 Mpps in four rounds of five."""
-    return any(mx_trial(rate, seconds, size, extra, mx, failures) for _ in range(3))
+def passes(run, rate, failures=None):
+    """A rate passes if one of three trials (`run(rate)`, a Pair) is clean:
+    on a 2-core machine a single trial can fail for a reason that is not the
+    sender's (another process's burst), and one such failure would otherwise
+    halve the search. Two were not enough on the AMD EPYC VM (2026-12-02):
+    one trial in three failed at 1 Mpps per flow, where the same build passed
+    2 Mpps three times out of three, and the search stopped at 0.6-0.8 Mpps
+    in four rounds of five."""
+    return any(clean(run(rate), rate, failures) for _ in range(3))
 
 
-def mx_ceiling(start, seconds, size, extra, mx=MX, failures=None):
-    """Highest per-flow rate delivering >= 99.9%: ramp 1.25x, then bisect.
-    Failed trials append why to `failures` (mx_trial)."""
+def ceiling_search(start):
+    """The search for the highest rate that passes, as a generator: yields
+    each rate to try and is sent whether it passed; returns the ceiling.
+    Ramp 1.25x from `start` until a rate fails (halving from `start` if it
+    fails at once), then bisect three times between the last pass and the
+    first fail."""
     ok, bad = None, None
     rate = start
     while bad is None:
-        if passes(int(rate), seconds, size, extra, mx, failures):
+        if (yield int(rate)):
             ok, rate = rate, rate * 1.25
         else:
             bad = rate
             if ok is None:
                 ok, rate = 0, rate / 2
                 while ok == 0 and rate >= 1000:
-                    if passes(int(rate), seconds, size, extra, mx, failures):
+                    if (yield int(rate)):
                         ok = rate
                     else:
                         bad, rate = rate, rate / 2
     for _ in range(3):
         mid = (ok + bad) / 2
-        if passes(int(mid), seconds, size, extra, mx, failures):
+        if (yield int(mid)):
             ok = mid
         else:
             bad = mid
     return ok
+
+
+def paced_ceilings(runs, starts, failures):
+    """The ceilings of several senders (`runs`: key -> run(rate), a Pair),
+    searched side by side: one rate of each in turn, so that a stretch of
+    the VM's steal (it comes and goes over seconds to minutes) falls on all
+    of them alike, not on whichever was searched then. Failed trials append
+    why to `failures[key]` (clean). Returns key -> ceiling."""
+    searches = {key: ceiling_search(starts[key]) for key in runs}
+    trying = {key: next(search) for key, search in searches.items()}
+    found = {}
+    while searches:
+        for key in list(searches):
+            passed = passes(runs[key], trying[key], failures[key])
+            try:
+                trying[key] = searches[key].send(passed)
+            except StopIteration as done:
+                found[key] = done.value
+                del searches[key]
+    return found
 
 
 def why_failed(failures):
@@ -320,7 +379,7 @@ def why_failed(failures):
     lost = sum(1 for _, why, _, _ in failures if why == "lost")
     steal = [s for *_, s in failures]
     behind = [b for _, _, b, _ in failures]
-    return (f"{len(failures)} trials failed: {stalled} an interval short with an agent > {FORGIVEN_MS:.0f} ms"
+    return (f"{len(failures)} trials failed: {stalled} an interval short with a sender > {FORGIVEN_MS:.0f} ms"
             f" behind, {short} short without, {lost} replies < 99.9%; behind {min(behind):.0f}-{max(behind):.0f} ms,"
             f" VM steal {min(steal):.1f}-{max(steal):.1f}% in them")
 
@@ -333,7 +392,7 @@ def main():
     ap.add_argument("--rx-size", type=int, default=None, help="reply size (default: --size)")
     ap.add_argument("--only-default", action="store_true", help="rows A, D and E only (skip --no-gso)")
     ap.add_argument("--baseline", metavar="MX_BINARY", help="also measure B, C, E with this mx, paired")
-    ap.add_argument("--rows", default="ABCDEUVPQFG",
+    ap.add_argument("--rows", default="ABCDERSUVPQFG",
                     help="the rows to measure (default all; A and D always, the others are read against them)")
     args = ap.parse_args()
     size = (args.size, args.rx_size or args.size)
@@ -343,27 +402,36 @@ def main():
           f" {args.rounds} rounds, interleaved\n")
     rows = []
     cost_rates = {}
-    start = {"B": 80_000, "C": 80_000, "E": 400_000}
+    start = {"B": 80_000, "C": 80_000, "E": 400_000, "S": 80_000, "R": 400_000}
     flags = {"B": ["--no-gso"], "C": ["--no-gso", "--busy-poll"], "E": []}
-    def measure(row, key):
-        failures = []
-        row[key] = start[key] = mx_ceiling(start[key], args.seconds, size, flags[key], failures=failures)
-        why[key] = failures
-        if args.baseline:
-            base = key + "0"
-            row[base] = start[base] = mx_ceiling(start.get(base, start[key]), args.seconds, size,
-                                                 flags[key], args.baseline)
+    raw_modes = {"S": [], "R": ["gso"]}
+    def measure(row, keys):
+        """The ceilings of `keys` (and with --baseline, of the baseline build
+        for each mx row), searched side by side."""
+        runs = {}
+        for key in keys:
+            if key in raw_modes:
+                runs[key] = lambda rate, key=key: raw_pair(rate, args.seconds, size, raw_modes[key])
+            else:
+                runs[key] = lambda rate, key=key: run_pair(rate, args.seconds, size, flags[key])
+                if args.baseline:
+                    runs[key + "0"] = lambda rate, key=key: run_pair(rate, args.seconds, size, flags[key],
+                                                                     args.baseline)
+                    start.setdefault(key + "0", start[key])
+        failures = {key: [] for key in runs}
+        found = paced_ceilings(runs, start, failures)
+        for key in runs:
+            row[key] = start[key] = found[key]
+            if not key.endswith("0"):
+                why[key] = failures[key]
 
-    wanted = set(args.rows) - (set("BCVP") if args.only_default else set())
+    wanted = set(args.rows) - (set("BCSVP") if args.only_default else set())
     for i in range(args.rounds):
         why = {}
         row = {"A": ceiling(args.seconds, size)}
-        for key in ("B", "C"):
-            if key in wanted:
-                measure(row, key)
+        measure(row, [key for key in "SBC" if key in wanted])
         row["D"] = ceiling(args.seconds, size, ["gso"])
-        if "E" in wanted:
-            measure(row, "E")
+        measure(row, [key for key in "RE" if key in wanted])
         for key, extra in (("U", []), ("V", ["--no-gso"])):
             if key in wanted:
                 row[key] = mx_unpaced(args.seconds, size, extra)
@@ -386,7 +454,9 @@ def main():
         rates = {k: v for k, v in row.items() if not k.startswith(tuple(costs))}
         ratios = " ".join(f"{k}/A {v / row['A']:.2f}" for k, v in rates.items() if k != "A" and len(k) == 1)
         print(f"  round {i + 1}: " + "   ".join(f"{k} {v / 1e3:.1f}k" for k, v in rates.items())
-              + "".join(f"   {k}/D {row[k] / row['D']:.2f}" for k in "EU" if k in row) + "   "
+              + "".join(f"   {k}/D {row[k] / row['D']:.2f}" for k in "EU" if k in row)
+              + "".join(f"   {k}/{raw} {row[k] / row[raw]:.2f}" for k, raw in SAME_SEARCH if k in row and raw in row)
+              + "   "
               + "   ".join(f"{k} {row[k]:.3f} us/RT (raw {row[k + 'raw']:.3f}, raw/mx {row[k + 'raw'] / row[k]:.2f})"
                            for k in costs), flush=True)
         for key, failures in why.items():
@@ -399,19 +469,26 @@ def main():
         "C": "C: mx --no-gso --busy-poll",
         "D": "D: raw loop over GSO/GRO, per process",
         "E": "E: mx default (GSO/GRO), 1 worker, highest rate delivering >= 99.9%",
+        "S": "S: raw paced loop (mx's bucket), searched as B",
+        "R": "R: raw paced loop over GSO/GRO (mx's bucket), searched as E",
         "U": "U: mx default, unpaced (cell max): round trips/s per agent, D's measure",
         "V": "V: mx --no-gso, unpaced: round trips/s per agent, A's measure",
         "F": "F: sockperf throughput, one way (messages sent/s)",
         "G": "G: sockperf ping-pong, one in flight (round trips/s)",
     }
     print()
-    print("| what | median | vs A | vs D |")
-    print("|---|---|---|---|")
+    print("| what | median | vs A | vs D | vs the raw paced loop, searched the same way (range) |")
+    print("|---|---|---|---|---|")
     for k in (k for k in rows[0] if len(k) == 1 and k not in "PQ"):
         unit = {"A": "k round trips/s", "D": "k round trips/s", "U": "k round trips/s", "V": "k round trips/s",
                 "F": "k msg/s", "G": "k round trips/s"}.get(k, "kpps per flow")
-        vs_d = f"{ratio(k, 'D'):.2f}" if k in "DEU" else ""
-        print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} |")
+        vs_d = f"{ratio(k, 'D'):.2f}" if k in "DEUR" else ""
+        vs_raw = ""
+        for mx_row, raw in SAME_SEARCH:
+            if k == mx_row and raw in rows[0]:
+                each = [r[k] / r[raw] for r in rows]
+                vs_raw = f"{med(each):.2f} ({min(each):.2f}-{max(each):.2f}) of {raw}"
+        print(f"| {what[k]} | {med(r[k] for r in rows) / 1e3:.1f} {unit} | {ratio(k, 'A'):.2f} | {vs_d} | {vs_raw} |")
     if "P" in rows[0] or "Q" in rows[0]:
         print("\n| CPU per round trip, paced, both processes | mx | raw paced loop | raw / mx (median of the rounds', range) |")
         print("|---|---|---|---|")

@@ -11,7 +11,8 @@
  * At most WINDOW requests are outstanding, so queues never overflow and
  * nothing is lost.
  *
- *   rr_ceiling <my-ip> <my-port> <peer-ip> <peer-port> <seconds> [size[/reply-size]] [gso]
+ *   rr_ceiling <my-ip> <my-port> <peer-ip> <peer-port> <seconds> [size[/reply-size]]
+ *              [gso | paced=<pps> [gso] [intervals]]
  *
  * With "gso", the same loop over the kernel's coalescing path: requests go 64
  * to a sendmsg as one UDP_SEGMENT super-datagram, both sockets read with
@@ -24,7 +25,11 @@
  * batch is due (its timeout in whole ms, rounded up, as mx's worker) or a
  * socket has something, then it sends what is due in one sendmmsg (with
  * "gso" after it: one UDP_SEGMENT send per 64, GRO reads, one GSO reply per
- * coalesced batch), answers and reads, until the sockets are empty.
+ * coalesced batch), answers and reads, until the sockets are empty. Its
+ * bucket is mx's: a loop that wakes past the 5 ms it forgives loses what it
+ * missed. With "intervals" after it, each second's requests sent, replies
+ * read and worst lateness go to stderr: a paced ceiling searched on it holds
+ * the rule mx's is searched by.
  * The floor of what an agent at a light load costs in CPU: measure the
  * process's CPU from outside (/proc/<pid>/stat).
  *
@@ -170,7 +175,8 @@ static void point_at(struct mmsghdr *msg, struct iovec *iov, char (*buf)[MAXSIZE
     }
 }
 
-static int paced_loop(int server, int client, int size, int reply_size, double rate, int gso, double seconds) {
+static int paced_loop(int server, int client, int size, int reply_size, double rate, int gso, int intervals,
+                      double seconds) {
     static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE], control[BATCH][64];
     static struct sockaddr_in from[BATCH];
     struct iovec out_iov[BATCH], reply_iov[BATCH], in_iov[BATCH];
@@ -191,32 +197,65 @@ static int paced_loop(int server, int client, int size, int reply_size, double r
     ev.data.fd = client;
     epoll_ctl(ep, EPOLL_CTL_ADD, client, &ev);
     uint64_t sent = 0, replies = 0;
-    uint64_t batch = rate * 0.002 < 1 ? 1 : (uint64_t)(rate * 0.002);
-    double start = now(), end = start + seconds;
+    double batch = rate * 0.002 < 1 ? 1 : (double)(uint64_t)(rate * 0.002);
+    /* The bucket mx's pacer keeps (pacing.rs; facts.md 3.4): tokens accrue at
+     * the rate, capped at the batch, the 1 ms the epoll timeout rounds up to
+     * and 5 ms of lateness (at least 2 packets). A loop that wakes later loses
+     * what it missed, as mx's flows do, rather than bursting to catch up: so a
+     * ceiling searched on this loop and one searched on mx hold the same rule. */
+    double burst = batch + rate * 0.001 + (rate * 0.005 > 2 ? rate * 0.005 : 2);
+    double tokens = 0;
+    double start = now(), end = start + seconds, last = start;
+    /* "intervals": each second from the start, on stderr, the requests sent
+     * and replies read in it, and how late the loop came to a due batch at
+     * worst (mx's host row's behind_ms). */
+    uint64_t tick_sent = 0, tick_replies = 0;
+    double behind = 0;
+    int tick = 1;
     struct epoll_event ready[2];
     for (;;) {
         double t = now();
         if (t >= end) break;
+        if (intervals && t >= start + tick) {
+            fprintf(stderr, "interval=%d sent=%llu replies=%llu behind_ms=%.1f\n", tick,
+                    (unsigned long long)tick_sent, (unsigned long long)tick_replies, behind * 1e3);
+            tick_sent = tick_replies = 0;
+            behind = 0;
+            tick++;
+        }
         if (rate > 0) {
-            uint64_t due = (uint64_t)((t - start) * rate);
-            while (due >= sent + batch) {
-                int k = due - sent < (uint64_t)per_send ? (int)(due - sent) : per_send;
-                if (gso) {
-                    send_gso(client, out[0], size, k, NULL);
-                } else {
-                    int n = sendmmsg(client, out_msg, k, MSG_DONTWAIT);
-                    (void)n;
+            double due = tokens >= batch ? last : last + (batch - tokens) / rate;
+            if (t - due > behind) behind = t - due;
+            tokens += (t - last) * rate;
+            if (tokens > burst) tokens = burst;
+            last = t;
+            if (tokens >= batch) {
+                /* At most mx's MAX_PER_PASS a pass (pacing.rs): then the sockets are read. */
+                uint64_t n = tokens < 4096 ? (uint64_t)tokens : 4096;
+                for (uint64_t done = 0; done < n;) {
+                    int k = n - done < (uint64_t)per_send ? (int)(n - done) : per_send;
+                    if (gso) {
+                        send_gso(client, out[0], size, k, NULL);
+                    } else {
+                        int r = sendmmsg(client, out_msg, k, MSG_DONTWAIT);
+                        (void)r;
+                    }
+                    done += k; /* a refused send is not retried: the replies say what came back */
                 }
-                sent += k; /* a refused send is not retried: the replies say what came back */
+                tokens -= n;
+                sent += n;
+                tick_sent += n;
             }
         }
-        double next = rate > 0 ? start + (sent + batch) / rate : end;
+        double next = rate > 0 ? last + (tokens >= batch ? 0 : (batch - tokens) / rate) : end;
         if (next > end) next = end;
+        if (intervals && next > start + tick) next = start + tick;
         int timeout = (int)((next - now()) * 1000.0 + 0.999);
         int n = epoll_wait(ep, ready, 2, timeout < 0 ? 0 : timeout);
         for (int e = 0; e < n; e++) {
             int fd = ready[e].data.fd;
-            int got;
+            int got, reads = 0;
+            /* Up to mx's MAX_READS_PER_PASS (16) reads a socket a pass (worker.rs): then the sends that are due. */
             do {
                 for (int i = 0; i < BATCH; i++) {
                     in_iov[i].iov_len = MAXSIZE;
@@ -228,7 +267,11 @@ static int paced_loop(int server, int client, int size, int reply_size, double r
                 got = recvmmsg(fd, in_msg, gso ? GSO_SLOTS : BATCH, MSG_DONTWAIT, NULL);
                 if (got <= 0) break;
                 if (fd == client) {
-                    for (int i = 0; i < got; i++) replies += gso ? segments(&in_msg[i]) : 1;
+                    for (int i = 0; i < got; i++) {
+                        int k = gso ? segments(&in_msg[i]) : 1;
+                        replies += k;
+                        tick_replies += k;
+                    }
                 } else if (gso) {
                     for (int i = 0; i < got; i++) send_gso_all(server, out[0], reply_size, segments(&in_msg[i]), &from[i]);
                 } else {
@@ -238,7 +281,7 @@ static int paced_loop(int server, int client, int size, int reply_size, double r
                     }
                     sendmmsg(server, reply_msg, got, MSG_DONTWAIT);
                 }
-            } while (got == (gso ? GSO_SLOTS : BATCH));
+            } while (got == (gso ? GSO_SLOTS : BATCH) && ++reads < 16);
         }
     }
     printf("round_trips_per_second=%.0f\n", replies / (now() - start));
@@ -263,9 +306,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (argc > 7 && strcmp(argv[7], "gso") == 0) return gso_loop(server, client, size, reply_size, seconds);
-    if (argc > 7 && strncmp(argv[7], "paced=", 6) == 0)
-        return paced_loop(server, client, size, reply_size, atof(argv[7] + 6),
-                          argc > 8 && strcmp(argv[8], "gso") == 0, seconds);
+    if (argc > 7 && strncmp(argv[7], "paced=", 6) == 0) {
+        int gso = 0, intervals = 0;
+        for (int i = 8; i < argc; i++) {
+            gso |= strcmp(argv[i], "gso") == 0;
+            intervals |= strcmp(argv[i], "intervals") == 0;
+        }
+        return paced_loop(server, client, size, reply_size, atof(argv[7] + 6), gso, intervals, seconds);
+    }
 
     static char out[BATCH][MAXSIZE], in[BATCH][MAXSIZE];
     static struct sockaddr_in from[BATCH];
