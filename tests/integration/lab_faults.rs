@@ -415,16 +415,40 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
     // the reports were collected while they ran.
     let full = &rows[..];
     assert!(full.len() >= 2, "{rows:?}");
+    // An interval h1 sent short in is excused where h1 said it fell behind
+    // its schedule (a starved agent on a loaded CI box: its own edge, said),
+    // and only in under half of them (a CI run served 1,959 of 2,000).
+    let h1_hosts = report_rows(&sb, "h1", "host", "*");
+    assert!(!h1_hosts.is_empty(), "h1 wrote no host rows");
+    let h1_behind = |ts: &str| {
+        h1_hosts
+            .iter()
+            .find(|h| h["ts"] == ts)
+            .and_then(|h| h["behind_ms"].parse::<f64>().ok())
+            .filter(|ms| *ms > crate::agents::FORGIVEN_MS)
+    };
+    let mut excused = 0;
     for r in full {
         // One duplicate for every request that arrived (interval 1 s: the
         // count and the rate are the same number).
         let dups: f64 = r["dup_pkts"].parse().unwrap();
         let served: f64 = r["pps"].parse().unwrap();
-        assert!((served - 2000.0).abs() <= 20.0, "{r:?}");
+        if (served - 2000.0).abs() > 20.0 {
+            assert!(
+                h1_behind(&r["ts"]).is_some(),
+                "{r:?}: and h1 did not say it fell behind"
+            );
+            excused += 1;
+        }
         assert!((dups - served).abs() <= 0.01 * served, "{r:?}");
         // ... and each answered once.
         assert_eq!(r["rep_pps"], r["pps"], "{r:?}");
     }
+    assert!(
+        excused * 2 < full.len(),
+        "{excused} of {} short: {rows:?}",
+        full.len()
+    );
     // h1 got one reply per request: no duplicate reached it.
     for r in report_rows(&sb, "h1", "tx", "h2") {
         assert_eq!(r["dup_pkts"], "0", "{r:?}");
