@@ -415,17 +415,22 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
     // the reports were collected while they ran.
     let full = &rows[..];
     assert!(full.len() >= 2, "{rows:?}");
-    // An interval h1 sent short in is excused where h1 said it fell behind
-    // its schedule (a starved agent on a loaded CI box: its own edge, said),
-    // and only in under half of them (a CI run served 1,959 of 2,000).
-    let h1_hosts = report_rows(&sb, "h1", "host", "*");
-    assert!(!h1_hosts.is_empty(), "h1 wrote no host rows");
-    let h1_behind = |ts: &str| {
-        h1_hosts
-            .iter()
-            .find(|h| h["ts"] == ts)
-            .and_then(|h| h["behind_ms"].parse::<f64>().ok())
-            .filter(|ms| *ms > crate::agents::FORGIVEN_MS)
+    // An interval served short is excused where h1 (sending) or h2 (reading
+    // late, counted late) said it fell behind its schedule: a starved agent
+    // on a loaded CI box, its own edge, said. Only in under half of them (a
+    // CI run served 1,959 of 2,000 in one).
+    let hosts: Vec<_> = ["h1", "h2"]
+        .map(|h| report_rows(&sb, h, "host", "*"))
+        .into_iter()
+        .collect();
+    assert!(hosts.iter().all(|rows| !rows.is_empty()), "no host rows");
+    let starved = |ts: &str| {
+        hosts.iter().flatten().any(|h| {
+            h["ts"] == ts
+                && h["behind_ms"]
+                    .parse::<f64>()
+                    .is_ok_and(|ms| ms > crate::agents::FORGIVEN_MS)
+        })
     };
     let mut excused = 0;
     for r in full {
@@ -435,8 +440,8 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
         let served: f64 = r["pps"].parse().unwrap();
         if (served - 2000.0).abs() > 20.0 {
             assert!(
-                h1_behind(&r["ts"]).is_some(),
-                "{r:?}: and h1 did not say it fell behind"
+                starved(&r["ts"]),
+                "{r:?}: and neither agent said it fell behind"
             );
             excused += 1;
         }
