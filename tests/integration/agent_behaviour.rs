@@ -111,7 +111,7 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
                 "--interval",
                 "1",
                 "--duration",
-                "4.6",
+                "6.6",
                 "--workers",
                 "2",
                 "--streams",
@@ -132,7 +132,7 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
     assert_eq!(tx.len(), ticks.len(), "one tx row per peer per interval");
     // Within 1%, but an interval may fall short where h1 says it fell
     // behind further than its bucket forgives (a CI VM's stall read 3,894.2
-    // pps); fewer than half may.
+    // pps), as the rate tests allow.
     let mut short = Vec::new();
     for r in &tx {
         assert_eq!(
@@ -147,11 +147,7 @@ fn agent_workers_and_streams_spread_the_load_and_merge_the_rows() {
             short.push((pps, behind));
         }
     }
-    assert!(
-        short.len() * 2 < tx.len(),
-        "short: {short:?} of {}",
-        tx.len()
-    );
+    crate::agents::assert_mostly_on_time("h1 -> h2", short.len(), tx.len(), &short);
     let rx = full_rows(&rows, "rx", None);
     assert_eq!(rx.len(), ticks.len(), "one rx row per peer per interval");
     for r in full_rows(&rows, "host", None) {

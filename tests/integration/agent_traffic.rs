@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use crate::agents::{
-    Fleet, NetNs, PORT, Row, RowExt, addr, fell_behind, full_rows, header, mesh, mesh_v6,
-    plain_socket,
+    Fleet, NetNs, PORT, Row, RowExt, addr, assert_mostly_on_time, fell_behind, full_rows, header,
+    mesh, mesh_v6, plain_socket,
 };
 
 fn within(got: f64, want: f64, tolerance: f64) -> bool {
@@ -25,7 +25,8 @@ fn starved(reports: &[(&str, Vec<Row>)], host: &str, ts: &str) -> Option<f64> {
 /// than its bucket forgives cannot send what it missed (pacing.rs), so an
 /// interval may fall short, but only one whose host row says the agent at
 /// fault fell behind its schedule (the agent's own edge, said as such, never
-/// the network's). Most intervals must still be within 1%.
+/// the network's). Most intervals must still be within 1%
+/// ([`assert_mostly_on_time`]).
 fn assert_flows_at(fleet: &Fleet, hosts: &[&str], pps: f64) {
     assert_flows_within(fleet, hosts, pps, 0.01);
 }
@@ -92,11 +93,7 @@ fn assert_flows_within(fleet: &Fleet, hosts: &[&str], pps: f64, tolerance: f64) 
         let mut short: Vec<&str> = excused.iter().map(|(ts, _)| ts.as_str()).collect();
         short.sort();
         short.dedup();
-        assert!(
-            short.len() * 2 < whole,
-            "{h}: short in {} of {whole} whole intervals: {excused:#?}",
-            short.len()
-        );
+        assert_mostly_on_time(h, short.len(), whole, &excused);
     }
 }
 
@@ -106,7 +103,7 @@ fn three_agents_deliver_1k_pps_per_flow_within_1_percent() {
     let mut fleet = Fleet::new(&mesh(net, 3, "1000", (64, 64)));
     fleet.run_all(
         &["h1", "h2", "h3"],
-        &["--interval", "1", "--duration", "4.6"],
+        &["--interval", "1", "--duration", "6.6"],
     );
     assert_flows_at(&fleet, &["h1", "h2", "h3"], 1000.0);
 }
@@ -130,7 +127,7 @@ fn ipv6_agents_on_loopback_deliver_every_flow_and_answer_from_the_address_asked(
     for h in ["h1", "h2", "h3"] {
         fleet.start(
             h,
-            &["--interval", "1", "--duration", "4.6", "--start-at", &start],
+            &["--interval", "1", "--duration", "6.6", "--start-at", &start],
         );
     }
     // A request from h4 (index 3) to h1 comes back from h1's address, at the
@@ -160,7 +157,7 @@ fn ipv6_agents_on_loopback_deliver_every_flow_and_answer_from_the_address_asked(
 fn two_agents_deliver_50k_pps_per_flow_within_1_percent() {
     let net = 12;
     let mut fleet = Fleet::new(&mesh(net, 2, "50000", (64, 64)));
-    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "4.6"]);
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "6.6"]);
     assert_flows_at(&fleet, &["h1", "h2"], 50_000.0);
 }
 
@@ -387,7 +384,7 @@ fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
             "--interval",
             "1",
             "--duration",
-            "4.6",
+            "6.6",
             "--busy-poll",
             "--workers",
             "1",
@@ -395,9 +392,9 @@ fn busy_poll_agents_deliver_and_say_so_in_the_stamp() {
     );
     // Two agents each spinning a core of a two-core machine, beside the
     // test itself: a worker held off the CPU for a few ms loses its bucket's
-    // overflow. 2%, and every request answered. Three whole intervals, so
-    // that one a starved agent said it fell behind in is not half of them
-    // (a CI run: h2 101 ms behind in one of two).
+    // overflow. 2%, and every request answered; a run of six whole
+    // intervals, as every rate test (a CI run: h2 101 ms behind in one of
+    // two).
     assert_flows_within(&fleet, &["h1", "h2"], 20_000.0, 0.02);
     for h in ["h1", "h2"] {
         let rows = fleet.report(h);

@@ -409,7 +409,7 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
             &format!("ip daddr 198.18.82.2 udp dport {PORT} dup to 198.18.82.2"),
         ),
     );
-    run_and_collect(&lab, &sb, 5);
+    run_and_collect(&lab, &sb, 7);
     let rows = report_rows(&sb, "h2", "rx", "h1");
     // Every interval collected is whole: the flows began at one instant, and
     // the reports were collected while they ran.
@@ -417,8 +417,8 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
     assert!(full.len() >= 2, "{rows:?}");
     // An interval served short is excused where h1 (sending) or h2 (reading
     // late, counted late) said it fell behind its schedule: a starved agent
-    // on a loaded CI box, its own edge, said. Only in under half of them (a
-    // CI run served 1,959 of 2,000 in one).
+    // on a loaded CI box, its own edge, said (a CI run served 1,959 of 2,000
+    // in one), as the rate tests allow: so the run is seven seconds long.
     let hosts: Vec<_> = ["h1", "h2"]
         .map(|h| report_rows(&sb, h, "host", "*"))
         .into_iter()
@@ -449,11 +449,7 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
         // ... and each answered once.
         assert_eq!(r["rep_pps"], r["pps"], "{r:?}");
     }
-    assert!(
-        excused * 2 < full.len(),
-        "{excused} of {} short: {rows:?}",
-        full.len()
-    );
+    crate::agents::assert_mostly_on_time("h2 <- h1", excused, full.len(), &rows);
     // h1 got one reply per request: no duplicate reached it.
     for r in report_rows(&sb, "h1", "tx", "h2") {
         assert_eq!(r["dup_pkts"], "0", "{r:?}");
