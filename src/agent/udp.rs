@@ -536,6 +536,74 @@ impl SendBatch {
         self.addr_of[i] = self.addr_of[i - 1];
     }
 
+    /// Queues `n` datagrams of `size` bytes to where the last one pushed
+    /// goes, the `k`-th's header written by `fill(k, ..)`: what `n` calls of
+    /// [`push_joined`](Self::push_joined) queue, with the bookkeeping done
+    /// once for the `n` (sizes, addresses, runs, frames) rather than datagram
+    /// by datagram, where the batch is laid out in `size` already. The
+    /// replies to a GRO message of requests, a flow's batch of requests.
+    ///
+    /// Why: at a few Mpps per flow a worker's core is the limit, and the
+    /// per-datagram steps of [`place`](Self::place) were a third of what the
+    /// responder spent on a reply past the kernel.
+    pub fn push_joined_run(
+        &mut self,
+        n: usize,
+        size: usize,
+        mut fill: impl FnMut(usize, &mut [u8; HEADER_LEN]),
+    ) {
+        assert!(self.len > 0, "a joined datagram follows another");
+        assert!(self.len + n <= BATCH, "send batch is full");
+        let i = self.len;
+        if !(self.uniform && size == self.laid_size && size == self.sizes[i - 1]) {
+            for k in 0..n {
+                self.push_joined(size, |h| fill(k, h));
+            }
+            return;
+        }
+        // Uniform in `size` (so `size <= CONTIGUOUS_MAX`): the k-th goes at
+        // `first + k * size`, and every frame below `laid_count` holds its
+        // padding.
+        let end = i + n;
+        self.sizes[i..end].fill(size);
+        let to = self.addr_of[i - 1];
+        self.addr_of[i..end].fill(to);
+        // The open run takes what it has room for; new runs, the rest.
+        let mut next = i;
+        while next < end {
+            if next - self.run_from >= self.run_most {
+                self.run_from = next;
+                self.run_len[next] = 0;
+            }
+            let take = (self.run_most - (next - self.run_from)).min(end - next);
+            self.run_len[self.run_from] += take as u8;
+            next += take;
+        }
+        let first = self.next_frame;
+        for (k, at) in self.frame_at[i..end].iter_mut().enumerate() {
+            *at = (first + k * size) as u32;
+        }
+        self.next_frame = first + n * size;
+        for k in self.laid_count.max(i)..end {
+            let at = first + (k - i) * size;
+            self.frames[at + HEADER_LEN..at + size]
+                .copy_from_slice(&self.padding[..size - HEADER_LEN]);
+        }
+        self.laid_count = self.laid_count.max(end);
+        self.len = end;
+        for (k, frame) in self.frames[first..first + n * size]
+            .chunks_exact_mut(size)
+            .enumerate()
+        {
+            fill(
+                k,
+                (&mut frame[..HEADER_LEN])
+                    .try_into()
+                    .expect("HEADER_LEN bytes"),
+            );
+        }
+    }
+
     /// Takes the next entry for a datagram of `size` bytes (`joins`: it may
     /// go in the previous one's GSO message): lays out its padding where
     /// `frames` does not hold it yet, and returns where its header goes.
@@ -1279,6 +1347,96 @@ mod tests {
         for pair in batch.iovs[..batch.slots].windows(2) {
             let gap = pair[1].iov_base as usize - pair[0].iov_base as usize;
             assert!(gap >= COALESCED_SLOT && pair[0].iov_len == COALESCED_SLOT);
+        }
+    }
+
+    #[test]
+    fn a_joined_run_queues_what_as_many_joined_pushes_queue() {
+        // The same datagrams queued two ways: one push_joined each, and
+        // push_joined_run. 64-byte runs past the 64 one GSO message carries
+        // (and past a batch laid out before in that size), a 2,000-byte run
+        // past its 32 (the batch no longer of one size: queued one by one),
+        // and a datagram too large for the frames. Both batches send the same
+        // messages, and the same datagrams arrive.
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // 177 datagrams at once: past the default 208 KiB of skbs.
+        socket2::SockRef::from(&rx)
+            .set_recv_buffer_size(1 << 20)
+            .unwrap();
+        let responder = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = bound(&rx);
+        let pieces: [(usize, usize); 5] = [(64, 100), (64, 30), (2000, 40), (3000, 2), (64, 5)];
+        // The messages a GSO send makes of the batch: its runs.
+        let runs = |batch: &SendBatch| {
+            let (mut runs, mut i) = (Vec::new(), 0);
+            while i < batch.len {
+                runs.push(batch.run_len[i]);
+                i += usize::from(batch.run_len[i]);
+            }
+            runs
+        };
+        let queue = |batch: &mut SendBatch, by_run: bool| {
+            batch.clear();
+            let mut seq = 0u64;
+            for (size, n) in pieces {
+                let fill = |seq: u64| {
+                    move |h: &mut [u8; HEADER_LEN]| {
+                        Header::request(1, size as u32, 64, seq, 7).encode(h)
+                    }
+                };
+                seq += 1;
+                if batch.is_empty() {
+                    batch.push(size, Some(to), fill(seq));
+                } else {
+                    batch.push_joined(size, fill(seq));
+                }
+                if by_run {
+                    let from = seq;
+                    batch.push_joined_run(n - 1, size, |k, h| fill(from + 1 + k as u64)(h));
+                    seq += n as u64 - 1;
+                } else {
+                    for _ in 1..n {
+                        seq += 1;
+                        batch.push_joined(size, fill(seq));
+                    }
+                }
+            }
+            seq
+        };
+        let mut recv = RecvBatch::headers();
+        for gso in [true, false] {
+            let mut messages = Vec::new();
+            let mut arrived = Vec::new();
+            for by_run in [false, true] {
+                // The second round finds the frames laid out by the first.
+                let mut batch = SendBatch::new();
+                for _ in 0..2 {
+                    let queued = queue(&mut batch, by_run);
+                    assert_eq!(batch.len() as u64, queued);
+                    let mut on = gso;
+                    let sent = batch.send(responder.as_raw_fd(), &mut on);
+                    assert_eq!((sent.sent, on), (batch.len(), gso));
+                    messages.push(runs(&batch));
+                    let mut got = Vec::new();
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                    while got.len() < batch.len() && std::time::Instant::now() < deadline {
+                        recv.recv(rx.as_raw_fd()).unwrap();
+                        for d in recv.datagrams() {
+                            got.push((d.len, Header::decode(d.head).unwrap().seq));
+                        }
+                    }
+                    arrived.push(got);
+                }
+            }
+            // 130 of 64 bytes in runs of up to 64, 40 of 2,000 in runs of
+            // up to 32, then the 3,000-byte pair and the last five.
+            for m in &messages {
+                assert_eq!(m, &[64, 64, 2, 32, 8, 2, 5], "gso {gso}");
+            }
+            assert_eq!(arrived[0].len(), 177);
+            for got in &arrived[1..] {
+                assert_eq!(got, &arrived[0], "gso {gso}");
+            }
         }
     }
 

@@ -833,22 +833,22 @@ impl Worker {
                             counts.replies += n;
                             counts.reply_bytes += n * reply_size as u64;
                         }
-                        for request in m.bytes.chunks_exact(m.segment) {
-                            self.replies.answer(
-                                fd,
-                                &mut self.send,
-                                &mut self.rx,
-                                peer as u32,
-                                (!late).then_some(slot),
-                                reply_size,
-                                d.from,
-                                &mut joined,
-                                |h| {
-                                    h.copy_from_slice(&reply);
-                                    h[wire::ECHOED].copy_from_slice(&request[wire::ECHOED]);
-                                },
-                            );
-                        }
+                        self.replies.answer_run(
+                            fd,
+                            &mut self.send,
+                            &mut self.rx,
+                            peer as u32,
+                            (!late).then_some(slot),
+                            reply_size,
+                            d.from,
+                            &mut joined,
+                            m.count,
+                            |k, h| {
+                                let request = &m.bytes[k * m.segment..];
+                                h.copy_from_slice(&reply);
+                                h[wire::ECHOED].copy_from_slice(&request[wire::ECHOED]);
+                            },
+                        );
                         datagrams.skip_message();
                         continue;
                     }
@@ -1122,6 +1122,43 @@ impl Replies {
         *joined = true;
     }
 
+    /// Queues the `n` replies to a GRO message of requests from `to`, each
+    /// counted as [`answer`](Self::answer) counts one, the `k`-th's header
+    /// written by `fill(k, ..)`: the batch's bookkeeping once per run of
+    /// them ([`SendBatch::push_joined_run`]), sending the batch whenever it
+    /// fills.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_run(
+        &mut self,
+        fd: RawFd,
+        batch: &mut SendBatch,
+        rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
+        peer: u32,
+        slot: Option<usize>,
+        size: usize,
+        to: SocketAddr,
+        joined: &mut bool,
+        n: usize,
+        mut fill: impl FnMut(usize, &mut [u8; HEADER_LEN]),
+    ) {
+        let mut done = 0;
+        while done < n {
+            if !*joined || batch.is_full() {
+                // The first of a message, or of a batch: addressed.
+                self.answer(fd, batch, rx, peer, slot, size, to, joined, |h| {
+                    fill(done, h)
+                });
+                done += 1;
+                continue;
+            }
+            let (from, take) = (batch.len(), (n - done).min(BATCH - batch.len()));
+            self.peers[from..from + take].fill(peer);
+            self.slots[from..from + take].fill(slot);
+            batch.push_joined_run(take, size, |k, h| fill(done + k, h));
+            done += take;
+        }
+    }
+
     /// Sends the queued replies; those the kernel did not take (a full send
     /// buffer) are taken back out of the replies counted, lost here, and
     /// show as fewer replies sent than requests arrived. A route that
@@ -1174,11 +1211,12 @@ fn send_requests(
         let k = (allowed - sent).min(BATCH);
         batch.clear();
         let t_send = udp::monotonic_ns();
-        for j in 0..k as u64 {
-            let header = Header::request(me, tx_size, rx_size, flow.next_seq + j, t_send)
-                .in_interval(number);
-            batch.push(tx_size as usize, None, |h| header.encode(h));
-        }
+        let header = |j: usize| {
+            Header::request(me, tx_size, rx_size, flow.next_seq + j as u64, t_send)
+                .in_interval(number)
+        };
+        batch.push(tx_size as usize, None, |h| header(0).encode(h));
+        batch.push_joined_run(k - 1, tx_size as usize, |j, h| header(j + 1).encode(h));
         let mut outcome = batch.send(fd, &mut flow.gso);
         if refused.is_none() {
             refused = outcome.error.take();
