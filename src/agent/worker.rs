@@ -833,7 +833,7 @@ impl Worker {
                             counts.replies += n;
                             counts.reply_bytes += n * reply_size as u64;
                         }
-                        self.replies.answer_run(
+                        self.replies.answer(
                             fd,
                             &mut self.send,
                             &mut self.rx,
@@ -922,7 +922,8 @@ impl Worker {
                     reply_size,
                     d.from,
                     &mut joined,
-                    |h| reply.encode(h),
+                    1,
+                    |_, h| reply.encode(h),
                 );
             }
             self.replies.flush(fd, &mut self.send, &mut self.rx);
@@ -1091,44 +1092,15 @@ struct Replies {
 }
 
 impl Replies {
-    /// Queues a reply to `peer`, whose request was counted in rx slot `slot`
-    /// (which counts the reply as sent already), sending the batch first if
-    /// it is full. `*joined` says the reply before went to `to` too: its
-    /// address is then not written again.
+    /// Queues `n` replies to `peer` at `to` (the answers to one request, or
+    /// to a GRO message of them), whose requests were counted in rx slot
+    /// `slot` (which counts the replies as sent already), the `k`-th's header
+    /// written by `fill(k, ..)`; sends the batch whenever it fills. `*joined`
+    /// says the reply before went to `to` too: its address is then not
+    /// written again, and a run of them is queued at once
+    /// ([`SendBatch::push_joined_run`]).
     #[allow(clippy::too_many_arguments)]
     fn answer(
-        &mut self,
-        fd: RawFd,
-        batch: &mut SendBatch,
-        rx: &mut [Vec<RxCounts>; slots::RX_SLOTS],
-        peer: u32,
-        slot: Option<usize>,
-        size: usize,
-        to: SocketAddr,
-        joined: &mut bool,
-        fill: impl FnOnce(&mut [u8; HEADER_LEN]),
-    ) {
-        if batch.is_full() {
-            self.flush(fd, batch, rx);
-            *joined = false;
-        }
-        self.peers[batch.len()] = peer;
-        self.slots[batch.len()] = slot;
-        if *joined {
-            batch.push_joined(size, fill);
-        } else {
-            batch.push(size, Some(to), fill);
-        }
-        *joined = true;
-    }
-
-    /// Queues the `n` replies to a GRO message of requests from `to`, each
-    /// counted as [`answer`](Self::answer) counts one, the `k`-th's header
-    /// written by `fill(k, ..)`: the batch's bookkeeping once per run of
-    /// them ([`SendBatch::push_joined_run`]), sending the batch whenever it
-    /// fills.
-    #[allow(clippy::too_many_arguments)]
-    fn answer_run(
         &mut self,
         fd: RawFd,
         batch: &mut SendBatch,
@@ -1143,15 +1115,21 @@ impl Replies {
     ) {
         let mut done = 0;
         while done < n {
-            if !*joined || batch.is_full() {
+            if batch.is_full() {
+                self.flush(fd, batch, rx);
+                *joined = false;
+            }
+            let from = batch.len();
+            if !*joined {
                 // The first of a message, or of a batch: addressed.
-                self.answer(fd, batch, rx, peer, slot, size, to, joined, |h| {
-                    fill(done, h)
-                });
+                self.peers[from] = peer;
+                self.slots[from] = slot;
+                batch.push(size, Some(to), |h| fill(done, h));
+                *joined = true;
                 done += 1;
                 continue;
             }
-            let (from, take) = (batch.len(), (n - done).min(BATCH - batch.len()));
+            let take = (n - done).min(BATCH - from);
             self.peers[from..from + take].fill(peer);
             self.slots[from..from + take].fill(slot);
             batch.push_joined_run(take, size, |k, h| fill(done + k, h));
