@@ -185,6 +185,9 @@ fn table(fleet: &Fleet, ramp: &Ramp, steps: &[StepResult]) -> String {
     if steps.iter().any(|s| s.kind == Kind::Bisect) {
         text.push_str("  (b: a bisection step)\n");
     }
+    if steps.iter().any(|s| s.kind == Kind::Again) {
+        text.push_str("  (r: the step before, tried again: an agent was short of CPU in it)\n");
+    }
     text.push('\n');
     text.push_str(&ramp::conclusion(steps));
     text
@@ -222,7 +225,13 @@ fn climb(
         let Some(figures) = measure(fleet, &args.report.reports.dir, &step, ramp, out)? else {
             return Ok((steps, EXIT_PROBLEMS));
         };
-        let verdict = ramp::verdict(&figures, &ramp.thresholds);
+        // This scale's tries so far that an agent short of CPU left unjudged.
+        let tries = steps
+            .iter()
+            .rev()
+            .take_while(|s| s.scale == scale && matches!(s.verdict, Verdict::Again(_)))
+            .count();
+        let verdict = ramp::verdict(&figures, &ramp.thresholds, tries);
         writeln!(
             out,
             "[mx] step {} at x{} ({} offered, {} interval(s)): {}",
@@ -234,7 +243,10 @@ fn climb(
         )?;
         out.flush()?;
         let measured = verdict != Verdict::NotMeasured;
-        tried.push((scale, verdict.held()));
+        let again = matches!(verdict, Verdict::Again(_));
+        if !again {
+            tried.push((scale, verdict.held()));
+        }
         steps.push(StepResult {
             scale,
             kind,
@@ -252,7 +264,12 @@ fn climb(
             )?;
             return Ok((steps, EXIT_PROBLEMS));
         }
-        let Some((next, next_kind)) = ramp.plan.next(&tried) else {
+        let next = if again {
+            Some((scale, Kind::Again))
+        } else {
+            ramp.plan.next(&tried)
+        };
+        let Some((next, next_kind)) = next else {
             break;
         };
         if interrupted.load(Ordering::Relaxed) {

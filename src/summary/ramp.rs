@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use super::aggregate::ReportSet;
 use super::document::ro;
+use super::evidence;
 use super::figures::{self, Context, percent};
 use super::span::Step;
 use crate::error::Result;
@@ -35,6 +36,19 @@ pub const MAX_STEPS: usize = 1000;
 pub const DEFAULT_MIN_DELIVERED: f64 = 99.9;
 /// Steps a climb takes when `--ramp-step` is not given (from FROM to TO).
 pub const DEFAULT_STEPS: f64 = 10.0;
+/// Tries a scale gets at most while an agent is short of CPU in them: a
+/// loaded box or a stolen vCPU starves an agent for a few seconds, and a
+/// step judged then would put the host's hiccup where the limit goes.
+pub const MAX_TRIES: usize = 3;
+/// How far behind its send schedule an agent falls and loses no sends: its
+/// token bucket (`agent::pacing`) holds a batch (2 ms of traffic), the epoll
+/// wait's rounding (1 ms) and 5 ms of lateness, so 8 ms from ~400 pps a flow
+/// up (more below). An agent further behind than this, that sent short of
+/// its rate, lost those sends to its CPU.
+const BUCKET_FORGIVES_MS: f64 = 8.0;
+/// A host that sent under this share of its target was short of its rate
+/// (over whole intervals the pacing is exact to 0.02%).
+const SHORT_OF_RATE: f64 = 0.995;
 
 /// A scale kept to the report's 4 decimals.
 pub fn round4(scale: f64) -> f64 {
@@ -58,6 +72,9 @@ pub struct Plan {
 pub enum Kind {
     Climb,
     Bisect,
+    /// The step before again, at the same scale: an agent was short of CPU
+    /// in it.
+    Again,
 }
 
 impl Plan {
@@ -253,11 +270,89 @@ pub struct StepFigures {
     pub loss_pct: Option<f64>,
     pub forward_loss_pct: Option<f64>,
     pub return_loss_pct: Option<f64>,
+    /// The round trip's loss less what the hosts counted themselves (their
+    /// sockets' drops, their agents' late reads: [`evidence`]), percent of
+    /// the requests sent: the network's part.
+    pub wire_loss_pct: Option<f64>,
     pub rtt_p50_us: Option<f64>,
     pub rtt_p99_us: Option<f64>,
     /// True when the percentiles are exact (the hosts' histograms), false
     /// when they are the worst flow's worst interval.
     pub rtt_exact: bool,
+    /// The hosts whose agents were short of CPU in the step's intervals.
+    pub short_of_cpu: Vec<ShortOfCpu>,
+}
+
+/// A host whose agent did not get the CPU it needed in a step: its cgroup
+/// throttled it, it fell far behind its send schedule, or it fell behind by
+/// more than its bucket forgives and sent short of its rate. Its shortfall,
+/// and the replies it read or wrote late, are the host's, not the network's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShortOfCpu {
+    pub host: String,
+    /// What it sent, percent of its target (`None`: it had none).
+    pub sent_pct: Option<f64>,
+    /// The longest it was behind its send schedule (ms), and the time its
+    /// cgroup throttled it (ms), over the step's intervals.
+    pub behind_ms: f64,
+    pub throttled_ms: f64,
+}
+
+impl ShortOfCpu {
+    /// The hosts of `set` (over its span) whose agents were short of CPU.
+    fn of(set: &ReportSet) -> Vec<ShortOfCpu> {
+        set.hosts
+            .iter()
+            .filter_map(|(&id, h)| {
+                let behind_ms = h.behind_ms.unwrap_or(0.0);
+                let throttled_ms = h.throttled_ms.unwrap_or(0.0);
+                let target = h.target.mean();
+                let sent_pct = (target > 0.0).then(|| percent(h.pps.mean(), target));
+                let host = ShortOfCpu {
+                    host: set.name(id).to_string(),
+                    sent_pct,
+                    behind_ms,
+                    throttled_ms,
+                };
+                host.starved().then_some(host)
+            })
+            .collect()
+    }
+
+    /// Its cgroup throttled it, it fell far behind its schedule, or it fell
+    /// behind by more than its bucket forgives and sent short of its rate.
+    fn starved(&self) -> bool {
+        let short = self.sent_pct.is_some_and(|p| p < SHORT_OF_RATE * 100.0);
+        self.throttled_ms > 0.0
+            || self.behind_ms >= evidence::STARVED_BEHIND_MS
+            || (short && self.behind_ms > BUCKET_FORGIVES_MS)
+    }
+
+    /// `h2's agent was short of CPU (sent 96.1% of its rate, up to 14 ms
+    /// behind its send schedule)`.
+    fn text(&self) -> String {
+        let mut what = Vec::new();
+        if let Some(p) = self.sent_pct {
+            what.push(format!("sent {p:.1}% of its rate"));
+        }
+        if self.behind_ms > 0.0 {
+            what.push(format!(
+                "up to {:.0} ms behind its send schedule",
+                self.behind_ms
+            ));
+        }
+        if self.throttled_ms > 0.0 {
+            what.push(format!(
+                "throttled {:.0} ms by its cgroup's CPU quota",
+                self.throttled_ms
+            ));
+        }
+        format!(
+            "{}'s agent was short of CPU ({})",
+            self.host,
+            what.join(", ")
+        )
+    }
 }
 
 /// The figures of `step` from the reports in `dir`: the summary's span and
@@ -277,6 +372,12 @@ pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
         (None, None) => (None, None, false),
     };
     let sent = fleet.packets.sent > 0.0;
+    let losses = evidence::host_losses(&set, &figures::flows(&set, &ctx));
+    let counted: f64 = losses
+        .iter()
+        .map(|h| h.explained_in() + h.explained_back())
+        .sum();
+    let wire_loss = fleet.round_trip_loss() - percent(counted, fleet.packets.sent);
     Ok(StepFigures {
         intervals: set.span.keep.len(),
         offered_pps: offered,
@@ -286,9 +387,11 @@ pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
         loss_pct: sent.then(|| fleet.round_trip_loss()),
         forward_loss_pct: fleet.forward_loss().filter(|_| sent),
         return_loss_pct: fleet.return_loss().filter(|_| sent),
+        wire_loss_pct: sent.then_some(wire_loss.max(0.0)),
         rtt_p50_us: p50,
         rtt_p99_us: p99,
         rtt_exact: exact,
+        short_of_cpu: ShortOfCpu::of(&set),
     })
 }
 
@@ -296,8 +399,13 @@ pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     Held,
-    /// It fell short: why, one phrase per threshold crossed.
+    /// It fell short: why, one phrase per threshold crossed, then one per
+    /// host whose agent was short of CPU.
     Failed(Vec<String>),
+    /// It fell short while an agent was short of CPU, and the scale is
+    /// tried again (at most [`MAX_TRIES`] times): not judged. Why, as
+    /// `Failed`'s.
+    Again(Vec<String>),
     /// No whole interval ran entirely at its rate: nothing to judge.
     NotMeasured,
 }
@@ -312,6 +420,7 @@ impl Verdict {
         match self {
             Verdict::Held => "held",
             Verdict::Failed(_) => "failed",
+            Verdict::Again(_) => "tried_again",
             Verdict::NotMeasured => "not_measured",
         }
     }
@@ -321,14 +430,18 @@ impl Verdict {
         match self {
             Verdict::Held => "held".to_string(),
             Verdict::Failed(why) => format!("FAILED: {}", why.join(", ")),
+            Verdict::Again(why) => format!("not judged, tried again: {}", why.join(", ")),
             Verdict::NotMeasured => "not measured: no whole interval at this rate".to_string(),
         }
     }
 }
 
 /// Whether `f` held by `t`: enough of what it offered came back, and (when
-/// judged) its p99 stayed low enough.
-pub fn verdict(f: &StepFigures, t: &Thresholds) -> Verdict {
+/// judged) its p99 stayed low enough. A step that fell short while an agent
+/// was short of CPU is tried again, unless the network's loss alone fails
+/// it, or its scale has had `tries` of [`MAX_TRIES`] already (the tries just
+/// before it at the same scale).
+pub fn verdict(f: &StepFigures, t: &Thresholds, tries: usize) -> Verdict {
     if f.intervals == 0 {
         return Verdict::NotMeasured;
     }
@@ -349,7 +462,14 @@ pub fn verdict(f: &StepFigures, t: &Thresholds) -> Verdict {
         }
     }
     if why.is_empty() {
-        Verdict::Held
+        return Verdict::Held;
+    }
+    why.extend(f.short_of_cpu.iter().map(ShortOfCpu::text));
+    let wire_fails = f
+        .wire_loss_pct
+        .is_some_and(|w| 100.0 - w < t.min_delivered_pct);
+    if !f.short_of_cpu.is_empty() && !wire_fails && tries + 1 < MAX_TRIES {
+        Verdict::Again(why)
     } else {
         Verdict::Failed(why)
     }
@@ -392,6 +512,7 @@ pub fn table_row(n: usize, s: &StepResult) -> String {
     let scale = match s.kind {
         Kind::Climb => format!("x{}", scale_text(s.scale)),
         Kind::Bisect => format!("x{} b", scale_text(s.scale)),
+        Kind::Again => format!("x{} r", scale_text(s.scale)),
     };
     format!(
         "  {n:>4}  {scale:>10}  {:>11}  {:>11}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {}\n",
@@ -426,9 +547,10 @@ pub fn conclusion(steps: &[StepResult]) -> String {
     let Some(best) = highest_held(steps) else {
         return match failed {
             Some(f) => format!(
-                "no rate held: the first step (x{}, {} offered) already fell short -- start the ramp lower\n",
+                "no rate held: the first step (x{}, {} offered) already fell short -- start the ramp lower\n{}",
                 scale_text(f.scale),
-                f.figures.offered_pps.map_or("-".to_string(), pps)
+                f.figures.offered_pps.map_or("-".to_string(), pps),
+                hosts_limit(steps, f)
             ),
             None => "no rate held: no step could be measured\n".to_string(),
         };
@@ -449,6 +571,7 @@ pub fn conclusion(steps: &[StepResult]) -> String {
                 f.figures.offered_pps.map_or("-".to_string(), pps),
                 f.verdict.text().trim_start_matches("FAILED: ")
             );
+            text.push_str(&hosts_limit(steps, f));
         }
         None => {
             let _ = writeln!(
@@ -459,6 +582,30 @@ pub fn conclusion(steps: &[StepResult]) -> String {
         }
     }
     text
+}
+
+/// Under the answer, when the step that fell short had an agent short of
+/// CPU in every try (not judged at once on the network's loss): the limit
+/// found may be the hosts', and what to do.
+fn hosts_limit(steps: &[StepResult], failed: &StepResult) -> String {
+    let hosts: Vec<&str> = failed
+        .figures
+        .short_of_cpu
+        .iter()
+        .map(|h| h.host.as_str())
+        .collect();
+    let tries = 1 + steps
+        .iter()
+        .filter(|s| s.scale == failed.scale && matches!(s.verdict, Verdict::Again(_)))
+        .count();
+    if hosts.is_empty() || tries < 2 {
+        return String::new();
+    }
+    format!(
+        "at x{} the agents of {} were short of CPU in each of {tries} tries: the limit found may be those hosts', not the network's -- give their agents the CPU (a quieter host, fewer flows per host) and ramp again\n",
+        scale_text(failed.scale),
+        hosts.join(", ")
+    )
 }
 
 /// The ramp as one JSON document (`mx run --ramp --json`).
@@ -524,8 +671,17 @@ pub fn document(
         loss_pct: ro(f.loss_pct),
         forward_loss_pct: ro(f.forward_loss_pct),
         return_loss_pct: ro(f.return_loss_pct),
+        wire_loss_pct: ro(f.wire_loss_pct),
         rtt_p50_us: ro(f.rtt_p50_us),
         rtt_p99_us: ro(f.rtt_p99_us),
+        short_of_cpu: f
+            .short_of_cpu
+            .iter()
+            .map(|h| ShortOfCpu {
+                sent_pct: ro(h.sent_pct),
+                ..h.clone()
+            })
+            .collect(),
         ..f.clone()
     };
     Document {
@@ -553,7 +709,7 @@ pub fn document(
                 figures: rounded(&s.figures),
                 verdict: s.verdict.word(),
                 why: match &s.verdict {
-                    Verdict::Failed(why) => why.clone(),
+                    Verdict::Failed(why) | Verdict::Again(why) => why.clone(),
                     _ => Vec::new(),
                 },
             })
@@ -755,15 +911,15 @@ mod tests {
             min_delivered_pct: 99.0,
             max_p99_us: Some(5000.0),
         };
-        assert_eq!(verdict(&figures(99.5, 800.0), &t), Verdict::Held);
+        assert_eq!(verdict(&figures(99.5, 800.0), &t, 0), Verdict::Held);
         // At the threshold exactly: held.
-        assert_eq!(verdict(&figures(99.0, 5000.0), &t), Verdict::Held);
+        assert_eq!(verdict(&figures(99.0, 5000.0), &t, 0), Verdict::Held);
         assert_eq!(
-            verdict(&figures(97.25, 800.0), &t),
+            verdict(&figures(97.25, 800.0), &t, 0),
             Verdict::Failed(vec!["delivered 97.25% < 99%".to_string()])
         );
         assert_eq!(
-            verdict(&figures(98.0, 12_000.0), &t),
+            verdict(&figures(98.0, 12_000.0), &t, 0),
             Verdict::Failed(vec![
                 "delivered 98.00% < 99%".to_string(),
                 "p99 12.0ms > 5.0ms".to_string()
@@ -774,11 +930,155 @@ mod tests {
             max_p99_us: None,
             ..t
         };
-        assert!(verdict(&figures(99.5, 1e9), &lax).held());
+        assert!(verdict(&figures(99.5, 1e9), &lax, 0).held());
         // No whole interval at the rate: nothing to judge, never a pass.
         let none = StepFigures::default();
-        assert_eq!(verdict(&none, &t), Verdict::NotMeasured);
-        assert!(!verdict(&none, &t).held());
+        assert_eq!(verdict(&none, &t, 0), Verdict::NotMeasured);
+        assert!(!verdict(&none, &t, 0).held());
+    }
+
+    fn starved(host: &str, sent_pct: Option<f64>, behind_ms: f64, throttled_ms: f64) -> ShortOfCpu {
+        ShortOfCpu {
+            host: host.to_string(),
+            sent_pct,
+            behind_ms,
+            throttled_ms,
+        }
+    }
+
+    #[test]
+    fn an_agent_is_short_of_cpu_when_throttled_far_behind_or_behind_past_its_bucket_and_short() {
+        // Throttled by its cgroup, whatever else.
+        assert!(starved("h", Some(100.0), 0.0, 3.0).starved());
+        // Far behind its schedule, even at its rate.
+        assert!(starved("h", Some(100.0), 20.0, 0.0).starved());
+        // Behind past what its bucket forgives, and short of its rate.
+        assert!(starved("h", Some(96.0), 8.5, 0.0).starved());
+        // Short of its rate, its bucket forgiving the lateness: not its CPU
+        // (a link pushing back on its sockets does that).
+        assert!(!starved("h", Some(96.0), 8.0, 0.0).starved());
+        // Behind past its bucket at its rate: it caught up.
+        assert!(!starved("h", Some(99.6), 15.0, 0.0).starved());
+        assert!(!starved("h", None, 15.0, 0.0).starved());
+        assert_eq!(
+            starved("h2", Some(96.14), 14.2, 0.0).text(),
+            "h2's agent was short of CPU (sent 96.1% of its rate, up to 14 ms behind its send schedule)"
+        );
+        assert_eq!(
+            starved("h3", None, 0.0, 420.0).text(),
+            "h3's agent was short of CPU (throttled 420 ms by its cgroup's CPU quota)"
+        );
+    }
+
+    #[test]
+    fn a_step_short_with_an_agent_short_of_cpu_is_tried_again_then_judged_naming_it() {
+        let t = Thresholds {
+            min_delivered_pct: 97.0,
+            max_p99_us: None,
+        };
+        let f = StepFigures {
+            short_of_cpu: vec![starved("h2", Some(96.1), 14.2, 0.0)],
+            ..figures(95.49, 800.0)
+        };
+        let why = vec![
+            "delivered 95.49% < 97%".to_string(),
+            "h2's agent was short of CPU (sent 96.1% of its rate, up to 14 ms behind its send schedule)"
+                .to_string(),
+        ];
+        for tries in 0..MAX_TRIES - 1 {
+            assert_eq!(verdict(&f, &t, tries), Verdict::Again(why.clone()));
+        }
+        assert_eq!(verdict(&f, &t, MAX_TRIES - 1), Verdict::Failed(why));
+        assert!(
+            verdict(&f, &t, 0)
+                .text()
+                .starts_with("not judged, tried again: delivered 95.49% < 97%, h2's agent")
+        );
+        // A step that held with an agent short of CPU held: what it offered
+        // came back.
+        let held = StepFigures {
+            short_of_cpu: f.short_of_cpu.clone(),
+            ..figures(99.0, 800.0)
+        };
+        assert_eq!(verdict(&held, &t, 0), Verdict::Held);
+        // The network lost too much by itself: judged at once, the agents
+        // short of CPU named beside it.
+        let lossy = StepFigures {
+            wire_loss_pct: Some(3.5),
+            ..f.clone()
+        };
+        assert!(matches!(verdict(&lossy, &t, 0), Verdict::Failed(w) if w.len() == 2));
+        let some_loss = StepFigures {
+            wire_loss_pct: Some(2.5),
+            ..f.clone()
+        };
+        assert!(matches!(verdict(&some_loss, &t, 0), Verdict::Again(_)));
+        // Short with every agent at its rate and on time: judged at once.
+        assert!(matches!(
+            verdict(&figures(95.49, 800.0), &t, 0),
+            Verdict::Failed(_)
+        ));
+
+        // The table marks the try again; the answer names the hosts whose
+        // agents were short of CPU in every try of the step that fell short.
+        let result = |scale, kind, figures: &StepFigures, tries| StepResult {
+            scale,
+            kind,
+            after: 0,
+            until: 4,
+            verdict: verdict(figures, &t, tries),
+            figures: StepFigures {
+                offered_pps: Some(1000.0 * scale),
+                ..figures.clone()
+            },
+        };
+        let ok = figures(99.9, 800.0);
+        let steps = vec![
+            result(1.0, Kind::Climb, &ok, 0),
+            result(2.0, Kind::Climb, &f, 0),
+            result(2.0, Kind::Again, &f, 1),
+            result(2.0, Kind::Again, &f, 2),
+        ];
+        assert!(
+            table_row(3, &steps[2]).contains("  x2 r  "),
+            "{}",
+            table_row(3, &steps[2])
+        );
+        let answer = conclusion(&steps);
+        assert!(
+            answer.starts_with("highest rate that held: 1000 pps")
+                && answer.contains("the limit lies between x1 and x2 (2.0 kpps offered fell short: delivered 95.49% < 97%, h2's agent was short of CPU (")
+                && answer.contains("at x2 the agents of h2 were short of CPU in each of 3 tries: the limit found may be those hosts', not the network's"),
+            "{answer}"
+        );
+        let doc = document(&plan(1.0, 2.0, 1.0, false), &t, 4.0, 1.0, &steps);
+        let v: serde_json::Value = serde_json::from_str(&to_json(&doc)).unwrap();
+        assert_eq!(v["steps"][1]["verdict"], "tried_again");
+        assert_eq!(v["steps"][2]["kind"], "again");
+        assert_eq!(v["steps"][3]["verdict"], "failed");
+        assert_eq!(v["steps"][3]["short_of_cpu"][0]["host"], "h2");
+        assert_eq!(v["steps"][3]["short_of_cpu"][0]["behind_ms"], 14.2);
+        assert_eq!(v["lowest_failed_scale"], 2.0);
+        // A try again is not the step that fell short: one that holds after
+        // it leaves no bracket.
+        let recovered = vec![
+            result(1.0, Kind::Climb, &ok, 0),
+            result(2.0, Kind::Climb, &f, 0),
+            result(2.0, Kind::Again, &ok, 1),
+        ];
+        assert!(conclusion(&recovered).contains("every step held: the limit is above x2"));
+        // Judged at once on the network's loss: the agents are named in its
+        // reasons, with no word of tries.
+        let lossy_steps = vec![
+            result(1.0, Kind::Climb, &ok, 0),
+            result(2.0, Kind::Climb, &lossy, 0),
+        ];
+        let answer = conclusion(&lossy_steps);
+        assert!(
+            answer.contains("fell short: delivered 95.49% < 97%, h2's agent was short of CPU (")
+                && !answer.contains("tries"),
+            "{answer}"
+        );
     }
 
     #[test]
@@ -797,7 +1097,7 @@ mod tests {
                 kind: Kind::Climb,
                 after: 0,
                 until: 4,
-                verdict: verdict(&f, &t),
+                verdict: verdict(&f, &t, 0),
                 figures: f,
             }
         };

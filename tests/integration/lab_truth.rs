@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::agents::Starved;
 use crate::lab::Lab;
 use crate::lab_faults::grid;
 use crate::summarize::{advice, assert_reads_clean};
@@ -205,46 +206,6 @@ fn agent_lab_a_host_held_back_by_slow_ssh_starts_late_and_that_is_not_loss() {
     );
     assert_eq!(loss(&out), (0.0, 0.0, 0.0), "{out}");
     every_cell_at_most(&grid(&sb, "loss_grid.csv"), 0.05, None);
-}
-
-/// A CPU quota of 1% of a core on a process, in a cgroup of its own (v1's
-/// cpu controller where this machine has it, else cgroup v2); removed on drop.
-struct Starved {
-    dir: PathBuf,
-}
-
-impl Starved {
-    fn hold(pid: &str, name: &str) -> Starved {
-        let v1 = PathBuf::from("/sys/fs/cgroup/cpu");
-        let dir = if v1.join("cgroup.procs").exists() {
-            let dir = v1.join(name);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("cpu.cfs_period_us"), "100000").unwrap();
-            std::fs::write(dir.join("cpu.cfs_quota_us"), "1000").unwrap();
-            dir
-        } else {
-            let root = PathBuf::from("/sys/fs/cgroup");
-            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
-            let dir = root.join(name);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("cpu.max"), "1000 100000").unwrap();
-            dir
-        };
-        std::fs::write(dir.join("cgroup.procs"), pid).unwrap();
-        Starved { dir }
-    }
-}
-
-impl Drop for Starved {
-    fn drop(&mut self) {
-        let parent = self.dir.parent().unwrap().join("cgroup.procs");
-        if let Ok(pids) = std::fs::read_to_string(self.dir.join("cgroup.procs")) {
-            for pid in pids.lines() {
-                let _ = std::fs::write(&parent, pid);
-            }
-        }
-        let _ = std::fs::remove_dir(&self.dir);
-    }
 }
 
 #[test]

@@ -2,17 +2,40 @@
 //! rate raised on the running fleet, and the flags a ramp refuses.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use matrix_orchestrator::summary::ramp::{self, Thresholds, Verdict};
+use matrix_orchestrator::summary::span::Step;
+
+use crate::agents::Starved;
 use crate::fleet_local::{agents_under, fleet_dir_with};
 use crate::lab_faults::report_rows;
+use crate::summarize::mesh_reports_over;
+use crate::util::Sandbox;
 
 /// The cells of `column` over `rows`, as numbers (blank: None).
 fn column(rows: &[BTreeMap<String, String>], name: &str) -> Vec<Option<f64>> {
     rows.iter().map(|r| r[name].parse::<f64>().ok()).collect()
 }
+
+/// A ramp on the local fleet `hosts`: x1, then x2, 2 s a step.
+const X1_THEN_X2: [&str; 11] = [
+    "run",
+    "--local",
+    "hosts",
+    "--interval",
+    "1",
+    "--ramp",
+    "1:2",
+    "--ramp-step",
+    "1",
+    "--ramp-hold",
+    "2",
+];
 
 #[test]
 fn agent_fleet_ramp_raises_the_running_agents_rate_and_rows_carry_its_scale() {
@@ -31,22 +54,7 @@ fn agent_fleet_ramp_raises_the_running_agents_rate_and_rows_carry_its_scale() {
             seen
         })
     };
-    let run = sb.mx(&[
-        "run",
-        "--local",
-        "hosts",
-        "--interval",
-        "1",
-        "--ramp",
-        "1:2",
-        "--ramp-step",
-        "1",
-        "--ramp-hold",
-        "2",
-        "--min-delivered",
-        "50",
-        "--json",
-    ]);
+    let run = sb.mx(&[&X1_THEN_X2[..], &["--min-delivered", "50", "--json"]].concat());
     done.store(true, Ordering::Relaxed);
     let pids = watcher.join().unwrap();
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -128,6 +136,157 @@ fn agent_fleet_ramp_raises_the_running_agents_rate_and_rows_carry_its_scale() {
             .all(|r| r["rate_scale"].is_empty()),
         "rx rows carry no scale"
     );
+}
+
+#[test]
+#[ignore = "needs root: a cgroup CPU quota on an agent (CI runs it: --run-ignored all)"]
+fn agent_fleet_ramp_tries_a_step_again_when_an_agent_was_short_of_cpu_in_it() {
+    crate::util::require_root("a cgroup CPU quota");
+    let sb = fleet_dir_with(67, &["h1", "h2"], &["--pps", "1000"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mx"))
+        .args(X1_THEN_X2)
+        .args(["--min-delivered", "95", "--json"])
+        .current_dir(sb.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mx");
+    // h2's agent is held to 1% of a core from the moment it runs until the
+    // first step has been judged: a host starved for a few seconds.
+    let h2 = sb.file("hosts/h2");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let agent = loop {
+        if let Some(pid) = agents_under(&h2).first() {
+            break pid.clone();
+        }
+        assert!(Instant::now() < deadline, "h2's agent never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut starved = Some(Starved::hold(&agent, "mx-ramp-starved-67"));
+    let mut stderr = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.starts_with("[mx] step 1 at ") {
+            starved = None;
+        }
+        stderr.push_str(&line);
+        stderr.push('\n');
+    }
+    drop(starved);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let code = child.wait().unwrap().code();
+    eprintln!("{stderr}{stdout}");
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains(
+            "[mx] step 1 at x1 (2.0 kpps offered, 2 interval(s)): not judged, tried again: delivered "
+        ) && stderr.contains("h2's agent was short of CPU (")
+            && (stderr.contains("behind its send schedule")
+                || stderr.contains("by its cgroup's CPU quota")),
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
+    let steps = doc["steps"].as_array().unwrap();
+    let brief: Vec<(f64, &str, &str)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["scale"].as_f64().unwrap(),
+                s["kind"].as_str().unwrap(),
+                s["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // Starved, tried again once the host had its CPU back, and on.
+    assert_eq!(
+        brief,
+        vec![
+            (1.0, "climb", "tried_again"),
+            (1.0, "again", "held"),
+            (2.0, "climb", "held")
+        ],
+        "{stdout}"
+    );
+    let short = &steps[0]["short_of_cpu"];
+    assert_eq!(short.as_array().unwrap().len(), 1, "{short}");
+    assert_eq!(short[0]["host"], "h2");
+    // (An agent reads its cgroup's throttling from the cgroup it started
+    // in: moved after it started, it shows as lateness.)
+    assert!(
+        short[0]["throttled_ms"].as_f64().unwrap() > 0.0
+            || short[0]["behind_ms"].as_f64().unwrap() >= 20.0,
+        "{short}"
+    );
+    assert!(
+        steps[1]["short_of_cpu"].as_array().unwrap().is_empty(),
+        "{stdout}"
+    );
+    // A try again is no limit: every step held.
+    assert_eq!(doc["highest_held"]["scale"], 2.0);
+    assert!(doc["lowest_failed_scale"].is_null(), "{stdout}");
+}
+
+#[test]
+fn a_steps_loss_its_hosts_counted_themselves_is_not_the_networks() {
+    // Every request into d loses 20% on the way in (5% of the fleet's),
+    // while d's agent was held off the CPU: 310 ms behind its schedule.
+    // With d's kernel counting those requests dropped at its sockets, the
+    // loss is d's; without, it is the network's.
+    let step = Step {
+        scale: 1.0,
+        after: 100,
+        until: 108,
+    };
+    let hosts = ["a", "b", "c", "d"];
+    let into_d = |_: &str, dst: &str| if dst == "d" { 0.8 } else { 1.0 };
+    let figures = |counted: bool| {
+        let sb = Sandbox::new();
+        let ticks: Vec<i64> = (100..=109).collect();
+        mesh_reports_over(&ticks, &hosts, into_d, into_d, |host, row| {
+            row.rate_scale = Some(1.0);
+            row.req_drops = Some(if counted && host == "d" { 600 } else { 0 });
+            row.rep_drops = Some(0);
+            row.behind_ms = Some(if host == "d" { 310.0 } else { 1.0 });
+        })
+        .write(&sb);
+        ramp::step_figures(&sb.file("reports"), &step).unwrap()
+    };
+    let thresholds = Thresholds::parse(Some("97"), None).unwrap();
+    let counted = figures(true);
+    assert!(counted.intervals >= 6, "{counted:?}");
+    let near = |v: Option<f64>, want: f64| v.is_some_and(|v| (v - want).abs() < 0.01);
+    assert!(near(counted.loss_pct, 5.0), "{counted:?}");
+    assert!(near(counted.wire_loss_pct, 0.0), "{counted:?}");
+    let short: Vec<&str> = counted
+        .short_of_cpu
+        .iter()
+        .map(|h| h.host.as_str())
+        .collect();
+    assert_eq!(short, ["d"], "{counted:?}");
+    assert!(
+        matches!(ramp::verdict(&counted, &thresholds, 0), Verdict::Again(_)),
+        "{counted:?}"
+    );
+    // Lost where no host counted it: the network's, judged at once, d's
+    // CPU named beside it.
+    let uncounted = figures(false);
+    assert!(near(uncounted.wire_loss_pct, 5.0), "{uncounted:?}");
+    match ramp::verdict(&uncounted, &thresholds, 0) {
+        Verdict::Failed(why) => assert_eq!(
+            why,
+            [
+                "delivered 95.00% < 97%",
+                "d's agent was short of CPU (sent 100.0% of its rate, up to 310 ms behind its send schedule)"
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

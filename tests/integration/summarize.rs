@@ -159,8 +159,19 @@ pub fn mesh_reports_with(
     rep: impl Fn(&str, &str) -> f64,
     more: impl Fn(&str, &mut ReportRow),
 ) -> Reports {
+    mesh_reports_over(&[100, 101, 102], hosts, fwd, rep, more)
+}
+
+/// [`mesh_reports_with`] over the intervals labelled `ticks`.
+pub fn mesh_reports_over(
+    ticks: &[i64],
+    hosts: &[&str],
+    fwd: impl Fn(&str, &str) -> f64,
+    rep: impl Fn(&str, &str) -> f64,
+    more: impl Fn(&str, &mut ReportRow),
+) -> Reports {
     let mut r = Reports::default();
-    for ts in [100, 101, 102] {
+    for &ts in ticks {
         for &src in hosts {
             let mut back = 0.0;
             for &dst in hosts.iter().filter(|&&d| d != src) {
