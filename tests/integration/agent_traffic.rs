@@ -141,7 +141,12 @@ fn ipv6_agents_on_loopback_deliver_every_flow_and_answer_from_the_address_asked(
     });
     assert_eq!(reply, Some((300, h1)), "{}", fleet.log("h1"));
     fleet.wait_ok();
-    assert_flows_at(&fleet, &["h1", "h2", "h3"], 1000.0);
+    // Every flow ran at its rate over IPv6, and lost nothing. (How exactly
+    // an agent paces is the IPv4 rate tests' subject; here 5%: on this VM a
+    // woken worker waits up to 13 ms for a core in most intervals of some
+    // runs, 1-4% of a 1 kpps flow's interval, and two CI runs failed on it
+    // at 1% with every reply back.)
+    assert_flows_within(&fleet, &["h1", "h2", "h3"], 1000.0, 0.05);
     for h in ["h1", "h2", "h3"] {
         let rows = fleet.report(h);
         for r in full_rows(&rows, "tx", None) {
