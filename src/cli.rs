@@ -773,7 +773,9 @@ pub struct RunArgs {
 pub struct RampArgs {
     /// Find the limit: raise every flow's rate step by step, from FROM to TO
     /// times its matrix rate (e.g. 0.5:3), on the running fleet, and stop at
-    /// the first step where delivery or the p99 tail falls short
+    /// the first step where delivery or the p99 tail falls short (a step
+    /// that fell short while an agent was short of CPU is tried again, up to
+    /// 3 tries)
     #[arg(long = "ramp", value_name = "FROM:TO")]
     pub range: Option<String>,
 
