@@ -225,12 +225,7 @@ fn climb(
         let Some(figures) = measure(fleet, &args.report.reports.dir, &step, ramp, out)? else {
             return Ok((steps, EXIT_PROBLEMS));
         };
-        // This scale's tries so far that an agent short of CPU left unjudged.
-        let tries = steps
-            .iter()
-            .rev()
-            .take_while(|s| s.scale == scale && matches!(s.verdict, Verdict::Again(_)))
-            .count();
+        let tries = ramp::tried_again(&steps, scale);
         let verdict = ramp::verdict(&figures, &ramp.thresholds, tries);
         writeln!(
             out,

@@ -584,6 +584,16 @@ pub fn conclusion(steps: &[StepResult]) -> String {
     text
 }
 
+/// How many times `scale` was tried and left unjudged in `steps` (an agent
+/// short of CPU): a scale is tried again only right after itself, and a
+/// ramp comes back to no scale, so these are the tries before its last.
+pub fn tried_again(steps: &[StepResult], scale: f64) -> usize {
+    steps
+        .iter()
+        .filter(|s| s.scale == scale && matches!(s.verdict, Verdict::Again(_)))
+        .count()
+}
+
 /// Under the answer, when the step that fell short had an agent short of
 /// CPU in every try (not judged at once on the network's loss): the limit
 /// found may be the hosts', and what to do.
@@ -594,10 +604,7 @@ fn hosts_limit(steps: &[StepResult], failed: &StepResult) -> String {
         .iter()
         .map(|h| h.host.as_str())
         .collect();
-    let tries = 1 + steps
-        .iter()
-        .filter(|s| s.scale == failed.scale && matches!(s.verdict, Verdict::Again(_)))
-        .count();
+    let tries = 1 + tried_again(steps, failed.scale);
     if hosts.is_empty() || tries < 2 {
         return String::new();
     }
