@@ -23,10 +23,12 @@ build). Traffic stays on 127.0.0.0/8.
 import argparse
 import collections
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agent_vs_ceiling as bench  # noqa: E402
@@ -88,17 +90,22 @@ def busy_windows(runs):
 def profile(rate, seconds):
     with tempfile.TemporaryDirectory() as d:
         data = os.path.join(d, "sched.data")
-        # perf runs the pair in this same process's child: the bench's own
-        # code, under the tracer.
-        code = ("import sys; sys.path.insert(0, %r); import agent_vs_ceiling as b; "
-                "p = b.run_pair(%r, %r, (64, 64), ['--no-gso']); "
-                "print('clean' if b.clean(p, %r) else 'failed', p.behind_ms)") % (
-                    os.path.dirname(os.path.abspath(__file__)), rate, seconds, rate)
-        verdict = subprocess.run(["perf", "sched", "record", "-q", "-o", data, "--", sys.executable, "-c", code],
-                                 capture_output=True, text=True, check=True).stdout.split()
+        # The whole machine's scheduler events while the pair runs; perf
+        # writes its file when interrupted.
+        perf = subprocess.Popen(["perf", "sched", "record", "-a", "-q", "-o", data],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        try:
+            pair = bench.run_pair(rate, seconds, SIZE, ["--no-gso"])
+        finally:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         runs = timehist(data)
+    if pair is None:
+        sys.exit(f"pacing_profile: a run of {seconds} s wrote fewer than two whole intervals")
+    verdict = "clean" if bench.clean(pair, rate) else "failed"
+    print(f"  at {rate:,.0f} pps a flow, under perf: {verdict}, an agent up to {pair.behind_ms:.0f} ms behind")
     ran, windows, span = busy_windows(runs)
-    print(f"  at {rate:,.0f} pps a flow, under perf: {verdict[0]}, an agent up to {float(verdict[1]):.0f} ms behind")
     for worker in sorted({r[2] for r in runs if r[2].startswith("worker")}):
         busy = [ran[(k, worker)] / WINDOW_S for k in range(windows)]
         # The windows it ran in at all, less the first and last tenth
