@@ -18,6 +18,10 @@ pub struct TxCounts {
     pub reply_bytes: u64,
     pub rtt_sum_ns: u64,
     pub rtt_count: u64,
+    /// Σ |RTT - the socket's previous RTT| over the replies of the interval
+    /// that had one before them, and how many did: their ratio is the jitter.
+    pub jitter_sum_ns: u64,
+    pub jitter_count: u64,
     pub dup: u64,
     pub ooo: u64,
     /// Sends the kernel refused (e.g. ECONNREFUSED after an ICMP unreachable).
@@ -73,6 +77,8 @@ pub struct FlowReport {
     /// Largest RTT of the interval, ns (the original kept a running maximum
     /// since the socket opened, which could predate any window summarized).
     pub rtt_max_ns: u64,
+    /// Smallest RTT of the interval, ns (`None`: no reply timed).
+    pub rtt_min_ns: Option<u64>,
 }
 
 /// Datagrams the kernel dropped at this worker's sockets because their
@@ -115,6 +121,11 @@ pub struct Batch {
     /// The rate scale its flows ran at (`mx run --ramp`); `None`: the
     /// matrix's rates.
     pub rate_scale: Option<f64>,
+    /// Datagrams the worker sent in GSO messages of several, and read in
+    /// GRO messages of several: a software interface counts such a message
+    /// as one packet.
+    pub gso_pkts: u64,
+    pub gro_pkts: u64,
     /// The worker's last batch (stop, exit): a partial interval.
     pub last: bool,
 }

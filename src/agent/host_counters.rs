@@ -6,8 +6,17 @@
 //!   /proc/net/snmp6 (per network namespace, so per host in the lab): a
 //!   datagram dropped because a socket's buffer was full, or sent to a port
 //!   nobody listened on;
-//! - the rx `drop` column of /proc/net/dev, summed over the interfaces: what
-//!   the NIC (or its driver) dropped before the stack saw it;
+//! - UDP `SndbufErrors`: a datagram the kernel dropped on its way out (a
+//!   qdisc that was full, a rate cap's queue, no buffer): the application's
+//!   send succeeded, and the packet never left;
+//! - the interface that carries the traffic, from
+//!   /sys/class/net/<if>/statistics: packets and bytes it sent and received,
+//!   and its drops. What left the host is what it sent; what the agent handed
+//!   the kernel beside it tells a loss in the host's transmit path, and what
+//!   it received beside what the agent read, one in its receive path. Its rx
+//!   drops (where the interface is not known: the rx `drop` column of
+//!   /proc/net/dev summed over every interface) are what the NIC or its
+//!   driver dropped before the stack saw them;
 //! - the agent's own cgroup's CPU throttling (cgroup v2 `cpu.stat`
 //!   `throttled_usec`, or v1 `throttled_time`): time the agent was ready to
 //!   run and held off by a CPU quota.
@@ -17,13 +26,62 @@
 
 use std::path::PathBuf;
 
+/// The statistics of one interface (cumulative, as the kernel keeps them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicTotals {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_dropped: u64,
+    pub rx_dropped: u64,
+}
+
+impl NicTotals {
+    /// Reads /sys/class/net/`name`/statistics; `None` when the interface is
+    /// gone or its counters cannot be read (a container without /sys).
+    fn read(name: &str) -> Option<NicTotals> {
+        let dir = format!("/sys/class/net/{name}/statistics");
+        let counter = |file: &str| -> Option<u64> {
+            std::fs::read_to_string(format!("{dir}/{file}"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        Some(NicTotals {
+            tx_packets: counter("tx_packets")?,
+            tx_bytes: counter("tx_bytes")?,
+            rx_packets: counter("rx_packets")?,
+            rx_bytes: counter("rx_bytes")?,
+            tx_dropped: counter("tx_dropped")?,
+            rx_dropped: counter("rx_dropped")?,
+        })
+    }
+
+    /// The increase since `then`: `None` where a counter went backwards (the
+    /// interface was replaced, or a 32-bit counter wrapped).
+    fn since(&self, then: &NicTotals) -> Option<NicTotals> {
+        Some(NicTotals {
+            tx_packets: self.tx_packets.checked_sub(then.tx_packets)?,
+            tx_bytes: self.tx_bytes.checked_sub(then.tx_bytes)?,
+            rx_packets: self.rx_packets.checked_sub(then.rx_packets)?,
+            rx_bytes: self.rx_bytes.checked_sub(then.rx_bytes)?,
+            tx_dropped: self.tx_dropped.checked_sub(then.tx_dropped)?,
+            rx_dropped: self.rx_dropped.checked_sub(then.rx_dropped)?,
+        })
+    }
+}
+
 /// One sample of the cumulative counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Totals {
     rcvbuf_errors: Option<u64>,
+    sndbuf_errors: Option<u64>,
     in_errors: Option<u64>,
     no_ports: Option<u64>,
     nic_rx_drops: Option<u64>,
+    nic: Option<NicTotals>,
     throttled_us: Option<u64>,
     /// The cpu.stat the throttling was read from: a change of cgroup makes
     /// the next increase meaningless.
@@ -34,9 +92,13 @@ struct Totals {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HostDelta {
     pub rcvbuf_errors: Option<u64>,
+    pub sndbuf_errors: Option<u64>,
     pub in_errors: Option<u64>,
     pub no_ports: Option<u64>,
     pub nic_rx_drops: Option<u64>,
+    /// The traffic's interface over the interval (`None`: not known, or
+    /// its counters could not be read).
+    pub nic: Option<NicTotals>,
     /// Milliseconds the agent's cgroup was throttled.
     pub throttled_ms: Option<f64>,
 }
@@ -126,6 +188,8 @@ fn throttled_us(cpu_stat: &str) -> Option<u64> {
 /// Keeps the previous sample to take increases against.
 #[derive(Debug, Default)]
 pub struct HostCounters {
+    /// The interface that carries the traffic, when known.
+    interface: Option<String>,
     last: Totals,
 }
 
@@ -134,11 +198,16 @@ fn read(path: &str) -> String {
 }
 
 impl HostCounters {
-    /// Takes the first sample (the baseline of the first interval).
-    pub fn start() -> HostCounters {
-        HostCounters {
-            last: Self::totals(),
-        }
+    /// Takes the first sample (the baseline of the first interval);
+    /// `interface` carries the traffic (`None`: not known).
+    pub fn start(interface: Option<String>) -> HostCounters {
+        let last = Self::totals(interface.as_deref());
+        HostCounters { interface, last }
+    }
+
+    /// The interface whose counters the host row carries.
+    pub fn interface(&self) -> Option<&str> {
+        self.interface.as_deref()
     }
 
     /// The throttling counter of the cgroup this process is in now (it may be
@@ -152,14 +221,20 @@ impl HostCounters {
             })
     }
 
-    fn totals() -> Totals {
+    fn totals(interface: Option<&str>) -> Totals {
         let (snmp, snmp6) = (read("/proc/net/snmp"), read("/proc/net/snmp6"));
         let throttled = Self::throttled();
+        let nic = interface.and_then(NicTotals::read);
         Totals {
             rcvbuf_errors: udp_counter(&snmp, &snmp6, "RcvbufErrors"),
+            sndbuf_errors: udp_counter(&snmp, &snmp6, "SndbufErrors"),
             in_errors: udp_counter(&snmp, &snmp6, "InErrors"),
             no_ports: udp_counter(&snmp, &snmp6, "NoPorts"),
-            nic_rx_drops: nic_rx_drops(&read("/proc/net/dev")),
+            nic_rx_drops: match nic {
+                Some(n) => Some(n.rx_dropped),
+                None => nic_rx_drops(&read("/proc/net/dev")),
+            },
+            nic,
             throttled_us: throttled.as_ref().map(|t| t.1),
             cgroup: throttled.map(|t| t.0),
         }
@@ -167,14 +242,16 @@ impl HostCounters {
 
     /// The increases since the previous sample.
     pub fn sample(&mut self) -> HostDelta {
-        let now = Self::totals();
+        let now = Self::totals(self.interface.as_deref());
         let then = std::mem::replace(&mut self.last, now.clone());
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         HostDelta {
             rcvbuf_errors: delta(now.rcvbuf_errors, then.rcvbuf_errors),
+            sndbuf_errors: delta(now.sndbuf_errors, then.sndbuf_errors),
             in_errors: delta(now.in_errors, then.in_errors),
             no_ports: delta(now.no_ports, then.no_ports),
             nic_rx_drops: delta(now.nic_rx_drops, then.nic_rx_drops),
+            nic: now.nic.zip(then.nic).and_then(|(n, t)| n.since(&t)),
             throttled_ms: (now.cgroup == then.cgroup)
                 .then(|| delta(now.throttled_us, then.throttled_us))
                 .flatten()
@@ -200,6 +277,24 @@ mod tests {
         assert_eq!(udp_counter(SNMP, SNMP6, "InErrors"), Some(15));
         assert_eq!(udp_counter(SNMP, "", "NoPorts"), Some(7));
         assert_eq!(udp_counter("", "", "NoPorts"), None);
+    }
+
+    #[test]
+    fn an_interfaces_counters_are_read_and_taken_as_increases() {
+        let lo = NicTotals::read("lo").expect("every Linux has lo");
+        let later = NicTotals {
+            tx_packets: lo.tx_packets + 10,
+            tx_bytes: lo.tx_bytes + 640,
+            ..lo
+        };
+        let delta = later.since(&lo).unwrap();
+        assert_eq!(
+            (delta.tx_packets, delta.tx_bytes, delta.rx_packets),
+            (10, 640, 0)
+        );
+        // A counter that went back (the interface was replaced): no figure.
+        assert_eq!(lo.since(&later), None);
+        assert_eq!(NicTotals::read("no-such-nic0"), None);
     }
 
     #[test]

@@ -94,6 +94,61 @@ pub fn bind_address(spec: &str, family: Ip) -> Result<(String, IpAddr)> {
     other.ok_or_else(|| Error::refused(format!("--bind '{spec}': no interface matched")))
 }
 
+/// The interface that holds address `ip`, else the one whose subnet holds
+/// it (127.0.0.0/8 is loopback's, though `lo` carries only 127.0.0.1). Its
+/// counters are what left and reached this host. `None` for a wildcard or a
+/// NAT'd address.
+pub fn interface_of(ip: IpAddr) -> Option<String> {
+    let addrs: Vec<(String, IpAddr, u32)> = nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter_map(|i| interface_address(&i).map(|(a, p)| (i.interface_name, a, p)))
+        .collect();
+    let in_subnet = |a: IpAddr, prefix: u32| match (a, ip) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let mask = u32::MAX.checked_shl(32 - prefix.min(32)).unwrap_or(0);
+            u32::from(a) & mask == u32::from(b) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let mask = u128::MAX.checked_shl(128 - prefix.min(128)).unwrap_or(0);
+            u128::from(a) & mask == u128::from(b) & mask
+        }
+        _ => false,
+    };
+    let named = |want: &dyn Fn(&(String, IpAddr, u32)) -> bool| {
+        addrs
+            .iter()
+            .find(|a| want(a))
+            .map(|(name, _, _)| name.clone())
+    };
+    named(&|(_, a, _)| *a == ip).or_else(|| named(&|(_, a, p)| in_subnet(*a, *p)))
+}
+
+/// The interface that carries this agent's traffic: the one holding the
+/// address it listens on, else the one its route to the first peer leaves
+/// by. `None` when neither is known (no peer, a NAT'd address).
+pub fn traffic_interface(local_ip: Option<IpAddr>, peers: &[Option<SocketAddr>]) -> Option<String> {
+    let ip = local_ip.or_else(|| peers.iter().flatten().find_map(|&p| route_source(p)))?;
+    interface_of(ip)
+}
+
+/// The MTU of interface `name` (/sys/class/net/<name>/mtu).
+pub fn interface_mtu(name: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The source address the kernel's routes pick toward `peer`: a UDP socket
+/// connected to it learns its own address, and sends nothing.
+pub fn route_source(peer: SocketAddr) -> Option<IpAddr> {
+    let any = SocketAddr::new(Ip::of(peer.ip()).unspecified(), 0);
+    let socket = UdpSocket::bind(any).ok()?;
+    socket.connect(peer).ok()?;
+    Some(socket.local_addr().ok()?.ip())
+}
+
 /// An interface's address and prefix length; `None` for what is not an IP
 /// address, or is an IPv6 link-local one.
 fn interface_address(ifaddr: &nix::ifaddrs::InterfaceAddress) -> Option<(IpAddr, u32)> {
@@ -129,5 +184,31 @@ pub fn check_bind_matches(
             addr.ip()
         ))),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses_are_lo_s_by_its_subnet() {
+        // lo holds 127.0.0.1/8: 127.77.0.3 is on it though not assigned.
+        assert_eq!(
+            interface_of("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+        assert_eq!(
+            interface_of("127.77.0.3".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+        // An address no interface's subnet holds (TEST-NET-3) has none.
+        assert_eq!(interface_of("203.0.113.9".parse().unwrap()), None);
+        let to_peer = SocketAddr::from(([127, 77, 0, 2], 5300));
+        assert_eq!(
+            traffic_interface(None, &[None, Some(to_peer)]).as_deref(),
+            Some("lo")
+        );
+        assert!(interface_mtu("lo").is_some_and(|mtu| mtu >= 1500));
     }
 }

@@ -185,6 +185,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
 
     // 10. The banner, then the files that say this agent is up.
     banner(config, &plan, &threads);
+    interface_line(reporter.interface());
     let home = match config.report.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
@@ -371,6 +372,19 @@ fn spawn_workers(
 
 /// The lines that open the agent's log: what it runs, how, and (layered) its
 /// schedule.
+/// Which interface's counters the host rows carry, and its MTU.
+fn interface_line(interface: Option<&str>) {
+    match interface {
+        Some(name) => say!(
+            "traffic on {name}{}: what it sends and receives is counted in the host rows (nic_*)",
+            identity::interface_mtu(name).map_or(String::new(), |mtu| format!(" (MTU {mtu})"))
+        ),
+        None => say!(
+            "the interface that carries the traffic is not known here: the host rows' nic_* cells stay blank"
+        ),
+    }
+}
+
 fn banner(config: &AgentConfig, plan: &AgentPlan, threads: &[WorkerThread]) {
     let now = wall_now();
     let schedule = plan.schedule();

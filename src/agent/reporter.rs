@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::clock::{RunClock, phase_of};
 use super::counters::{Batch, RxCounts, SocketDrops};
-use super::cpu::CpuSampler;
+use super::cpu::{CpuSampler, CpuShares};
 use super::disk::stats::DiskStats;
 use super::host_counters::{HostCounters, HostDelta};
 use super::plan::AgentPlan;
@@ -35,6 +35,9 @@ struct TxRow {
     rtt_count: u64,
     rtt: MergedRtt,
     rtt_max_ns: u64,
+    rtt_min_ns: Option<u64>,
+    jitter_sum_ns: u64,
+    jitter_count: u64,
     dup: u64,
     ooo: u64,
     pkts: u64,
@@ -69,6 +72,9 @@ struct Merged {
     /// was scaled, or when they were not all at one (which no reader may
     /// take for either).
     rate_scale: Option<f64>,
+    /// Datagrams sent and read in coalesced messages.
+    gso_pkts: u64,
+    gro_pkts: u64,
 }
 
 /// A host's disk in one interval: rates summed over the workers (each over
@@ -111,6 +117,20 @@ struct Totals {
 /// interval it cannot go below 0.
 fn loss_pct(sent: u64, back: u64) -> Option<f64> {
     (sent > 0).then(|| 100.0 - back as f64 / sent as f64 * 100.0)
+}
+
+/// The smaller of two optional minimums.
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// Mean absolute difference between successive RTTs, in us (`None`: no
+/// reply had one before it).
+fn jitter_us(sum_ns: u64, count: u64) -> Option<f64> {
+    (count > 0).then(|| sum_ns as f64 / count as f64 / 1000.0)
 }
 
 /// Rate per second and Mbit/s of payload for a count over `elapsed` seconds.
@@ -179,7 +199,10 @@ impl Reporter {
             names: plan.matrix.hosts().iter().map(|h| h.name.clone()).collect(),
             file,
             cpu,
-            counters: HostCounters::start(),
+            counters: HostCounters::start(super::identity::traffic_interface(
+                plan.local_ip,
+                &plan.peer_addrs,
+            )),
             clock,
             wrote_one: false,
             unwritten: Vec::new(),
@@ -187,6 +210,11 @@ impl Reporter {
             news: None,
             dropped: 0,
         })
+    }
+
+    /// The interface whose counters the host rows carry.
+    pub fn interface(&self) -> Option<&str> {
+        self.counters.interface()
     }
 
     fn row(&self, ts: i64, dir: Dir, peer: &str) -> ReportRow {
@@ -257,6 +285,8 @@ impl Reporter {
             m.drops.requests += batch.drops.requests;
             m.drops.replies += batch.drops.replies;
             m.behind_ns = m.behind_ns.max(batch.behind_ns);
+            m.gso_pkts += batch.gso_pkts;
+            m.gro_pkts += batch.gro_pkts;
             m.layer = m.layer.or(batch.layer);
             if let Some(disk) = &batch.disk {
                 m.disk.get_or_insert_default().add(disk, elapsed);
@@ -289,6 +319,9 @@ impl Reporter {
                 row.rtt_count += f.counts.rtt_count;
                 row.rtt.add(&f.rtt);
                 row.rtt_max_ns = row.rtt_max_ns.max(f.rtt_max_ns);
+                row.rtt_min_ns = min_opt(row.rtt_min_ns, f.rtt_min_ns);
+                row.jitter_sum_ns += f.counts.jitter_sum_ns;
+                row.jitter_count += f.counts.jitter_count;
                 row.dup += f.counts.dup;
                 row.ooo += f.counts.ooo;
             }
@@ -325,6 +358,8 @@ impl Reporter {
             r.rtt_p99_us = row.rtt.quantile_us(0.99);
             r.rtt_p999_us = row.rtt.quantile_us(0.999);
             r.rtt_max_us = (row.rtt_count > 0).then(|| row.rtt_max_ns as f64 / 1000.0);
+            r.rtt_min_us = row.rtt_min_ns.map(|ns| ns as f64 / 1000.0);
+            r.jitter_us = jitter_us(row.jitter_sum_ns, row.jitter_count);
             r.dup_pkts = Some(row.dup);
             r.ooo_pkts = Some(row.ooo);
             r.pkts = Some(row.pkts);
@@ -344,6 +379,9 @@ impl Reporter {
             t.sum.rep_pkts += row.rep_pkts;
             t.sum.late += row.late;
             t.sum.send_errors += row.send_errors;
+            t.sum.rtt_min_ns = min_opt(t.sum.rtt_min_ns, row.rtt_min_ns);
+            t.sum.jitter_sum_ns += row.jitter_sum_ns;
+            t.sum.jitter_count += row.jitter_count;
             t.rtt.merge(&row.rtt);
         }
         t
@@ -375,7 +413,7 @@ impl Reporter {
         ts: i64,
         m: &Merged,
         t: &Totals,
-        cpu: Option<(f64, f64)>,
+        cpu: Option<CpuShares>,
         host: HostDelta,
         phase: Phase,
     ) -> ReportRow {
@@ -392,8 +430,11 @@ impl Reporter {
         r.rtt_p99_us = t.rtt.quantile_us(0.99);
         r.rtt_p999_us = t.rtt.quantile_us(0.999);
         r.rtt_hist = t.rtt.encode();
-        r.cpu_pct = cpu.map(|c| c.0);
-        r.cpu_max_pct = cpu.map(|c| c.1);
+        r.cpu_pct = cpu.map(|c| c.box_pct);
+        r.cpu_max_pct = cpu.map(|c| c.core_max_pct);
+        r.steal_pct = cpu.and_then(|c| c.steal_pct);
+        r.rtt_min_us = sum.rtt_min_ns.map(|ns| ns as f64 / 1000.0);
+        r.jitter_us = jitter_us(sum.jitter_sum_ns, sum.jitter_count);
         r.agent_cpu_pct = m.busiest_worker;
         r.workers = Some(self.workers as u32);
         r.layer = m.layer;
@@ -409,6 +450,17 @@ impl Reporter {
         r.udp_in_errors = host.in_errors;
         r.udp_no_ports = host.no_ports;
         r.nic_rx_drops = host.nic_rx_drops;
+        r.udp_sndbuf_errors = host.sndbuf_errors;
+        r.nic = self.counters.interface().map(str::to_string);
+        if let Some(nic) = host.nic {
+            r.nic_tx_pkts = Some(nic.tx_packets);
+            r.nic_tx_bytes = Some(nic.tx_bytes);
+            r.nic_rx_pkts = Some(nic.rx_packets);
+            r.nic_rx_bytes = Some(nic.rx_bytes);
+            r.nic_tx_drops = Some(nic.tx_dropped);
+        }
+        r.gso_pkts = Some(m.gso_pkts);
+        r.gro_pkts = Some(m.gro_pkts);
         r.behind_ms = Some(m.behind_ns as f64 / 1e6);
         r.throttled_ms = host.throttled_ms;
         r.rate_scale = m.rate_scale;

@@ -99,6 +99,9 @@ pub struct RecvBatch {
     controls: [Control; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
     count: usize,
+    /// Datagrams read in coalesced (GRO) messages of several, since the
+    /// last [`take_coalesced`](Self::take_coalesced).
+    read_coalesced: u64,
 }
 
 // SAFETY: the raw pointers inside the mmsghdr/iovec arrays point into the
@@ -193,7 +196,25 @@ impl RecvBatch {
             )
         };
         self.count = batch_result(n)?;
+        for i in 0..self.count {
+            // Only a GRO message carries control data.
+            if self.hdrs[i].msg_hdr.msg_controllen != 0
+                && let Some(segment) = self.gro_segment(i).filter(|&s| s > 0)
+            {
+                let len = self.hdrs[i].msg_len as usize;
+                if len > segment {
+                    self.read_coalesced += len.div_ceil(segment) as u64;
+                }
+            }
+        }
         Ok(self.count)
+    }
+
+    /// Datagrams read in coalesced messages since the last call: a
+    /// software interface (veth, loopback) counted each such message as one
+    /// packet, so its counts and the datagrams compare only where this is 0.
+    pub fn take_coalesced(&mut self) -> u64 {
+        std::mem::take(&mut self.read_coalesced)
     }
 
     /// The datagrams of the last [`recv`](Self::recv), super-datagrams split.
@@ -455,6 +476,9 @@ pub struct SendBatch {
     sent: [bool; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
     len: usize,
+    /// Datagrams the kernel took in GSO messages of several, since the last
+    /// [`take_coalesced`](Self::take_coalesced).
+    sent_coalesced: u64,
 }
 
 impl SendBatch {
@@ -786,7 +810,18 @@ impl SendBatch {
             )
         };
         let sent = batch_result(n)?;
+        self.sent_coalesced += self.segments[..sent]
+            .iter()
+            .filter(|&&k| k > 1)
+            .sum::<usize>() as u64;
         Ok(self.segments[..sent].iter().sum())
+    }
+
+    /// Datagrams sent in GSO messages of several since the last call: a
+    /// software interface (veth, loopback) counts each such message as one
+    /// packet, so its counts and the datagrams compare only where this is 0.
+    pub fn take_coalesced(&mut self) -> u64 {
+        std::mem::take(&mut self.sent_coalesced)
     }
 }
 

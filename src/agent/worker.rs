@@ -67,6 +67,29 @@ fn hold(interval: f64) -> Duration {
 struct TxSlot {
     counts: TxCounts,
     rtt_max_ns: u64,
+    rtt_min_ns: Option<u64>,
+}
+
+impl TxSlot {
+    /// Times `n` replies that took `rtt` ns each (a GRO run of replies to
+    /// one send batch shares one send time, so one RTT). `last` is the flow
+    /// socket's previous RTT, kept across intervals: the jitter is the mean
+    /// absolute difference between successive round trips (RFC 3550's
+    /// measure, unsmoothed), and within a run the differences are 0.
+    fn time(&mut self, last: &mut Option<u64>, rtt: u64, n: u64) {
+        let c = &mut self.counts;
+        c.rtt_sum_ns += rtt * n;
+        c.rtt_count += n;
+        self.rtt_max_ns = self.rtt_max_ns.max(rtt);
+        self.rtt_min_ns = Some(self.rtt_min_ns.map_or(rtt, |m| m.min(rtt)));
+        match last.replace(rtt) {
+            Some(before) => {
+                c.jitter_sum_ns += rtt.abs_diff(before);
+                c.jitter_count += n;
+            }
+            None => c.jitter_count += n - 1,
+        }
+    }
 }
 
 /// A flow socket: one stream of one pair.
@@ -83,6 +106,8 @@ struct Flow {
     slots: [TxSlot; TX_SLOTS],
     /// The set of RTT histograms this flow's pair records into.
     rtt_set: usize,
+    /// The RTT of the last reply timed (ns), for the jitter.
+    last_rtt_ns: Option<u64>,
     replies_seen: SeqWindow,
     /// The first interval this flow sends in: it reports from that one on.
     first_interval: u64,
@@ -108,6 +133,7 @@ impl Flow {
             counts: std::mem::take(&mut slot.counts),
             rtt: rtts.take(self.rtt_set, tx),
             rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
+            rtt_min_ns: slot.rtt_min_ns.take(),
         }
     }
 }
@@ -129,6 +155,8 @@ struct Pending {
     disk: Option<DiskStats>,
     /// The rate scale the interval ran at.
     scale: Option<f64>,
+    gso_pkts: u64,
+    gro_pkts: u64,
 }
 
 pub struct Worker {
@@ -455,6 +483,7 @@ impl Worker {
                 next_seq: 1,
                 slots: Default::default(),
                 rtt_set: self.rtts.join((spec.peer, layer)),
+                last_rtt_ns: None,
                 replies_seen: SeqWindow::default(),
                 first_interval: self.number,
                 draining: false,
@@ -552,6 +581,8 @@ impl Worker {
             layer: self.layer.map(|l| l as u32),
             disk: self.disk.as_ref().map(Disk::take_stats),
             scale: self.scale,
+            gso_pkts: self.send.take_coalesced(),
+            gro_pkts: self.requests_in.take_coalesced() + self.replies_in.take_coalesced(),
         });
         self.number += 1;
         self.began_ns = udp::monotonic_ns();
@@ -612,6 +643,8 @@ impl Worker {
             behind_ns: p.behind_ns,
             disk: p.disk,
             rate_scale: p.scale,
+            gso_pkts: p.gso_pkts,
+            gro_pkts: p.gro_pkts,
             last: false,
         });
     }
@@ -649,6 +682,8 @@ impl Worker {
             behind_ns: self.behind_ns,
             disk: self.disk.as_ref().map(Disk::take_stats),
             rate_scale: self.scale,
+            gso_pkts: self.send.take_coalesced(),
+            gro_pkts: self.requests_in.take_coalesced() + self.replies_in.take_coalesced(),
             last: true,
         });
     }
@@ -993,9 +1028,7 @@ impl Worker {
                     }
                     if let Some(rtt) = now_ns.checked_sub(first.t_send).filter(|&r| r < MAX_RTT_NS)
                     {
-                        s.counts.rtt_sum_ns += rtt * n;
-                        s.counts.rtt_count += n;
-                        s.rtt_max_ns = s.rtt_max_ns.max(rtt);
+                        s.time(&mut flow.last_rtt_ns, rtt, n);
                         run.record_n(&mut self.rtts, flow.rtt_set, at, rtt, n);
                     }
                     datagrams.skip_message();
@@ -1030,9 +1063,7 @@ impl Worker {
                     disk.write_reply();
                 }
                 if let Some(rtt) = now_ns.checked_sub(reply.t_send).filter(|&r| r < MAX_RTT_NS) {
-                    s.counts.rtt_sum_ns += rtt;
-                    s.counts.rtt_count += 1;
-                    s.rtt_max_ns = s.rtt_max_ns.max(rtt);
+                    s.time(&mut flow.last_rtt_ns, rtt, 1);
                     run.record(&mut self.rtts, flow.rtt_set, at, rtt);
                 }
             }
@@ -1211,4 +1242,30 @@ fn send_requests(
         }
     }
     (sent, refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_the_mean_difference_of_successive_round_trips() {
+        let (mut slot, mut last) = (TxSlot::default(), None);
+        // 100, then a run of 3 at 130 (one send time), then 90 us.
+        slot.time(&mut last, 100_000, 1);
+        slot.time(&mut last, 130_000, 3);
+        slot.time(&mut last, 90_000, 1);
+        let c = &slot.counts;
+        assert_eq!((c.rtt_count, c.rtt_sum_ns), (5, 580_000));
+        // Differences: 30, 0, 0, 40 us over the 4 replies that had one before.
+        assert_eq!((c.jitter_sum_ns, c.jitter_count), (70_000, 4));
+        assert_eq!((slot.rtt_min_ns, slot.rtt_max_ns), (Some(90_000), 130_000));
+        // The next interval's first reply is measured against the last one.
+        let mut next = TxSlot::default();
+        next.time(&mut last, 95_000, 1);
+        assert_eq!(
+            (next.counts.jitter_sum_ns, next.counts.jitter_count),
+            (5_000, 1)
+        );
+    }
 }

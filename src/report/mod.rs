@@ -17,15 +17,29 @@
 //! - the host's own evidence of loss (host rows): `req_drops` / `rep_drops`,
 //!   requests and replies the kernel dropped at the agent's full sockets;
 //!   `udp_rcvbuf_errors`, `udp_in_errors`, `udp_no_ports` (the host's UDP
-//!   counters), `nic_rx_drops` (its interfaces' rx drops), `behind_ms` (the
-//!   longest the agent was behind its send schedule) and `throttled_ms` (its
-//!   cgroup's CPU throttling);
+//!   counters), `nic_rx_drops` (the rx drops of the interface that carries
+//!   the traffic; of every interface where that one is not known),
+//!   `behind_ms` (the longest the agent was behind its send schedule) and
+//!   `throttled_ms` (its cgroup's CPU throttling);
 //! - `rtt_hist`: on host rows, the interval's RTT histogram (`ns:count` per
 //!   non-empty bucket, `;` between), from which summarize computes percentiles
 //!   exactly instead of averaging them;
 //! - `rate_scale` (tx and host rows): the factor the flows' matrix rates were
 //!   scaled by in the interval (`mx run --ramp`), blank when nothing scaled
-//!   them (and on a host row whose workers were not all at one scale).
+//!   them (and on a host row whose workers were not all at one scale);
+//! - what left the host and what arrived, as its kernel counted (host rows):
+//!   `nic` (the interface that carries the traffic), its `nic_tx_pkts`,
+//!   `nic_tx_bytes`, `nic_rx_pkts`, `nic_rx_bytes` and `nic_tx_drops` over
+//!   the interval, and `udp_sndbuf_errors` (datagrams the kernel dropped on
+//!   their way out: a full qdisc or no buffer). Beside them the agent's own
+//!   `gso_pkts` and `gro_pkts`, the datagrams it sent and read in coalesced
+//!   (UDP GSO/GRO) messages: a software interface (veth, loopback) counts
+//!   such a message as one packet, so its packet counts and the agent's
+//!   compare only where these are 0. `steal_pct`: the share of the host's
+//!   CPU time its hypervisor gave to others;
+//! - `rtt_min_us` and `jitter_us` (tx and host rows): the smallest round trip
+//!   of the interval, and the mean absolute difference between successive
+//!   round trips of a flow socket (RFC 3550's measure, unsmoothed).
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -167,6 +181,18 @@ columns! {
     ThrottledMs = "throttled_ms",
     RttHist = "rtt_hist",
     RateScale = "rate_scale",
+    Nic = "nic",
+    NicTxPkts = "nic_tx_pkts",
+    NicTxBytes = "nic_tx_bytes",
+    NicRxPkts = "nic_rx_pkts",
+    NicRxBytes = "nic_rx_bytes",
+    NicTxDrops = "nic_tx_drops",
+    UdpSndbufErrors = "udp_sndbuf_errors",
+    GsoPkts = "gso_pkts",
+    GroPkts = "gro_pkts",
+    StealPct = "steal_pct",
+    RttMinUs = "rtt_min_us",
+    JitterUs = "jitter_us",
 }
 
 /// Columns of the original tool's reports (ours add the rest).

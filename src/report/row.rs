@@ -82,6 +82,18 @@ pub struct ReportRow {
     pub disk_wr_p99_us: Option<f64>,
     pub disk_busy_pct: Option<f64>,
     pub rate_scale: Option<f64>,
+    pub nic: Option<String>,
+    pub nic_tx_pkts: Option<u64>,
+    pub nic_tx_bytes: Option<u64>,
+    pub nic_rx_pkts: Option<u64>,
+    pub nic_rx_bytes: Option<u64>,
+    pub nic_tx_drops: Option<u64>,
+    pub udp_sndbuf_errors: Option<u64>,
+    pub gso_pkts: Option<u64>,
+    pub gro_pkts: Option<u64>,
+    pub steal_pct: Option<f64>,
+    pub rtt_min_us: Option<f64>,
+    pub jitter_us: Option<f64>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -167,6 +179,18 @@ impl ReportRow {
             C::ThrottledMs => fixed(out, self.throttled_ms, 1),
             C::RttHist => out.push_str(self.rtt_hist.as_deref().unwrap_or("")),
             C::RateScale => fixed(out, self.rate_scale, 4),
+            C::Nic => out.push_str(self.nic.as_deref().unwrap_or("")),
+            C::NicTxPkts => int(out, self.nic_tx_pkts),
+            C::NicTxBytes => int(out, self.nic_tx_bytes),
+            C::NicRxPkts => int(out, self.nic_rx_pkts),
+            C::NicRxBytes => int(out, self.nic_rx_bytes),
+            C::NicTxDrops => int(out, self.nic_tx_drops),
+            C::UdpSndbufErrors => int(out, self.udp_sndbuf_errors),
+            C::GsoPkts => int(out, self.gso_pkts),
+            C::GroPkts => int(out, self.gro_pkts),
+            C::StealPct => fixed(out, self.steal_pct, 1),
+            C::RttMinUs => fixed(out, self.rtt_min_us, 0),
+            C::JitterUs => fixed(out, self.jitter_us, 1),
         }
     }
 }
@@ -212,13 +236,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 49);
+        assert_eq!(header_line().trim_end().split(',').count(), 61);
     }
 
     #[test]

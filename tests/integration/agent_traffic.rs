@@ -466,3 +466,76 @@ fn requests_go_as_gso_runs_by_default_and_one_by_one_with_no_gso() {
     assert!(single.len() > 10_000, "{}", single.len());
     assert!(single.iter().all(|&len| len == 200), "{single:?}");
 }
+
+/// The host row carries what the traffic's interface counted, and a drop
+/// after the interface counted a packet (a host firewall) shows as the gap
+/// between what arrived there and what the agents read. In a namespace of
+/// their own both agents share `lo`, which counts each packet once as sent
+/// and once as received, and nothing else uses it.
+#[test]
+#[ignore = "needs root: a network namespace with nftables (CI runs it: --run-ignored all)"]
+fn agent_host_rows_carry_the_interfaces_counts_and_a_firewall_drop_is_their_gap() {
+    let ns = NetNs::new("mxnicgap");
+    // 10% of the requests arriving at the agents' port are dropped on input,
+    // after the interface counted them.
+    ns.nft(&format!(
+        "table inet mxnicgap {{\n  chain input {{\n    type filter hook input priority 0;\n    udp dport {PORT} numgen random mod 10 == 0 drop\n  }}\n}}\n"
+    ));
+    let matrix = format!(
+        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,2000\nh2,,\n",
+        addr(1, 1),
+        addr(1, 2)
+    );
+    let mut fleet = Fleet::in_netns(&matrix, &ns);
+    let start = crate::agents::start_soon();
+    let args = [
+        "--interval",
+        "1",
+        "--duration",
+        "6",
+        "--no-gso",
+        "--start-at",
+        &start,
+    ];
+    fleet.run_all(&["h1", "h2"], &args);
+    let (h1, h2) = (fleet.report("h1"), fleet.report("h2"));
+    let hosts =
+        |rows: &[Row]| -> Vec<Row> { full_rows(rows, "host", None).into_iter().cloned().collect() };
+    let (h1_hosts, h2_hosts) = (hosts(&h1), hosts(&h2));
+    assert!(h2_hosts.len() >= 3, "{h2_hosts:?}");
+    for h in h1_hosts.iter().chain(&h2_hosts) {
+        assert_eq!(h.s("nic"), "lo", "{h:?}");
+        // --no-gso: every datagram its own packet.
+        assert_eq!(h.f("gso_pkts"), Some(0.0), "{h:?}");
+        assert_eq!(h.f("gro_pkts"), Some(0.0), "{h:?}");
+        // Loopback counts each packet as sent and as received.
+        assert_eq!(h.f("nic_tx_pkts"), h.f("nic_rx_pkts"), "{h:?}");
+        assert!(h.f("nic_tx_bytes").unwrap() > 0.0 && h.f("udp_sndbuf_errors").is_some());
+    }
+    // Over h2's whole intervals: what lo counted arriving, against what both
+    // agents read (h2 the requests, h1 the replies): the gap is the 10%.
+    let interval = |rows: &[Row], ts: &str, dir: &str, column: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r.s("ts") == ts && r.s("dir") == dir)
+            .filter_map(|r| r.f(column))
+            .sum()
+    };
+    let (mut arrived_at_lo, mut read, mut sent) = (0.0, 0.0, 0.0);
+    for h in &h2_hosts {
+        let ts = h.s("ts");
+        arrived_at_lo += h.f("nic_rx_pkts").unwrap();
+        read += interval(&h2, ts, "rx", "pkts") + interval(&h1, ts, "tx", "rep_pkts");
+        sent += interval(&h1, ts, "tx", "pkts");
+    }
+    let gap = arrived_at_lo - read;
+    assert!(
+        (gap / (0.1 * sent) - 1.0).abs() < 0.3,
+        "lo counted {arrived_at_lo} arriving, the agents read {read}: a gap of {gap}, against 10% of {sent} requests"
+    );
+    // The round trip's smallest and its jitter, per flow and per host.
+    for r in full_rows(&h1, "tx", Some("h2")) {
+        let (min, p50) = (r.f("rtt_min_us").unwrap(), r.f("rtt_p50_us").unwrap());
+        assert!(min > 0.0 && min <= p50, "{r:?}");
+        assert!(r.f("jitter_us").is_some_and(|j| j >= 0.0), "{r:?}");
+    }
+}
