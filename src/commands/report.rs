@@ -28,7 +28,8 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<u8> {
         series: true,
     };
     let matrix = optional_matrix(&args.fleet.matrix)?;
-    let summary = Summary::read(&args.reports.dir, matrix, opts)?;
+    let unreachable: Vec<String> = missed.iter().map(|m| m.host.clone()).collect();
+    let summary = Summary::read_collected(&args.reports.dir, matrix, opts, &unreachable)?;
     let before = match &args.compare {
         Some(run) => {
             let a = super::compare::load(run, args.window, &args.fleet.matrix)?;

@@ -15,7 +15,7 @@ use crate::units::local_clock;
 
 pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
     if args.no_collect {
-        return summarize(args, out);
+        return summarize(args, &[], out);
     }
     // With --json, standard output holds the document alone: what the
     // collection says goes to standard error.
@@ -36,9 +36,10 @@ fn collect_and_summarize(
     // A host without a report yet is said, not fatal: summarize what came,
     // say which hosts it is stale for, and exit 1.
     let missed = missed_reports(&fleet, &args.reports.dir, said)?;
+    let unreachable: Vec<String> = missed.iter().map(|m| m.host.clone()).collect();
     let summarized = match document {
-        Some(out) => summarize(args, out),
-        None => summarize(args, said),
+        Some(out) => summarize(args, &unreachable, out),
+        None => summarize(args, &unreachable, said),
     };
     if missed.is_empty() {
         return summarized;
@@ -66,8 +67,9 @@ pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
     }
 }
 
-/// The summary of the reports in `--reports`, and the grids `--grid` asks for.
-fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
+/// The summary of the reports in `--reports`, and the grids `--grid` asks
+/// for; `unreachable` names the hosts whose report could not be collected.
+fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) -> Result<u8> {
     let opts = Options {
         window: args.window,
         top: args.top,
@@ -75,7 +77,7 @@ fn summarize(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
         series: args.json,
     };
     let matrix = optional_matrix(&args.fleet.matrix)?;
-    let summary = Summary::read(&args.reports.dir, matrix, opts)?;
+    let summary = Summary::read_collected(&args.reports.dir, matrix, opts, unreachable)?;
     if args.json {
         if let Some(dir) = &args.grid {
             write_grids(dir, &summary)?;

@@ -60,6 +60,26 @@ impl Mean {
     }
 }
 
+/// The smaller of two optional measurements (either alone, if only one was measured).
+pub fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A round trip's tail worth a word: its p99 at least [`TAIL_RATIO`] times
+/// its p50, and over [`TAIL_FLOOR_US`] (a tail of a few hundred
+/// microseconds is a host's scheduling, not a queue worth chasing).
+pub fn is_tail(p50: f64, p99: f64) -> bool {
+    p50 > 0.0 && p99 > TAIL_RATIO * p50 && p99 > TAIL_FLOOR_US
+}
+
+/// See [`is_tail`].
+pub const TAIL_RATIO: f64 = 5.0;
+pub const TAIL_FLOOR_US: f64 = 1000.0;
+
 /// The larger of two optional measurements (either alone, if only one was measured).
 pub fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -89,6 +109,12 @@ pub struct TxPair {
     pub p99: Option<f64>,
     pub p999: Option<f64>,
     pub rtt_max: Option<f64>,
+    /// The smallest RTT of its replies (us).
+    pub rtt_min: Option<f64>,
+    /// Σ jitter x rep_pps and Σ rep_pps of rows with a jitter: its mean
+    /// jitter over the span, weighted as the RTT's mean is.
+    pub jitter_weighted: f64,
+    pub jitter_weight: f64,
     pub dup: f64,
     pub ooo: f64,
     pub layer: Option<u32>,
@@ -106,6 +132,11 @@ pub struct TxPair {
 impl TxPair {
     pub fn rtt_avg(&self) -> Option<f64> {
         (self.rtt_weight > 0.0).then(|| self.rtt_weighted / self.rtt_weight)
+    }
+
+    /// The mean absolute difference of successive RTTs (us).
+    pub fn jitter(&self) -> Option<f64> {
+        (self.jitter_weight > 0.0).then(|| self.jitter_weighted / self.jitter_weight)
     }
 }
 
@@ -227,6 +258,94 @@ pub struct HostAgg {
     pub throttled_ms: Option<f64>,
     /// Its disk, in a disk run (every cell blank otherwise).
     pub disk: DiskAgg,
+    /// What its interface counted, beside what its agent handed the kernel
+    /// and read.
+    pub nic: NicAgg,
+    /// The most of its CPU time its hypervisor took in one interval (%).
+    pub steal_pct: Option<f64>,
+    /// The smallest RTT of its replies (us), and Σ jitter x timed pairs
+    /// over Σ timed pairs of its host rows: their mean jitter.
+    pub rtt_min: Option<f64>,
+    pub jitter: Mean,
+}
+
+/// A host's interface over the span, beside its agent's own counts over
+/// the same intervals (those whose host row carries the interface's).
+#[derive(Debug, Clone, Default)]
+pub struct NicAgg {
+    /// The interface's name (its host rows' `nic`).
+    pub name: Option<String>,
+    /// Host rows with the interface's counters, and the span's seconds they cover.
+    pub intervals: u64,
+    pub tx_pkts: f64,
+    pub tx_bytes: f64,
+    pub rx_pkts: f64,
+    pub rx_bytes: f64,
+    pub tx_drops: f64,
+    /// Datagrams the host's kernel dropped on their way out (UDP
+    /// SndbufErrors: a full qdisc), over every host row that counted them.
+    pub sndbuf_errors: Option<f64>,
+    /// Datagrams the agent handed the kernel (requests and replies) and
+    /// datagrams it read (requests, replies, duplicates, late, stray).
+    pub handed: f64,
+    pub read: f64,
+    /// Datagrams it sent and read coalesced: where these are not 0 a
+    /// software interface's packet counts are per message, not datagram.
+    pub gso_pkts: f64,
+    pub gro_pkts: f64,
+    /// Other hosts of the set reported the same loopback: hosts that share
+    /// one machine (a demo, a test) and count each other's packets.
+    pub shared: bool,
+}
+
+impl NicAgg {
+    /// Whether the interface's counters were read, and are this host's alone.
+    pub fn measured(&self) -> bool {
+        self.intervals > 0 && !self.shared
+    }
+
+    /// Packets the agent handed the kernel that the interface never sent
+    /// (lost in the host's transmit path), where the two count alike.
+    pub fn tx_gap(&self) -> Option<f64> {
+        (self.measured() && self.gso_pkts == 0.0).then(|| (self.handed - self.tx_pkts).max(0.0))
+    }
+
+    /// Packets the interface received that the agent never read (lost in
+    /// the host's receive path, after its NIC), where the two count alike.
+    pub fn rx_gap(&self) -> Option<f64> {
+        (self.measured() && self.gro_pkts == 0.0).then(|| (self.rx_pkts - self.read).max(0.0))
+    }
+}
+
+/// Why a host's flows stop counting before the run's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// Its report ends early, with no end marked: its agent stopped.
+    Stopped,
+    /// Its report could not be collected (ssh could not reach it): what
+    /// is known of it is an earlier copy, or its peers' rows alone.
+    Unreachable,
+    /// It is in the matrix and wrote no report (none was found).
+    Silent,
+}
+
+/// A host that went away, and from when its flows are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub why: Gone,
+    /// Its last interval (ts): flows to and from it after this are left
+    /// out, never counted as loss. `None`: nothing of it was ever seen.
+    pub last: Option<i64>,
+    /// Flow-intervals left out for it.
+    pub left_out: u64,
+}
+
+/// The hosts a report set is read against: the matrix's, and those whose
+/// report could not be collected just now.
+#[derive(Debug, Clone, Default)]
+pub struct Roster {
+    pub hosts: Vec<String>,
+    pub unreachable: Vec<String>,
 }
 
 /// A layer over the window (layered runs).
@@ -306,6 +425,17 @@ pub struct ReportSet {
     /// back), and the layer each interval ran (layered runs).
     pub host_intervals: BTreeMap<(u32, i64), (f64, f64)>,
     pub interval_layer: BTreeMap<i64, u32>,
+    /// Hosts that went away before the run's end (a stopped agent, an
+    /// unreachable host, one that never reported): their flows after
+    /// their last interval are left out.
+    pub gone: BTreeMap<u32, Departure>,
+    /// Whole history: the newest interval in which each host was heard
+    /// from by a peer (a reply back from it, a request from it).
+    heard: BTreeMap<u32, i64>,
+    /// Per flow (sender, receiver), over the span: its intervals with a p50
+    /// and a p99, and those whose p99 was a tail ([`is_tail`]): how steady
+    /// a tail was, interval by interval, and whose flows it sat on.
+    pub rtt_tails: BTreeMap<(u32, u32), (u64, u64)>,
     series: bool,
 }
 
@@ -333,16 +463,19 @@ impl ReportSet {
     /// whole history; `series` keeps each interval's RTT buckets and each
     /// host's packets per interval too (what a picture over time needs).
     pub fn read(dir: &Path, window: f64, series: bool) -> Result<ReportSet> {
-        ReportSet::read_in(dir, window, series, None)
+        ReportSet::read_in(dir, window, series, None, &Roster::default())
     }
 
     /// [`ReportSet::read`], keeping only the intervals of the span that
     /// belong to one ramp step, when `step` is given ([`span::step_span`]).
+    /// The `roster` names the matrix's hosts (one without a report is
+    /// silent) and those that could not be reached to collect theirs.
     pub fn read_in(
         dir: &Path,
         window: f64,
         series: bool,
         step: Option<&span::Step>,
+        roster: &Roster,
     ) -> Result<ReportSet> {
         let files = report_files(dir)?;
         let mut set = ReportSet {
@@ -364,9 +497,21 @@ impl ReportSet {
             set.span = span::step_span(std::mem::take(&mut set.span), &set.timeline, step);
         }
         set.start = set.span.first().unwrap_or(i64::MAX);
+        set.gone = set.departures(roster);
         // 2. The figures, over the span.
         for file in &files {
             for_each_row(file, |row| set.add(row))?;
+        }
+        // Hosts on one machine's loopback count each other's packets there.
+        let on_lo = set
+            .hosts
+            .values()
+            .filter(|h| h.nic.name.as_deref() == Some("lo"))
+            .count();
+        if on_lo > 1 {
+            for h in set.hosts.values_mut() {
+                h.nic.shared |= h.nic.name.as_deref() == Some("lo");
+            }
         }
         Ok(set)
     }
@@ -393,6 +538,7 @@ impl ReportSet {
             Dir::Host if row.num(Column::Pps).is_some() => {
                 mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
                 mark.rate_scale = row.num(Column::RateScale);
+                mark.nic = row.num(Column::NicTxPkts).is_some();
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
                 s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);
@@ -400,6 +546,109 @@ impl ReportSet {
             Dir::Tx | Dir::Rx => mark.flows = true,
             _ => {}
         }
+        // A reply back from a peer, or a request from it: the peer was alive.
+        let from_peer = match dir {
+            Dir::Tx => row.num(Column::RepPkts).or(row.num(Column::RepPps)),
+            Dir::Rx => row.num(Column::Pkts).or(row.num(Column::Pps)),
+            Dir::Host => None,
+        };
+        if from_peer.is_some_and(|n| n > 0.0) {
+            let peer = self.id(row.peer());
+            let heard = self.heard.entry(peer).or_insert(row.ts);
+            *heard = (*heard).max(row.ts);
+        }
+    }
+
+    /// Who went away before the run's end, and from when. A host whose
+    /// report ends an interval or more before the others', with no end
+    /// marked, stopped (or, named in `roster.unreachable`, could not be
+    /// reached); a matrix host without a report is known by what its peers
+    /// heard from it, its last interval heard taken as cut short.
+    fn departures(&self, roster: &Roster) -> BTreeMap<u32, Departure> {
+        let interval = self.interval.unwrap_or(1).max(1);
+        let unreachable = |name: &str| roster.unreachable.iter().any(|u| u == name);
+        let mut gone = BTreeMap::new();
+        for (id, marks) in self.timeline.iter().enumerate() {
+            let Some((&last, _)) = marks.last_key_value() else {
+                continue;
+            };
+            let ended = marks
+                .values()
+                .any(|m| matches!(m.host_row, Some(Some(Phase::Last | Phase::End))));
+            let name = self.name(id as u32);
+            if !ended && last + interval <= self.latest {
+                let why = if unreachable(name) {
+                    Gone::Unreachable
+                } else {
+                    Gone::Stopped
+                };
+                gone.insert(
+                    id as u32,
+                    Departure {
+                        why,
+                        last: Some(last),
+                        left_out: 0,
+                    },
+                );
+            }
+        }
+        for name in &roster.hosts {
+            let wrote = self
+                .id_of(name)
+                .and_then(|id| self.timeline.get(id as usize))
+                .is_some_and(|m| !m.is_empty());
+            if wrote {
+                continue;
+            }
+            let Some(id) = self.id_of(name) else {
+                continue;
+            };
+            let last = match self.heard.get(&id) {
+                // Heard to the end: alive, only its report is missing.
+                Some(&t) if t >= self.latest => continue,
+                Some(&t) => Some(t - interval),
+                None => None,
+            };
+            let why = if unreachable(name) {
+                Gone::Unreachable
+            } else {
+                Gone::Silent
+            };
+            gone.insert(
+                id,
+                Departure {
+                    why,
+                    last,
+                    left_out: 0,
+                },
+            );
+        }
+        gone
+    }
+
+    /// Whether `host` was gone by interval `ts` (its flows there are left out).
+    fn gone_at(&self, host: u32, ts: i64) -> bool {
+        self.gone
+            .get(&host)
+            .is_some_and(|d| d.last.is_none_or(|last| ts > last))
+    }
+
+    /// Counts flow (a, b)'s interval `ts` left out, for its gone end.
+    fn leave_out(&mut self, a: u32, b: u32, ts: i64) {
+        if let Some(h) = [a, b].into_iter().find(|&h| self.gone_at(h, ts))
+            && let Some(d) = self.gone.get_mut(&h)
+        {
+            d.left_out += 1;
+        }
+    }
+
+    /// Whether `host`'s row for `ts` carries its interface's counters: its
+    /// agent's own counts go beside them only for those intervals.
+    fn nic_counted(&self, host: u32, ts: i64) -> bool {
+        self.timeline
+            .get(host as usize)
+            .and_then(|m| m.get(&ts))
+            .is_some_and(|m| m.nic)
     }
 
     /// Whether `host` wrote any rx row in the span (it counts what arrives).
@@ -428,6 +677,15 @@ impl ReportSet {
         }
         if !self.span.contains(row.ts) {
             return;
+        }
+        if dir != Dir::Host {
+            let peer = self.id(row.peer());
+            if self.gone_at(host, row.ts) || self.gone_at(peer, row.ts) {
+                if dir == Dir::Tx {
+                    self.leave_out(host, peer, row.ts);
+                }
+                return;
+            }
         }
         self.rows_in_window += 1;
         self.earliest_in_window = Some(self.earliest_in_window.map_or(row.ts, |e| e.min(row.ts)));
@@ -477,7 +735,9 @@ impl ReportSet {
             p.sent_seen += sent;
             p.back_seen += back;
         }
-        p.late += row.num(Column::LatePkts).unwrap_or(0.0);
+        let late = row.num(Column::LatePkts).unwrap_or(0.0);
+        let dup = row.num(Column::DupPkts).unwrap_or(0.0);
+        p.late += late;
         p.pps.add(pps);
         p.rep_pps.add(rep_pps);
         p.mbps.add(row.num(Column::Mbps));
@@ -491,13 +751,30 @@ impl ReportSet {
             p.rtt_weighted += avg * rep;
             p.rtt_weight += rep;
         }
-        p.p50 = max_opt(p.p50, row.num(Column::RttP50Us));
+        let p50 = row.num(Column::RttP50Us);
+        if let (Some(p50), Some(p99)) = (p50, p99) {
+            let tails = self.rtt_tails.entry((host, peer)).or_default();
+            tails.0 += u64::from(is_tail(p50, p99));
+            tails.1 += 1;
+        }
+        let p = self.tx.get_mut(&(host, peer)).expect("entered above");
+        p.p50 = max_opt(p.p50, p50);
         p.p99 = max_opt(p.p99, p99);
         p.p999 = max_opt(p.p999, row.num(Column::RttP999Us));
         p.rtt_max = max_opt(p.rtt_max, row.num(Column::RttMaxUs));
-        p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
+        p.rtt_min = min_opt(p.rtt_min, row.num(Column::RttMinUs));
+        if let (Some(jitter), Some(rep)) = (row.num(Column::JitterUs), rep_pps) {
+            p.jitter_weighted += jitter * rep;
+            p.jitter_weight += rep;
+        }
+        p.dup += dup;
         p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
         p.layer = p.layer.or(layer);
+        if self.nic_counted(host, row.ts) {
+            let nic = &mut self.hosts.entry(host).or_default().nic;
+            nic.handed += sent;
+            nic.read += back + dup + late;
+        }
         if let Some(l) = layer {
             let agg = self.layers.entry(l).or_default();
             agg.sum_pps += pps.unwrap_or(0.0);
@@ -523,13 +800,21 @@ impl ReportSet {
         if sender_reported {
             p.arrived_seen += arrived;
         }
-        p.late += row.num(Column::LatePkts).unwrap_or(0.0);
+        let late = row.num(Column::LatePkts).unwrap_or(0.0);
+        let dup = row.num(Column::DupPkts).unwrap_or(0.0);
+        p.late += late;
         p.pps.add(pps);
         p.rep_pps.add(rep_pps);
         p.sum_pps += pps.unwrap_or(0.0);
         p.sum_rep_pps += rep_pps.unwrap_or(0.0);
-        p.dup += row.num(Column::DupPkts).unwrap_or(0.0);
+        p.dup += dup;
         p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
+        if self.nic_counted(host, row.ts) {
+            let replied = self.packets(row, Column::RepPkts, Column::RepPps);
+            let nic = &mut self.hosts.entry(host).or_default().nic;
+            nic.read += arrived + dup + late;
+            nic.handed += replied;
+        }
     }
 
     fn add_host(&mut self, row: &RowView<'_>, host: u32, layer: Option<u32>) {
@@ -575,6 +860,23 @@ impl ReportSet {
         if let Some(v) = row.num(Column::BehindMs) {
             h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));
         }
+        h.steal_pct = max_opt(h.steal_pct, row.num(Column::StealPct));
+        h.rtt_min = min_opt(h.rtt_min, row.num(Column::RttMinUs));
+        h.jitter.add(row.num(Column::JitterUs));
+        if let Some(tx) = row.num(Column::NicTxPkts) {
+            let nic = &mut h.nic;
+            nic.name = Some(row.text(Column::Nic).to_string()).filter(|n| !n.is_empty());
+            nic.intervals += 1;
+            nic.tx_pkts += tx;
+            nic.tx_bytes += row.num(Column::NicTxBytes).unwrap_or(0.0);
+            nic.rx_pkts += row.num(Column::NicRxPkts).unwrap_or(0.0);
+            nic.rx_bytes += row.num(Column::NicRxBytes).unwrap_or(0.0);
+            nic.tx_drops += row.num(Column::NicTxDrops).unwrap_or(0.0);
+            nic.gso_pkts += row.num(Column::GsoPkts).unwrap_or(0.0);
+            nic.gro_pkts += row.num(Column::GroPkts).unwrap_or(0.0);
+            nic.read += row.num(Column::StrayPkts).unwrap_or(0.0);
+        }
+        add(&mut h.nic.sndbuf_errors, Column::UdpSndbufErrors);
     }
 
     /// Hosts with any row in the window, by name.

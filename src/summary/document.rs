@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::{IntervalAgg, ReportSet};
+use super::diagnosis::Finding;
 use super::figures::{self, Context, Figures, FlowFigures, HostFigures, percent};
 use super::spread::{FlowSpread, Spread};
 use crate::report::rtt::MergedRtt;
@@ -36,8 +37,12 @@ pub struct Document {
     /// Every flow that sent in the span, worst delivery first.
     pub flows: Vec<FlowDoc>,
     pub intervals: Vec<IntervalDoc>,
-    /// WHAT TO DO NEXT, one string per hint.
+    /// WHAT TO DO NEXT, one string per hint: the findings' texts.
     pub advice: Vec<String>,
+    /// WHAT TO DO NEXT as data: each finding's kind, text, the hosts it
+    /// blames (host, direction, peer, where) and the figures it rests on.
+    #[serde(default)]
+    pub findings: Vec<Finding>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +87,11 @@ pub struct FleetDoc {
     pub forward_loss_pct: Option<f64>,
     pub return_loss_pct: Option<f64>,
     pub rtt: RttDoc,
+    /// Requests and replies that arrived twice, and out of order (packets).
+    #[serde(default)]
+    pub dup_pkts: f64,
+    #[serde(default)]
+    pub ooo_pkts: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +104,12 @@ pub struct RttDoc {
     /// they are the worst flow's worst interval's (an upper bound).
     pub exact: bool,
     pub max_us: Option<f64>,
+    /// The smallest round trip, and the mean absolute difference between a
+    /// flow's successive round trips (RFC 3550's jitter, unsmoothed).
+    #[serde(default)]
+    pub min_us: Option<f64>,
+    #[serde(default)]
+    pub jitter_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,6 +163,24 @@ pub struct HostDoc {
     pub cpu_pct: Option<f64>,
     pub cpu_core_pct: Option<f64>,
     pub agent_cpu_pct: Option<f64>,
+    /// What its interface sent, bits per second (its byte counter).
+    #[serde(default)]
+    pub nic_egress_bps: Option<f64>,
+    /// Packets its agent handed the kernel that its interface never sent
+    /// (lost in its transmit path), and packets its interface received
+    /// that its agent never read (lost in its receive path).
+    #[serde(default)]
+    pub tx_unsent_pkts: Option<f64>,
+    #[serde(default)]
+    pub rx_unread_pkts: Option<f64>,
+    #[serde(default)]
+    pub rtt_min_us: Option<f64>,
+    #[serde(default)]
+    pub jitter_us: Option<f64>,
+    #[serde(default)]
+    pub dup_pkts: f64,
+    #[serde(default)]
+    pub ooo_pkts: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,6 +196,21 @@ pub struct FlowDoc {
     pub rtt_p50_us: Option<f64>,
     pub rtt_p99_us: Option<f64>,
     pub layer: Option<u32>,
+    /// Its requests that never reached the receiver, and of those that
+    /// did, the replies that never came back (null: the receiver wrote
+    /// nothing).
+    #[serde(default)]
+    pub forward_loss_pct: Option<f64>,
+    #[serde(default)]
+    pub return_loss_pct: Option<f64>,
+    #[serde(default)]
+    pub rtt_min_us: Option<f64>,
+    #[serde(default)]
+    pub jitter_us: Option<f64>,
+    #[serde(default)]
+    pub dup_pkts: f64,
+    #[serde(default)]
+    pub ooo_pkts: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,7 +245,7 @@ pub fn loss(sent: f64, made: f64) -> Option<f64> {
 }
 
 /// The document of one summary.
-pub fn document(set: &ReportSet, ctx: &Context, figs: &Figures, advice: Vec<String>) -> Document {
+pub fn document(set: &ReportSet, ctx: &Context, figs: &Figures, findings: &[Finding]) -> Document {
     let span = &set.span;
     let name = |id: u32| set.name(id).to_string();
     Document {
@@ -246,7 +295,8 @@ pub fn document(set: &ReportSet, ctx: &Context, figs: &Figures, advice: Vec<Stri
             .iter()
             .map(|(&ts, i)| interval_doc(ts, i))
             .collect(),
-        advice,
+        advice: findings.iter().map(|f| f.text.clone()).collect(),
+        findings: findings.to_vec(),
     }
 }
 
@@ -276,7 +326,11 @@ fn fleet_doc(f: &figures::Fleet, ctx: &Context) -> FleetDoc {
             p999_us: ro(p999),
             exact,
             max_us: ro(f.rtt_max),
+            min_us: ro(f.rtt_min),
+            jitter_us: ro(f.jitter),
         },
+        dup_pkts: r(f.dup),
+        ooo_pkts: r(f.ooo),
     }
 }
 
@@ -314,6 +368,13 @@ fn host_doc(h: &HostFigures, host: String) -> HostDoc {
         cpu_pct: ro(h.cpu),
         cpu_core_pct: ro(h.cpu_core),
         agent_cpu_pct: ro(h.agent_cpu),
+        nic_egress_bps: ro(h.nic_egress_bits),
+        tx_unsent_pkts: ro(h.tx_unsent),
+        rx_unread_pkts: ro(h.rx_unread),
+        rtt_min_us: ro(h.rtt_min),
+        jitter_us: ro(h.jitter),
+        dup_pkts: r(h.dup),
+        ooo_pkts: r(h.ooo),
     }
 }
 
@@ -328,6 +389,12 @@ fn flow_doc(f: &FlowFigures, src: String, dst: String) -> FlowDoc {
         rtt_p50_us: ro(f.p50),
         rtt_p99_us: ro(f.p99),
         layer: f.layer,
+        forward_loss_pct: ro(f.forward_loss()),
+        return_loss_pct: ro(f.return_loss()),
+        rtt_min_us: ro(f.rtt_min),
+        jitter_us: ro(f.jitter),
+        dup_pkts: r(f.dup),
+        ooo_pkts: r(f.ooo),
     }
 }
 

@@ -8,7 +8,7 @@
 //! beside them follow from the ratio, so that no figure passes 100% or
 //! contradicts its parts.
 
-use super::aggregate::{DiskAgg, DiskDirAgg, ReportSet, TxPair, max_opt};
+use super::aggregate::{DiskAgg, DiskDirAgg, ReportSet, TxPair, max_opt, min_opt};
 use super::spread::FlowSpread;
 use crate::matrix::{DiskMode, Matrix};
 use crate::units::{Ip, wire_bits};
@@ -154,6 +154,14 @@ pub struct Fleet {
     /// The flow with the worst p99 (worst interval) and its p50/p99.
     pub worst_flow: Option<(u32, u32, Option<f64>, f64)>,
     pub rtt_max: Option<f64>,
+    /// The smallest RTT of any reply, and the mean jitter over the replies
+    /// (us; weighted as the average is).
+    pub rtt_min: Option<f64>,
+    pub jitter: Option<f64>,
+    /// Replies and requests that arrived twice, and out of order (packets,
+    /// over the span: the receivers' and the senders' counts).
+    pub dup: f64,
+    pub ooo: f64,
     /// The disks of a disk run (`None` when no host row has `disk_busy_pct`).
     pub disk: Option<FleetDisk>,
 }
@@ -253,9 +261,19 @@ fn fleet_where(set: &ReportSet, ctx: &Context, keep: &dyn Fn(u32, u32) -> bool) 
     f.delivered =
         (!set.rx.is_empty()).then(|| packets.forward().map_or(0.0, |fwd| f.requests * fwd));
     let (mut weighted, mut weight) = (0.0, 0.0);
+    let (mut jitter_weighted, mut jitter_weight) = (0.0, 0.0);
     for (&(src, dst), p) in kept() {
         weighted += p.rtt_weighted;
         weight += p.rtt_weight;
+        jitter_weighted += p.jitter_weighted;
+        jitter_weight += p.jitter_weight;
+        f.rtt_min = min_opt(f.rtt_min, p.rtt_min);
+        f.dup += p.dup;
+        f.ooo += p.ooo;
+        if let Some(rx) = set.rx.get(&(dst, src)) {
+            f.dup += rx.dup;
+            f.ooo += rx.ooo;
+        }
         if let Some(p99) = p.p99
             && f.worst_flow.is_none_or(|w| p99 > w.3)
         {
@@ -264,6 +282,7 @@ fn fleet_where(set: &ReportSet, ctx: &Context, keep: &dyn Fn(u32, u32) -> bool) 
         f.rtt_max = max_opt(f.rtt_max, p.rtt_max);
     }
     f.rtt_avg = (weight > 0.0).then(|| weighted / weight);
+    f.jitter = (jitter_weight > 0.0).then(|| jitter_weighted / jitter_weight);
     f
 }
 
@@ -496,6 +515,18 @@ pub struct HostFigures {
     pub dropped: Option<f64>,
     /// Its disk, in a disk run (`None`: its disk cells are blank).
     pub disk: Option<HostDisk>,
+    /// Bits per second its interface sent (its byte counter: frames without
+    /// preamble, FCS and gap), where measured.
+    pub nic_egress_bits: Option<f64>,
+    /// Packets its agent handed the kernel that its interface never sent,
+    /// and packets its interface received that its agent never read, over
+    /// the span (`None`: not measured, or coalesced traffic the interface
+    /// counts per message).
+    pub tx_unsent: Option<f64>,
+    pub rx_unread: Option<f64>,
+    /// Its replies' smallest RTT, and their mean jitter (us).
+    pub rtt_min: Option<f64>,
+    pub jitter: Option<f64>,
 }
 
 impl HostFigures {
@@ -550,6 +581,14 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
         }),
         disk: own.and_then(|h| HostDisk::of(&h.disk)),
+        nic_egress_bits: own.filter(|h| h.nic.measured()).and_then(|h| {
+            let seconds = h.nic.intervals as f64 * set.interval.unwrap_or(1).max(1) as f64;
+            (seconds > 0.0).then(|| h.nic.tx_bytes * 8.0 / seconds)
+        }),
+        tx_unsent: own.and_then(|h| h.nic.tx_gap()),
+        rx_unread: own.and_then(|h| h.nic.rx_gap()),
+        rtt_min: own.and_then(|h| h.rtt_min),
+        jitter: own.and_then(|h| h.jitter.get()),
         ..HostFigures::default()
     };
     let tx: Vec<(&(u32, u32), &TxPair)> = set.tx.range((id, 0)..=(id, u32::MAX)).collect();
@@ -639,6 +678,28 @@ pub struct FlowFigures {
     pub loss: f64,
     /// Its packets over the span: what the rates and ratios come from.
     pub packets: Packets,
+    /// Its smallest RTT and its mean jitter (us).
+    pub rtt_min: Option<f64>,
+    pub jitter: Option<f64>,
+    pub dup: f64,
+    pub ooo: f64,
+}
+
+impl FlowFigures {
+    /// Percent of its requests that never reached the receiver (`None`:
+    /// the receiver wrote no rx rows).
+    pub fn forward_loss(&self) -> Option<f64> {
+        self.arrived?;
+        Some((1.0 - self.packets.forward()?) * 100.0)
+    }
+
+    /// Percent of the requests that arrived whose replies never came back.
+    pub fn return_loss(&self) -> Option<f64> {
+        self.arrived?;
+        let p = &self.packets;
+        let arrived = p.arrived?.clamp(p.back.min(p.sent), p.sent);
+        (arrived > 0.0).then(|| (1.0 - p.back.min(arrived) / arrived) * 100.0)
+    }
 }
 
 /// Every flow that sent in the window, worst delivery first.
@@ -668,6 +729,11 @@ pub fn flows(set: &ReportSet, _ctx: &Context) -> Vec<FlowFigures> {
             layer: p.layer,
             loss: (100.0 - delivery * 100.0).max(0.0),
             packets,
+            rtt_min: p.rtt_min,
+            jitter: p.jitter(),
+            // Replies that came back twice, and requests that arrived twice.
+            dup: p.dup + set.rx.get(&(peer, host)).map_or(0.0, |r| r.dup),
+            ooo: p.ooo + set.rx.get(&(peer, host)).map_or(0.0, |r| r.ooo),
         });
     }
     out.sort_by(|a, b| {

@@ -10,14 +10,14 @@
 //! the worst host's disk p99), and `--window 0` means the whole history.
 //!
 //! [`aggregate`] reads the reports in one streaming pass, [`figures`] computes
-//! the numbers, [`advice`] reads them, [`grids`] writes the N x N CSVs.
+//! the numbers, [`diagnosis`] reads them into findings (WHAT TO DO NEXT),
+//! [`grids`] writes the N x N CSVs.
 
-pub mod advice;
 pub mod aggregate;
 pub mod bootstrap;
 pub mod compare;
+pub mod diagnosis;
 pub mod document;
-pub mod evidence;
 pub mod figures;
 pub mod grids;
 pub mod page;
@@ -33,7 +33,8 @@ use crate::matrix::DiskMode;
 use crate::matrix::Matrix;
 use crate::units::{self, bits, byte_rate, micros, pps};
 
-use aggregate::ReportSet;
+use aggregate::{ReportSet, Roster};
+use diagnosis::Finding;
 use figures::{Context, Figures, percent};
 
 /// What a summary shows.
@@ -56,13 +57,33 @@ pub struct Summary {
     ctx: Context,
     figs: Figures,
     opts: Options,
+    findings: Vec<Finding>,
 }
 
 impl Summary {
     /// Reads the reports in `dir`; `matrix` gives names, order and layers
     /// when there is one (a summary of reports alone still works).
     pub fn read(dir: &Path, matrix: Option<Matrix>, opts: Options) -> Result<Summary> {
-        let mut set = ReportSet::read(dir, opts.window, opts.series)?;
+        Summary::read_collected(dir, matrix, opts, &[])
+    }
+
+    /// [`Summary::read`], knowing which hosts' reports could not be
+    /// collected just now (ssh could not reach them): a host among them
+    /// whose report ends early, or is missing, is named unreachable.
+    pub fn read_collected(
+        dir: &Path,
+        matrix: Option<Matrix>,
+        opts: Options,
+        unreachable: &[String],
+    ) -> Result<Summary> {
+        let roster = Roster {
+            hosts: matrix
+                .as_ref()
+                .map(|m| m.hosts().iter().map(|h| h.name.clone()).collect())
+                .unwrap_or_default(),
+            unreachable: unreachable.to_vec(),
+        };
+        let mut set = ReportSet::read_in(dir, opts.window, opts.series, None, &roster)?;
         if let Some(m) = &matrix {
             for host in m.hosts() {
                 set.id(&host.name);
@@ -76,11 +97,13 @@ impl Summary {
         }
         let ctx = Context::new(&set, matrix);
         let figs = Figures::compute(&set, &ctx);
+        let findings = diagnosis::diagnose(&set, &ctx, &figs, coverage(&set, &ctx));
         Ok(Summary {
             set,
             ctx,
             figs,
             opts,
+            findings,
         })
     }
 
@@ -98,27 +121,45 @@ impl Summary {
     /// WHAT TO DO NEXT and its advice.
     pub fn what_to_do_next(&self) -> String {
         let mut text = String::from("  WHAT TO DO NEXT\n");
-        for hint in self.advice() {
-            text.push_str(&advice::wrap(&hint));
+        for finding in &self.findings {
+            text.push_str(&wrap(&finding.text));
         }
         text
     }
 
-    /// Every figure as one document (`--json`, and what `compare` reads).
-    pub fn document(&self) -> document::Document {
-        document::document(&self.set, &self.ctx, &self.figs, self.advice())
+    /// The findings WHAT TO DO NEXT says, as data.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
     }
 
-    fn advice(&self) -> Vec<String> {
-        advice::advice(
-            &self.set,
-            &self.ctx,
-            &self.figs.fleet,
-            &self.figs.hosts,
-            &self.figs.flows,
-            coverage(&self.set, &self.ctx),
-        )
+    /// Every figure as one document (`--json`, and what `compare` reads).
+    pub fn document(&self) -> document::Document {
+        document::document(&self.set, &self.ctx, &self.figs, &self.findings)
     }
+}
+
+/// Wraps `text` to 78 columns: `    * ` before the first line, 6 spaces before the rest.
+pub fn wrap(text: &str) -> String {
+    const WIDTH: usize = 78;
+    let mut out = String::new();
+    let mut line = String::from("    * ");
+    let mut fresh = true;
+    for word in text.split_whitespace() {
+        if !fresh && line.len() + 1 + word.len() > WIDTH {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = String::from("      ");
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+        }
+        line.push_str(word);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
 }
 
 /// The pairs one cycle of a layered matrix measures: every ordered pair, or
@@ -184,9 +225,14 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
     };
     let seconds = count * interval;
     let mut line = format!(
-        "span: {} to {}, {count} interval(s) of {interval}s in which every host was sending",
+        "span: {} to {}, {count} interval(s) of {interval}s in which every host {} sending",
         units::local_clock((first - interval) as f64),
         units::local_clock(last as f64),
+        if set.gone.is_empty() {
+            "was"
+        } else {
+            "still up was"
+        }
     );
     if last - first + interval > seconds {
         line.push_str(" (with gaps)");
@@ -208,6 +254,25 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
             set.name(host)
         );
     }
+    for (&host, gone) in &set.gone {
+        let name = set.name(host);
+        let what = match gone.why {
+            aggregate::Gone::Stopped => format!("{name}'s agent stopped"),
+            aggregate::Gone::Unreachable => format!("{name} was out of reach"),
+            aggregate::Gone::Silent => format!("{name} wrote no report"),
+        };
+        let _ = match gone.last {
+            Some(last) => write!(
+                line,
+                "; {what} after {}: its flows since are left out, not counted as loss",
+                units::local_clock(last as f64)
+            ),
+            None => write!(
+                line,
+                "; {what}, and nothing was heard from it: its flows are left out"
+            ),
+        };
+    }
     (format!("{seconds}s steady"), line)
 }
 
@@ -219,6 +284,7 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
+    extra_rtt_lines(&mut t, &figs.fleet);
     spread_lines(&mut t, "  ", ctx, &figs.fleet, &figs.spread);
     pool_lines(&mut t, set, ctx, &figs.pools);
     if let Some(disk) = &figs.fleet.disk {
@@ -517,6 +583,31 @@ fn rtt_text(set: &ReportSet, fleet: &figures::Fleet) -> String {
     }
 }
 
+/// The smallest round trip and the jitter under the RTT line, and the
+/// packets that arrived twice or out of order, when any did.
+fn extra_rtt_lines(t: &mut String, fleet: &figures::Fleet) {
+    if fleet.rtt_min.is_some() || fleet.jitter.is_some() {
+        let _ = writeln!(
+            t,
+            "  {:<10}min {}, jitter {} (the mean difference between a flow's successive round trips)",
+            "",
+            micros(fleet.rtt_min),
+            fleet
+                .jitter
+                .map_or("-".to_string(), |j| format!("{j:.1}us"))
+        );
+    }
+    if fleet.dup > 0.0 || fleet.ooo > 0.0 {
+        let _ = writeln!(
+            t,
+            "  {:<10}{} packets arrived twice, {} out of order (requests and replies, over the span)",
+            "ORDER",
+            diagnosis::count(fleet.dup),
+            diagnosis::count(fleet.ooo)
+        );
+    }
+}
+
 /// DISK READ, DISK WRITE and DISK BUSY (facts.md 7), and which disk I/O the
 /// RTT holds: a disk run's responder answers only once its disk has done
 /// its part, so the round trip is a storage client's, not the network's alone.
@@ -584,6 +675,11 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
     let ooo = hosts.iter().any(|h| h.ooo > 0.0);
     let stray = hosts.iter().any(|h| h.stray > 0.0);
     let dropped = hosts.iter().any(|h| h.dropped.is_some_and(|d| d > 0.0));
+    // Lost inside a host, between its agent and its interface: worth a
+    // column when some host lost a few packets that way.
+    let counted = |v: Option<f64>| v.is_some_and(|n| n >= diagnosis::cells::MIN_LOST);
+    let unsent = hosts.iter().any(|h| counted(h.tx_unsent));
+    let unread = hosts.iter().any(|h| counted(h.rx_unread));
     // Disk runs only (facts.md 5): any host measured its disk's busy time.
     let disk = hosts
         .iter()
@@ -601,6 +697,8 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
         (ooo, "reorder"),
         (stray, "stray"),
         (dropped, "dropped"),
+        (unsent, "unsent"),
+        (unread, "unread"),
     ] {
         if on {
             let _ = write!(t, "{name:>9}");
@@ -616,7 +714,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             pps(h.sent),
             pps(h.back),
             pps(h.serving),
-            bits(h.egress_bits),
+            bits(h.nic_egress_bits.unwrap_or(h.egress_bits)),
             format!("{:.2}%", h.loss),
             micros(h.rtt_p99),
             percent_or_dash(h.cpu),
@@ -629,13 +727,16 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             let _ = write!(t, "{:>6}", percent_or_dash(busy));
         }
         for (on, value) in [
-            (dup, h.dup),
-            (ooo, h.ooo),
-            (stray, h.stray),
-            (dropped, h.dropped.unwrap_or(0.0)),
+            (dup, Some(h.dup)),
+            (ooo, Some(h.ooo)),
+            (stray, Some(h.stray)),
+            (dropped, Some(h.dropped.unwrap_or(0.0))),
+            (unsent, h.tx_unsent),
+            (unread, h.rx_unread),
         ] {
             if on {
-                let _ = write!(t, "{:>9}", value as u64);
+                let cell = value.map_or("-".to_string(), |v| (v as u64).to_string());
+                let _ = write!(t, "{cell:>9}");
             }
         }
         t.push('\n');
@@ -645,6 +746,18 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             t,
             "  ... {} more hosts (raise --top-hosts)",
             hosts.len() - top
+        );
+    }
+    if hosts.iter().any(|h| h.nic_egress_bits.is_some()) {
+        let _ = writeln!(
+            t,
+            "  (egress: what the host's interface sent, by its byte counter; where that is not known, the wire rate of what its agent sent)"
+        );
+    }
+    if unsent || unread {
+        let _ = writeln!(
+            t,
+            "  (unsent: packets the agent handed its kernel that its interface never sent; unread: packets its interface received that the agent never read)"
         );
     }
     if hosts.iter().any(|h| h.rtt_p99.is_some() && !h.rtt_exact) {

@@ -15,9 +15,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::aggregate::ReportSet;
+use super::diagnosis;
 use super::document::ro;
-use super::evidence;
-use super::figures::{self, Context, percent};
+use super::figures::{self, Context, Figures, percent};
 use super::span::Step;
 use crate::error::Result;
 use crate::units::{self, micros, pps};
@@ -325,7 +325,7 @@ impl ShortOfCpu {
     fn starved(&self) -> bool {
         let short = self.sent_pct.is_some_and(|p| p < SHORT_OF_RATE * 100.0);
         self.throttled_ms > 0.0
-            || self.behind_ms >= evidence::STARVED_BEHIND_MS
+            || self.behind_ms >= diagnosis::place::STARVED_BEHIND_MS
             || (short && self.behind_ms > BUCKET_FORGIVES_MS)
     }
 
@@ -360,7 +360,7 @@ impl ShortOfCpu {
 /// aggregate over the step's intervals ([`super::span::step_span`]), its
 /// fleet figures. No interval at all: every figure `None`.
 pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
-    let set = ReportSet::read_in(dir, 0.0, false, Some(step))?;
+    let set = ReportSet::read_in(dir, 0.0, false, Some(step), &Default::default())?;
     if set.span.keep.is_empty() || set.tx.is_empty() {
         return Ok(StepFigures::default());
     }
@@ -373,11 +373,9 @@ pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
         (None, None) => (None, None, false),
     };
     let sent = fleet.packets.sent > 0.0;
-    let losses = evidence::host_losses(&set, &figures::flows(&set, &ctx));
-    let counted: f64 = losses
-        .iter()
-        .map(|h| h.explained_in() + h.explained_back())
-        .sum();
+    let figs = Figures::compute(&set, &ctx);
+    let findings = diagnosis::diagnose(&set, &ctx, &figs, None);
+    let counted = diagnosis::lost_in_hosts(&findings);
     let wire_loss = fleet.round_trip_loss() - percent(counted, fleet.packets.sent);
     Ok(StepFigures {
         intervals: set.span.keep.len(),

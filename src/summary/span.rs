@@ -33,6 +33,8 @@ pub struct Mark {
     pub flows: bool,
     /// The rate scale its host row says its flows ran at (`mx run --ramp`).
     pub rate_scale: Option<f64>,
+    /// Its host row carries the interface's counters.
+    pub nic: bool,
 }
 
 /// Every host's marks, by interval label (`ts`).
@@ -279,6 +281,7 @@ mod tests {
                         host_row: complete.then_some(phase),
                         flows: true,
                         rate_scale: None,
+                        nic: false,
                     },
                 )
             })
@@ -337,6 +340,7 @@ mod tests {
                 host_row: Some(Some(Phase::Start)),
                 flows: true,
                 rate_scale: None,
+                nic: false,
             },
         );
         assert_eq!(span(&vec![a, d], 0.0).keep, BTreeSet::from([1, 2, 4]));
@@ -384,6 +388,7 @@ mod tests {
                         host_row: Some(S),
                         flows: true,
                         rate_scale,
+                        nic: false,
                     },
                 )
             })
@@ -429,6 +434,7 @@ mod tests {
                 host_row: None,
                 flows: true,
                 rate_scale: None,
+                nic: false,
             },
         );
         let timeline = vec![ramped(&[(1, Some(1.0)), (2, Some(1.0)), (3, Some(1.0))]), c];

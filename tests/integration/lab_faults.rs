@@ -199,8 +199,9 @@ fn agent_lab_5_percent_dropped_into_a_host_is_its_forward_leg() {
     }
     others_clean(&loss, "h2", 0.5);
     assert!(loss[&("h2".to_string(), "h1".to_string())] < 0.5);
-    advises(&summary, "h2 is a sick receiver");
-    advises(&summary, "its requests are lost on the way in");
+    // h2's own firewall: its interface counted what its agent never read.
+    advises(&summary, "requests into h2 are lost, and only requests");
+    advises(&summary, "dropped inside h2, after its NIC");
 }
 
 /// A rule on the lab's bridge, in this (root) namespace: the switch drops,
@@ -264,13 +265,17 @@ fn agent_lab_5_percent_dropped_leaving_a_host_is_its_return_leg() {
         assert!((v - 5.0).abs() <= 1.0, "the dark column: {src} -> h2 = {v}");
     }
     others_clean(&loss, "h2", 0.5);
-    advises(&summary, "h2 is a sick receiver");
-    advises(&summary, "its replies are lost on the way back");
+    // The switch dropped what left h2: its interface sent all of it.
+    advises(&summary, "replies out of h2 are lost, and only replies");
+    advises(
+        &summary,
+        "h2's interface (eth0) sent everything its agent handed the kernel",
+    );
 }
 
 #[test]
 #[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
-fn agent_lab_a_rate_capped_host_is_named_the_bottleneck() {
+fn agent_lab_a_rate_capped_host_is_named_its_transmit_path() {
     let lab = Lab::up(80, 3);
     let sb = lab.controller("5000");
     // The traffic rides eth1 (--bind), ssh stays on eth0. h2 sends 2 x 5000
@@ -279,7 +284,8 @@ fn agent_lab_a_rate_capped_host_is_named_the_bottleneck() {
     cap_link(&lab, 2, "8mbit");
     let summary = run_and_summarize(&lab, &sb, 8, "5", &["--bind", "eth1"]);
     eprintln!("{summary}");
-    advises(&summary, "h2 is the bottleneck");
+    advises(&summary, "packets out of h2 are lost");
+    advises(&summary, "a rate cap or a full queue on h2's egress");
     let loss = grid(&sb, "loss_grid.csv");
     for other in ["h1", "h3"] {
         assert!(
@@ -366,8 +372,8 @@ fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
         "{text}"
     );
     assert!(host_ticks(&sb.file("reports/h4.csv")).len() >= 2);
-    advises(&text, "h2 stopped reporting");
-    advises(&text, "h4 stopped reporting");
+    advises(&text, "h2's agent stopped at");
+    advises(&text, "h4 could not be reached to collect its report");
     // The survivors kept reporting past the faults.
     for h in ["h1", "h3"] {
         let ticks = host_ticks(&sb.file(&format!("reports/{h}.csv")));

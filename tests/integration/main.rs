@@ -25,6 +25,7 @@ mod hostile_network;
 mod json_outputs;
 mod lab;
 mod lab_compare;
+mod lab_diagnosis;
 mod lab_faults;
 mod lab_pools;
 mod lab_ramp;

@@ -1,0 +1,335 @@
+//! Findings about what was sent rather than lost: a host that sent less
+//! than its rate and why (its CPU, the tool's own workers, its disk), a
+//! disk that held the responders back, a layered run still short of a full
+//! rotation, and the all-clear.
+
+use std::collections::BTreeMap;
+
+use super::super::aggregate::ReportSet;
+use super::super::figures::{Fleet, HostFigures, percent};
+use super::cells::Cells;
+use super::place::{DISK_SUSPECT_PCT, HostEvidence};
+use super::{Blame, Finding, Kind, Place, pct};
+use crate::plan::WORKER_EXCHANGES_PER_SECOND;
+use crate::units::{self, pps};
+
+/// A core this busy is not available to anything else.
+const HOT_CORE_PCT: f64 = 85.0;
+/// An agent worker this busy is the ceiling of its host.
+const BUSY_WORKER_PCT: f64 = 75.0;
+/// A disk that held a worker this much of its time is the host's ceiling.
+const DISK_BOUND_PCT: f64 = 75.0;
+/// A host that sent less than this share of its target fell short.
+const SHORT_SHARE: f64 = 0.95;
+
+/// Why a host fell short of its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cause {
+    /// Its agent could not keep its schedule: behind, throttled.
+    Starved,
+    /// Its busiest core was full.
+    HotCore,
+    /// Its disk held its requests (a disk run that reads them).
+    Disk,
+    /// Nothing it counted says why.
+    Unknown,
+}
+
+/// The tool's own ceiling, and each host that sent less than asked, by cause.
+pub fn findings(
+    set: &ReportSet,
+    hosts: &[HostFigures],
+    evidence: &BTreeMap<u32, HostEvidence>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let (target, sent) = hosts
+        .iter()
+        .fold((0.0, 0.0), |(t, s), h| (t + h.target, s + h.sent));
+    let fleet_short = (target > 0.0 && sent < SHORT_SHARE * target).then(|| percent(sent, target));
+    out.extend(busy_worker(set, hosts, fleet_short));
+    let busiest_disk = evidence
+        .values()
+        .filter_map(|e| e.disk_waits().map(|busy| (e.id, busy)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let mut short: BTreeMap<Cause, Vec<(&HostFigures, Option<&HostEvidence>)>> = BTreeMap::new();
+    for h in hosts {
+        if h.target <= 0.0 || h.sent >= SHORT_SHARE * h.target {
+            continue;
+        }
+        // A worker at its ceiling says why already.
+        if h.agent_cpu.is_some_and(|a| a >= BUSY_WORKER_PCT) {
+            continue;
+        }
+        let e = evidence.get(&h.id);
+        let cause = if e.is_some_and(HostEvidence::starved) {
+            Cause::Starved
+        } else if h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT) {
+            Cause::HotCore
+        } else if e.and_then(HostEvidence::disk_waits).is_some() || busiest_disk.is_some() {
+            // A disk run's requests and replies wait on a disk: its own, or
+            // its peers' (they answer only once their disk has done its part).
+            Cause::Disk
+        } else {
+            Cause::Unknown
+        };
+        short.entry(cause).or_default().push((h, e));
+    }
+    for (cause, hosts) in short {
+        out.push(short_finding(set, cause, &hosts, busiest_disk));
+    }
+    out
+}
+
+/// One cause's hosts short of their rate; `busiest_disk` is the host whose
+/// disk held its worker longest, when that mattered (a disk run).
+fn short_finding(
+    set: &ReportSet,
+    cause: Cause,
+    hosts: &[(&HostFigures, Option<&HostEvidence>)],
+    busiest_disk: Option<(u32, f64)>,
+) -> Finding {
+    let names: Vec<&str> = hosts.iter().map(|(h, _)| set.name(h.id)).collect();
+    let worst = hosts
+        .iter()
+        .map(|(h, _)| percent(h.sent, h.target))
+        .fold(f64::INFINITY, f64::min);
+    let they = if hosts.len() == 1 { "its" } else { "their" };
+    // `h1 sent 26.2% of its rate (3.9 of 15.0 kpps)`, or for several
+    // `h1 and h3 sent less than their rate (h1 94.6%, h3 94.6%)`.
+    let one = match hosts {
+        [(h, _)] => format!(
+            "{} sent {}% of its rate ({} of {})",
+            set.name(h.id),
+            pct(percent(h.sent, h.target)),
+            pps(h.sent),
+            pps(h.target)
+        ),
+        _ => {
+            let shares: Vec<String> = hosts
+                .iter()
+                .take(5)
+                .map(|(h, _)| format!("{} {}%", set.name(h.id), pct(percent(h.sent, h.target))))
+                .collect();
+            format!(
+                "{} sent less than their rate ({})",
+                super::name_list(&names),
+                shares.join(", ")
+            )
+        }
+    };
+    let mut f = Finding::new(Kind::Rate, String::new()).figure("sent_pct_of_target", worst);
+    let (text, place) = match cause {
+        Cause::Starved => {
+            let behind = hosts
+                .iter()
+                .filter_map(|(_, e)| e.map(|e| e.behind_ms))
+                .fold(0.0, f64::max);
+            let throttled: f64 = hosts
+                .iter()
+                .filter_map(|(_, e)| e.map(|e| e.throttled_ms))
+                .sum();
+            f = f.figure("behind_ms", behind);
+            if throttled > 0.0 {
+                f = f.figure("throttled_ms", throttled);
+            }
+            let (agents, own) = if hosts.len() == 1 {
+                ("its agent", "its")
+            } else {
+                ("their agents", "their")
+            };
+            let why = if throttled > 0.0 {
+                format!(
+                    "{agents} {} throttled {throttled:.0} ms by a cgroup's CPU quota and fell up to {behind:.0} ms behind {own} send schedule",
+                    if hosts.len() == 1 { "was" } else { "were" }
+                )
+            } else {
+                format!("{agents} fell up to {behind:.0} ms behind {own} send schedule")
+            };
+            // A disk run's requests wait for their payload's read, which puts
+            // a sender behind its schedule as surely as a lack of CPU.
+            let disks: Vec<(&str, f64)> = hosts
+                .iter()
+                .filter_map(|(h, e)| Some((set.name(h.id), (*e)?.disk_waits()?)))
+                .collect();
+            if let Some(&(disk_host, busy)) = disks.first() {
+                f = f.blame(Blame::host(disk_host, Place::Disk));
+                (
+                    format!(
+                        "{one}: {why}, and {disk_host}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the CPU or the disk, not the network; a run without --disk tells which"
+                    ),
+                    Some(Place::Cpu),
+                )
+            } else {
+                (
+                    format!(
+                        "{one}: {why}: {own} CPU, not the network -- give {} the CPU {} (a quota, other load on the box), then rerun",
+                        if hosts.len() == 1 {
+                            "its agent"
+                        } else {
+                            "the agents"
+                        },
+                        if hosts.len() == 1 {
+                            "it needs"
+                        } else {
+                            "they need"
+                        }
+                    ),
+                    Some(Place::Cpu),
+                )
+            }
+        }
+        Cause::HotCore => (
+            format!(
+                "{one} with a core at {HOT_CORE_PCT:.0}% or more: {they} CPU is the ceiling, not the network -- more cores, or fewer flows a host"
+            ),
+            Some(Place::Cpu),
+        ),
+        Cause::Disk => {
+            let (disk_host, busy) = busiest_disk.unwrap_or((hosts[0].0.id, DISK_SUSPECT_PCT));
+            let name = set.name(disk_host);
+            f = f.blame(Blame::host(name, Place::Disk));
+            (
+                format!(
+                    "{one} with CPU to spare, while {name}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the disk's, not the network's -- a faster disk or more `mx start --workers` (one I/O in flight each) would lift it"
+                ),
+                None,
+            )
+        }
+        Cause::Unknown => (
+            format!(
+                "{one} with CPU to spare: a flow may have failed to open (`mx logs`), or the run was too short to ramp"
+            ),
+            None,
+        ),
+    };
+    f.text = text;
+    if let Some(place) = place {
+        for name in names {
+            f = f.blame(Blame::host(name, place));
+        }
+    }
+    f
+}
+
+/// The tool's workers as the ceiling: the busiest worker nearly a full
+/// core, and what would lift it.
+fn busy_worker(set: &ReportSet, hosts: &[HostFigures], fleet_short: Option<f64>) -> Vec<Finding> {
+    // The first of equals wins, so ties name the first host in table order.
+    let Some((h, agent)) = hosts
+        .iter()
+        .filter_map(|h| {
+            h.agent_cpu
+                .filter(|&a| a >= BUSY_WORKER_PCT)
+                .map(|a| (h, a))
+        })
+        .fold(
+            None,
+            |best: Option<(&HostFigures, f64)>, (h, a)| match best {
+                Some((_, b)) if b >= a => best,
+                _ => Some((h, a)),
+            },
+        )
+    else {
+        return Vec::new();
+    };
+    let name = set.name(h.id);
+    let prefix = fleet_short.map_or(String::new(), |p| {
+        format!("sending {p:.1}% of target, and ")
+    });
+    let first = Finding::new(
+        Kind::Rate,
+        format!(
+            "{prefix}the busiest agent worker on {name} is at {agent:.0}% of a core: the tool is the ceiling here, not the network (one worker sends or answers ~{} of requests)",
+            pps(WORKER_EXCHANGES_PER_SECOND)
+        ),
+    )
+    .figure("agent_cpu_pct", agent)
+    .blame(Blame::host(name, Place::Cpu));
+    let workers = h.workers.unwrap_or(1);
+    let second = if workers as usize <= h.peers + 1 {
+        format!(
+            "{name} is running {workers} worker(s) for {} peer(s): workers are capped at flows + 1, so more of them cannot help until each pair has more sockets. Add `mx start --streams 8`",
+            h.peers
+        )
+    } else {
+        format!(
+            "raise `mx start --workers {}` while {name} has spare cores; past that, add hosts or lower --pps",
+            workers * 2
+        )
+    };
+    vec![first, Finding::new(Kind::Rate, second)]
+}
+
+/// Hosts whose busiest worker spent most of its time in disk I/O: the worst
+/// one named with its busy share, what its disk did and its workers (each
+/// keeps one disk I/O in flight: the queue depth).
+pub fn disk_bound(set: &ReportSet, hosts: &[HostFigures]) -> Option<Finding> {
+    let mut bound: Vec<(&HostFigures, f64)> = hosts
+        .iter()
+        .filter_map(|h| h.disk.and_then(|d| d.busy).map(|b| (h, b)))
+        .filter(|(_, b)| *b >= DISK_BOUND_PCT)
+        .collect();
+    bound.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let &(h, busy) = bound.first()?;
+    let name = set.name(h.id);
+    let did = h.disk.map_or(String::new(), |d| {
+        let ops = d.read.iops.unwrap_or(0.0) + d.write.iops.unwrap_or(0.0);
+        let weighted: f64 = [d.read, d.write]
+            .iter()
+            .filter_map(|s| Some(s.avg_us? * s.iops?))
+            .sum();
+        let avg = (ops > 0.0).then(|| weighted / ops);
+        format!(
+            " ({} IOPS at {} each on average)",
+            units::ops(ops),
+            units::micros(avg)
+        )
+    });
+    let workers = h.workers.map_or("its".to_string(), |w| w.to_string());
+    let raise = h
+        .workers
+        .map_or("raise `mx start --workers`".to_string(), |w| {
+            format!("raise `mx start --workers {}`", w * 2)
+        });
+    let mut f = Finding::new(
+        Kind::Disk,
+        format!(
+            "{} host(s) mostly waiting on the disk: {name}'s busiest worker spent {busy:.0}% of its time in disk I/O{did}, with {workers} worker(s) keeping one I/O in flight each. The disk, not the fabric, is short: {raise} for a deeper disk queue, use a faster disk, or lower --pps",
+            bound.len()
+        ),
+    )
+    .figure("disk_busy_pct", busy);
+    for (h, _) in &bound {
+        f = f.blame(Blame::host(set.name(h.id), Place::Disk));
+    }
+    Some(f)
+}
+
+/// A layered run that has not yet measured every pair.
+pub fn coverage((measured, total, cycle): (usize, usize, f64)) -> Option<Finding> {
+    (measured < total).then(|| {
+        Finding::new(
+            Kind::Coverage,
+            format!(
+                "coverage is {measured} of {total} pairs ({:.1}%): one full rotation takes {}; run at least that long: `mx run --for {}`",
+                percent(measured as f64, total as f64),
+                units::duration(cycle),
+                (cycle + (cycle / 10.0).floor()) as u64
+            ),
+        )
+        .figure("coverage_pct", percent(measured as f64, total as f64))
+    })
+}
+
+/// Nothing to fix: every flow within the run's noise.
+pub fn all_clear(fleet: &Fleet, grid: &Cells) -> Finding {
+    let req = fleet.requests;
+    let landing =
+        fleet.target > 0.0 && req >= 0.98 * fleet.target && percent(fleet.replies, req) >= 99.5;
+    let text = if landing && !grid.any_loss() {
+        "everything is landing at the target rate, on every flow: raise --pps (or `mx gen --pps max`) to find where it stops, or let `mx run --ramp 1:4` climb to it step by step".to_string()
+    } else {
+        "nothing looks wrong: no flow loses more than the run's noise. `mx hints` lists what else to try; `mx run --ramp 1:4` finds the rate where loss or the tail begins".to_string()
+    };
+    Finding::new(Kind::Clear, text)
+}
