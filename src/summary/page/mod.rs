@@ -290,7 +290,7 @@ const COMPARE_TOP: usize = 10;
 fn comparison(h: &mut String, c: &Comparison) {
     let _ = writeln!(
         h,
-        "<h2>Before and after</h2>\n<p>A: {} ({} intervals); B: {} ({} intervals). Each change with its 95% bootstrap interval; a verdict past the floors ({}% of a rate, {} points of loss, {}% of RTT).</p>",
+        "<h2>Before and after</h2>\n<p>A: {} ({} intervals); B: {} ({} intervals). Each change with its 95% interval; a verdict past the floors ({}% of a rate, {} points of loss, {}% of RTT).</p>",
         escape(&c.a.source),
         c.a.intervals,
         escape(&c.b.source),
