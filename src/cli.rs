@@ -166,6 +166,53 @@ impl PacketSizes {
     }
 }
 
+/// `--mtu`, shared by the commands that weigh datagrams on the wire.
+#[derive(Debug, Args)]
+pub struct MtuArg {
+    /// Path MTU in bytes: a datagram larger than it (with its IP and UDP headers)
+    /// leaves as IP fragments, each a packet of its own at the NIC (576..65535;
+    /// IPv6 hosts 1280 at least)
+    // Text, read by `checked`: every value that is no MTU (out of range,
+    // fractional, NaN, a word) gets the same one-line refusal.
+    #[arg(
+        long = "mtu",
+        value_name = "BYTES",
+        default_value_t = crate::plan::Mtu::DEFAULT.bytes().to_string(),
+        allow_negative_numbers = true
+    )]
+    pub text: String,
+}
+
+impl MtuArg {
+    /// The MTU, refused when it is no whole number in an IP path's range.
+    pub fn checked(&self) -> crate::error::Result<crate::plan::Mtu> {
+        let bytes: i64 = self.text.trim().parse().map_err(|_| {
+            crate::error::Error::refused(format!(
+                "--mtu wants a whole number of bytes, {}..{} (got '{}')",
+                crate::plan::Mtu::MIN_IPV4,
+                crate::plan::Mtu::MAX,
+                self.text
+            ))
+        })?;
+        crate::plan::Mtu::checked("--mtu", bytes).map_err(crate::error::Error::refused)
+    }
+
+    /// [`checked`](Self::checked), and at least IPv6's minimum for IPv6 hosts.
+    pub fn for_family(&self, ip: crate::units::Ip) -> crate::error::Result<crate::plan::Mtu> {
+        self.checked()?
+            .for_family("--mtu", ip)
+            .map_err(crate::error::Error::refused)
+    }
+
+    /// `--mtu N` for a suggested command line: empty for the default.
+    pub fn flag(&self) -> String {
+        match self.checked() {
+            Ok(mtu) if mtu != crate::plan::Mtu::DEFAULT => format!(" --mtu {}", mtu.bytes()),
+            _ => String::new(),
+        }
+    }
+}
+
 /// A packet rate on the command line: a number, or `max` for unpaced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PpsArg {
@@ -235,6 +282,9 @@ pub struct GenArgs {
 
     #[command(flatten)]
     pub sizes: PacketSizes,
+
+    #[command(flatten)]
+    pub mtu: MtuArg,
 
     /// UDP port the agents listen on, for hosts whose token names none
     #[arg(long, value_name = "PORT", default_value_t = 5300,
@@ -314,6 +364,9 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", default_value_t = 15)]
     pub top: usize,
 
+    #[command(flatten)]
+    pub mtu: MtuArg,
+
     /// Print one JSON document (schema mx.check/1, in the README) instead of the text
     #[arg(long)]
     pub json: bool,
@@ -347,6 +400,9 @@ pub struct HintsArgs {
 
     #[command(flatten)]
     pub sizes: PacketSizes,
+
+    #[command(flatten)]
+    pub mtu: MtuArg,
 }
 
 /// How the agents run: the flags `mx start` passes to every agent, and that

@@ -11,13 +11,17 @@
 //! each over the host's IP version (an IPv6 header is 20 bytes more than IPv4's;
 //! a flow never crosses families, so a host's flows all share its own).
 //!
+//! A datagram larger than the path MTU leaves as IP fragments ([`Datagram`]):
+//! each fragment is a packet of its own at the NIC, with its own headers and
+//! Ethernet framing, so packets count fragments and wire rates their headers.
+//!
 //! A layered matrix is checked in every layer; a host's figure is its heaviest.
 //! Unpaced (`max`) flows have no rate to add: they are left out of the sums, and
 //! each host that sends or answers one is marked, since its real load is more.
 
 use crate::matrix::schedule::Schedule;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES, Matrix, Rate};
-use crate::units::{Ip, wire_bits};
+use crate::units::{FRAMING_BYTES, Ip};
 
 /// Requests one agent worker sends or answers per second, each an exchange of two
 /// datagrams through that worker (request out + reply in, or request in + reply
@@ -85,6 +89,172 @@ impl DiskLoad {
     }
 }
 
+/// Bytes of a UDP header.
+const UDP_HEADER_BYTES: u32 = 8;
+/// Bytes of the fragment header IPv6 puts after its own in every fragment
+/// (IPv4 keeps its fragment fields in its fixed header).
+const IPV6_FRAGMENT_HEADER_BYTES: u32 = 8;
+/// Ethernet's share of [`FRAMING_BYTES`], paid by every IP packet, a fragment
+/// as much as a whole datagram: preamble and start-of-frame 8, MAC header 14,
+/// FCS 4, inter-frame gap 12.
+const ETHERNET_BYTES: u32 = 38;
+// A whole IPv4 datagram's framing is Ethernet's, the IPv4 header and UDP's.
+const _: () = assert!(ETHERNET_BYTES + 20 + UDP_HEADER_BYTES == FRAMING_BYTES as u32);
+/// The least IP packet an Ethernet frame carries (a 64-byte frame): a shorter
+/// one, such as the tail fragment of a datagram just over the MTU, is padded
+/// to it on the wire.
+const ETHERNET_MIN_PACKET_BYTES: u32 = 46;
+
+/// A path MTU: the largest IP packet, headers included, that crosses the path
+/// in one piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mtu(u32);
+
+impl Mtu {
+    /// Ethernet's, assumed unless `--mtu` says otherwise.
+    pub const DEFAULT: Mtu = Mtu(1500);
+    /// The least: IPv4 hosts must take a 576-byte datagram (RFC 791).
+    pub const MIN_IPV4: u32 = 576;
+    /// The least MTU an IPv6 link may have (RFC 8200).
+    pub const MIN_IPV6: u32 = 1280;
+    /// The most: an IPv4 header states a packet's length in 16 bits.
+    pub const MAX: u32 = 65535;
+
+    /// `bytes` given for `what` (a flag), refused outside what an IP path can
+    /// have, in the words the user sees.
+    pub fn checked(what: &str, bytes: i64) -> Result<Mtu, String> {
+        if (i64::from(Mtu::MIN_IPV4)..=i64::from(Mtu::MAX)).contains(&bytes) {
+            Ok(Mtu(bytes as u32))
+        } else {
+            Err(format!(
+                "{what} must be between {} and {} bytes (got {bytes})",
+                Mtu::MIN_IPV4,
+                Mtu::MAX
+            ))
+        }
+    }
+
+    /// This MTU for hosts of `ip`: refused below IPv6's minimum for IPv6 hosts.
+    pub fn for_family(self, what: &str, ip: Ip) -> Result<Mtu, String> {
+        if ip == Ip::V6 && self.0 < Mtu::MIN_IPV6 {
+            Err(format!(
+                "{what} must be at least {} bytes for IPv6 hosts, the least an IPv6 link carries (got {})",
+                Mtu::MIN_IPV6,
+                self.0
+            ))
+        } else {
+            Ok(self)
+        }
+    }
+
+    pub fn bytes(self) -> u32 {
+        self.0
+    }
+}
+
+/// One UDP datagram of `payload` bytes as it crosses a path of `mtu` over
+/// `ip`: one IP packet when it fits, else the fragments the sender's kernel
+/// cuts it into.
+///
+/// It fits when IP header + UDP header + payload <= MTU (P + 28 <= M over
+/// IPv4, P + 48 <= M over IPv6). Otherwise the UDP header and payload
+/// (P + 8 bytes) are cut into pieces of D bytes, all but the last a multiple
+/// of 8 (the fragment offset counts 8-byte units), so D = the room an MTU-sized
+/// packet leaves after its headers, rounded down to a multiple of 8:
+/// - IPv4: D = floor((M - 20) / 8) * 8, each fragment with a 20-byte header;
+/// - IPv6: D = floor((M - 48) / 8) * 8, each fragment with the 40-byte header
+///   and an 8-byte fragment header;
+///
+/// and the datagram leaves as ceil((P + 8) / D) fragments, the last with
+/// what remains. (M = 1500: D = 1480 over IPv4, 1448 over IPv6; an 8000-byte
+/// payload is 6 fragments either way.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram {
+    pub payload: u32,
+    pub ip: Ip,
+    pub mtu: Mtu,
+}
+
+impl Datagram {
+    /// Bytes of the IP packet that would carry it whole: IP and UDP headers and payload.
+    pub fn whole_packet_bytes(self) -> u32 {
+        self.ip.header_bytes() + UDP_HEADER_BYTES + self.payload
+    }
+
+    /// Whether it leaves as more than one IP packet.
+    pub fn fragmented(self) -> bool {
+        self.whole_packet_bytes() > self.mtu.0
+    }
+
+    /// IP packets it leaves as: 1, or its fragments.
+    pub fn fragments(self) -> u32 {
+        if self.fragmented() {
+            (self.payload + UDP_HEADER_BYTES).div_ceil(self.fragment_data_bytes())
+        } else {
+            1
+        }
+    }
+
+    /// Headers of one fragment: the IP header, and IPv6's fragment header.
+    fn fragment_header_bytes(self) -> u32 {
+        match self.ip {
+            Ip::V4 => self.ip.header_bytes(),
+            Ip::V6 => self.ip.header_bytes() + IPV6_FRAGMENT_HEADER_BYTES,
+        }
+    }
+
+    /// Bytes of the datagram (UDP header and payload) each fragment but the
+    /// last carries: D above. At least 552 (IPv4, MTU 576) or 1232 (IPv6,
+    /// 1280), never zero.
+    fn fragment_data_bytes(self) -> u32 {
+        (self.mtu.0 - self.fragment_header_bytes()) / 8 * 8
+    }
+
+    /// Bytes on the wire for one datagram: every packet it leaves as, with its
+    /// headers and Ethernet's framing (a whole datagram costs its payload and
+    /// [`Ip::framing`], as [`crate::units::wire_bits`] counts it).
+    pub fn wire_bytes(self) -> f64 {
+        let frame =
+            |ip_packet: u32| f64::from(ip_packet.max(ETHERNET_MIN_PACKET_BYTES) + ETHERNET_BYTES);
+        if !self.fragmented() {
+            return frame(self.whole_packet_bytes());
+        }
+        let n = self.fragments();
+        let data = self.fragment_data_bytes();
+        let last = self.payload + UDP_HEADER_BYTES - (n - 1) * data;
+        let headers = self.fragment_header_bytes();
+        f64::from(n - 1) * frame(headers + data) + frame(headers + last)
+    }
+
+    /// IP packets per second for `pps` datagrams a second.
+    pub fn packets(self, pps: f64) -> f64 {
+        pps * f64::from(self.fragments())
+    }
+
+    /// Bits per second on the wire for `pps` datagrams a second.
+    pub fn wire_bits(self, pps: f64) -> f64 {
+        pps * self.wire_bytes() * 8.0
+    }
+}
+
+/// A request and its reply as one host's NIC sees them: the matrix's sizes
+/// over the host's IP version and the path MTU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange {
+    pub request: Datagram,
+    pub reply: Datagram,
+}
+
+impl Exchange {
+    pub fn new(tx_size: u32, rx_size: u32, ip: Ip, mtu: Mtu) -> Exchange {
+        let datagram = |payload| Datagram { payload, ip, mtu };
+        Exchange {
+            request: datagram(tx_size),
+            reply: datagram(rx_size),
+        }
+    }
+}
+
 /// Paced request rates through one host in one layer.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HostLoad {
@@ -98,19 +268,38 @@ pub struct HostLoad {
 }
 
 impl HostLoad {
-    /// Packets per second in each direction: requests out + replies out.
-    pub fn packets(&self) -> f64 {
+    /// Datagrams per second each way: requests out and replies out, or
+    /// requests in and replies in.
+    pub fn datagrams(&self) -> f64 {
         self.out_pps + self.in_pps
     }
 
-    /// Bits per second this host transmits over `ip`: its requests and its replies.
-    pub fn out_wire(&self, tx_size: u32, rx_size: u32, ip: Ip) -> f64 {
-        wire_bits(self.out_pps, tx_size, ip) + wire_bits(self.in_pps, rx_size, ip)
+    /// IP packets per second this host transmits, every fragment counted: its
+    /// requests and its replies.
+    pub fn packets_out(&self, x: &Exchange) -> f64 {
+        x.request.packets(self.out_pps) + x.reply.packets(self.in_pps)
     }
 
-    /// Bits per second this host receives over `ip`: requests to it and replies to it.
-    pub fn in_wire(&self, tx_size: u32, rx_size: u32, ip: Ip) -> f64 {
-        wire_bits(self.in_pps, tx_size, ip) + wire_bits(self.out_pps, rx_size, ip)
+    /// IP packets per second this host receives, every fragment counted:
+    /// requests to it and replies to it.
+    pub fn packets_in(&self, x: &Exchange) -> f64 {
+        x.request.packets(self.in_pps) + x.reply.packets(self.out_pps)
+    }
+
+    /// IP packets per second through its NIC in the busier direction (each way
+    /// alike, out + in, when nothing is fragmented).
+    pub fn packets(&self, x: &Exchange) -> f64 {
+        self.packets_out(x).max(self.packets_in(x))
+    }
+
+    /// Bits per second this host transmits: its requests and its replies.
+    pub fn out_wire(&self, x: &Exchange) -> f64 {
+        x.request.wire_bits(self.out_pps) + x.reply.wire_bits(self.in_pps)
+    }
+
+    /// Bits per second this host receives: requests to it and replies to it.
+    pub fn in_wire(&self, x: &Exchange) -> f64 {
+        x.request.wire_bits(self.in_pps) + x.reply.wire_bits(self.out_pps)
     }
 }
 
@@ -118,6 +307,7 @@ impl HostLoad {
 /// its own, so a host is over a cap if any layer puts it over).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PeakLoad {
+    /// IP packets per second in the busier direction, fragments counted.
     pub packets: f64,
     pub out_wire: f64,
     pub in_wire: f64,
@@ -137,8 +327,9 @@ pub struct MatrixLoad {
     pub fleet_pps: f64,
 }
 
-/// Loads of every host of `matrix`, layer by layer (one layer for a fixed matrix).
-pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
+/// Loads of every host of `matrix` over a path of `mtu`, layer by layer (one
+/// layer for a fixed matrix).
+pub fn matrix_load(matrix: &Matrix, mtu: Mtu) -> MatrixLoad {
     let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
     let n = matrix.host_count();
     let schedule = Schedule::new(matrix);
@@ -148,10 +339,10 @@ pub fn matrix_load(matrix: &Matrix) -> MatrixLoad {
     for l in 0..schedule.layer_count() {
         fleet_pps = fleet_pps.max(fill_layer(&schedule, l, &mut layer));
         for ((peak, load), host) in peaks.iter_mut().zip(&layer).zip(matrix.hosts()) {
-            let ip = host.ip();
-            peak.packets = peak.packets.max(load.packets());
-            peak.out_wire = peak.out_wire.max(load.out_wire(tx, rx, ip));
-            peak.in_wire = peak.in_wire.max(load.in_wire(tx, rx, ip));
+            let x = Exchange::new(tx, rx, host.ip(), mtu);
+            peak.packets = peak.packets.max(load.packets(&x));
+            peak.out_wire = peak.out_wire.max(load.out_wire(&x));
+            peak.in_wire = peak.in_wire.max(load.in_wire(&x));
             peak.out_pps = peak.out_pps.max(load.out_pps);
             peak.unpaced |= load.unpaced;
             let disk = DiskLoad::of(matrix.config.disk, load, tx, rx);
@@ -205,23 +396,147 @@ pub fn per_host(rate: Rate, peers: usize) -> Option<f64> {
     rate.pps().map(|pps| pps * peers as f64)
 }
 
-/// Per-host request rate that fills `gbps` of wire with `tx_size`-byte requests over `ip`.
-pub fn pps_for_gbps(gbps: f64, tx_size: u32, ip: Ip) -> f64 {
-    gbps * 1e9 / wire_bits(1.0, tx_size, ip)
+/// Per-host request rate that fills `gbps` of wire with `request`s (all their
+/// fragments' framing counted).
+pub fn pps_for_gbps(gbps: f64, request: Datagram) -> f64 {
+    gbps * 1e9 / request.wire_bits(1.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::wire_bits;
+
+    fn datagram(payload: u32, ip: Ip, mtu: u32) -> Datagram {
+        Datagram {
+            payload,
+            ip,
+            mtu: Mtu::checked("--mtu", i64::from(mtu)).unwrap(),
+        }
+    }
 
     #[test]
     fn gbps_arithmetic_matches_facts_example() {
         // 1 Gb/s of 1400-byte requests is 85,266 pps per host; over 2 peers 42,633.
-        let per_host = pps_for_gbps(1.0, 1400, Ip::V4);
+        let per_host = pps_for_gbps(1.0, datagram(1400, Ip::V4, 1500));
         assert_eq!(per_host.floor(), 85266.0);
         assert_eq!((per_host / 2.0).round(), 42633.0);
         // Over IPv6 each packet carries 20 more header bytes: 1e9 / (1486 * 8).
-        assert_eq!(pps_for_gbps(1.0, 1400, Ip::V6).floor(), 84118.0);
+        assert_eq!(
+            pps_for_gbps(1.0, datagram(1400, Ip::V6, 1500)).floor(),
+            84118.0
+        );
+    }
+
+    #[test]
+    fn a_gbps_budget_pays_for_every_fragments_framing() {
+        // 8000-byte requests are 6 fragments, 8,356 bytes on the wire (below).
+        assert_eq!(
+            pps_for_gbps(1.0, datagram(8000, Ip::V4, 1500)),
+            1e9 / (8356.0 * 8.0)
+        );
+        assert_eq!(
+            pps_for_gbps(1.0, datagram(8000, Ip::V4, 9000)),
+            1e9 / (8066.0 * 8.0)
+        );
+    }
+
+    #[test]
+    fn an_ipv4_datagram_fits_up_to_mtu_less_28_bytes() {
+        // 1472 + 8 (UDP) + 20 (IPv4) = 1500: one packet, 66 bytes of framing.
+        let fits = datagram(1472, Ip::V4, 1500);
+        assert!(!fits.fragmented());
+        assert_eq!(fits.fragments(), 1);
+        assert_eq!(fits.wire_bytes(), 1472.0 + 66.0);
+        // One byte more: 1480 bytes of UDP in the first fragment, 1 in the
+        // second, whose 21-byte packet is padded to Ethernet's 46.
+        let over = datagram(1473, Ip::V4, 1500);
+        assert!(over.fragmented());
+        assert_eq!(over.fragments(), 2);
+        assert_eq!(over.wire_bytes(), (1500.0 + 38.0) + (46.0 + 38.0));
+        assert_eq!(over.packets(1000.0), 2000.0);
+    }
+
+    #[test]
+    fn an_ipv4_datagram_is_cut_in_multiples_of_8_bytes() {
+        // 8000 + 8 bytes in pieces of 1480: 5 full fragments and 608 bytes.
+        let big = datagram(8000, Ip::V4, 1500);
+        assert_eq!(big.fragments(), 6);
+        assert_eq!(big.wire_bytes(), 5.0 * 1538.0 + (20.0 + 608.0 + 38.0));
+        // MTU 1006 leaves 986 bytes after the header, 984 of them usable: 1972
+        // bytes of UDP are 3 fragments, not the 2 that 986-byte pieces would make.
+        assert_eq!(datagram(1964, Ip::V4, 1006).fragments(), 3);
+        // The largest datagram fits a 65535-byte MTU whole, and a 9000-byte
+        // MTU in 8 pieces of 8976.
+        assert_eq!(datagram(65507, Ip::V4, 65535).fragments(), 1);
+        assert_eq!(datagram(65507, Ip::V4, 9000).fragments(), 8);
+        assert_eq!(datagram(8000, Ip::V4, 9000).fragments(), 1);
+    }
+
+    #[test]
+    fn an_ipv6_datagram_fits_up_to_mtu_less_48_and_its_fragments_carry_8_more() {
+        // 1452 + 8 (UDP) + 40 (IPv6) = 1500: one packet, 86 bytes of framing.
+        let fits = datagram(1452, Ip::V6, 1500);
+        assert_eq!(fits.fragments(), 1);
+        assert_eq!(fits.wire_bytes(), 1452.0 + 86.0);
+        // One byte more: 1452 bytes are left after the 40-byte header and the
+        // 8-byte fragment header, 1448 of them usable; 1461 bytes of UDP are
+        // 1448 + 13.
+        let over = datagram(1453, Ip::V6, 1500);
+        assert_eq!(over.fragments(), 2);
+        assert_eq!(
+            over.wire_bytes(),
+            (48.0 + 1448.0 + 38.0) + (48.0 + 13.0 + 38.0)
+        );
+        let big = datagram(8000, Ip::V6, 1500);
+        assert_eq!(big.fragments(), 6);
+        assert_eq!(big.wire_bytes(), 5.0 * 1534.0 + (48.0 + 768.0 + 38.0));
+        // IPv6's least MTU: 1232 bytes a fragment.
+        assert_eq!(datagram(1232, Ip::V6, 1280).fragments(), 1);
+        assert_eq!(datagram(1233, Ip::V6, 1280).fragments(), 2);
+        assert_eq!(datagram(1232 * 3 - 8, Ip::V6, 1280).fragments(), 3);
+        assert_eq!(datagram(1232 * 3 - 7, Ip::V6, 1280).fragments(), 4);
+        // An IPv6 packet of the largest payload is over 65535 bytes.
+        assert_eq!(datagram(65507, Ip::V6, 65535).fragments(), 2);
+    }
+
+    #[test]
+    fn a_whole_datagram_costs_what_wire_bits_counts() {
+        for (ip, sizes) in [
+            (Ip::V4, [32, 64, 1400, 1472]),
+            (Ip::V6, [32, 64, 1400, 1452]),
+        ] {
+            for size in sizes {
+                assert_eq!(
+                    datagram(size, ip, 1500).wire_bits(3000.0),
+                    wire_bits(3000.0, size, ip),
+                    "{size} bytes over {ip:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn mtus_outside_an_ip_paths_range_are_refused() {
+        for bytes in [576, 1500, 9000, 65535] {
+            assert_eq!(Mtu::checked("--mtu", bytes).unwrap().bytes(), bytes as u32);
+        }
+        for bytes in [-1, 0, 575, 65536, i64::MAX] {
+            assert_eq!(
+                Mtu::checked("--mtu", bytes),
+                Err(format!(
+                    "--mtu must be between 576 and 65535 bytes (got {bytes})"
+                ))
+            );
+        }
+        let small = Mtu::checked("--mtu", 1279).unwrap();
+        assert_eq!(small.for_family("--mtu", Ip::V4), Ok(small));
+        assert_eq!(
+            small.for_family("--mtu", Ip::V6),
+            Err("--mtu must be at least 1280 bytes for IPv6 hosts, the least an IPv6 link carries (got 1279)".to_string())
+        );
+        let least = Mtu::checked("--mtu", 1280).unwrap();
+        assert_eq!(least.for_family("--mtu", Ip::V6), Ok(least));
     }
 
     #[test]
@@ -232,12 +547,31 @@ mod tests {
             "m.csv",
         )
         .unwrap();
-        let load = matrix_load(&m);
+        let load = matrix_load(&m, Mtu::DEFAULT);
         let (v4, v6) = (&load.hosts[0], &load.hosts[2]);
         // 1000 requests of 64 bytes out: 130 or 150 bytes each on the wire.
         assert_eq!(v4.out_wire, 1000.0 * 130.0 * 8.0);
         assert_eq!(v6.out_wire, 1000.0 * 150.0 * 8.0);
         assert_eq!(load.hosts[3].in_wire, 1000.0 * 150.0 * 8.0);
+    }
+
+    #[test]
+    fn a_fragmenting_matrix_counts_fragments_at_the_nic() {
+        let m = Matrix::parse(
+            b"# tx_size=8000 rx_size=64 port=5300\nsrc\\dst,a,b,c\na,,1000,1000\nb,1000,,1000\nc,1000,1000,\n",
+            "m.csv",
+        )
+        .unwrap();
+        // Each host sends 2,000 requests of 6 fragments and 2,000 replies of
+        // one, and receives as many: 14,000 packets each way.
+        let load = matrix_load(&m, Mtu::DEFAULT);
+        assert_eq!(load.hosts[0].packets, 14_000.0);
+        assert_eq!(load.hosts[0].out_wire, 2000.0 * (8356.0 + 130.0) * 8.0);
+        assert_eq!(load.fleet_pps, 6000.0, "requests, not fragments");
+        // A 9000-byte MTU carries them whole.
+        let jumbo = matrix_load(&m, Mtu::checked("--mtu", 9000).unwrap());
+        assert_eq!(jumbo.hosts[0].packets, 4000.0);
+        assert_eq!(jumbo.hosts[0].out_wire, 2000.0 * (8066.0 + 130.0) * 8.0);
     }
 
     #[test]
@@ -254,7 +588,7 @@ mod tests {
             "m.csv",
         )
         .unwrap();
-        let load = matrix_load(&m);
+        let load = matrix_load(&m, Mtu::DEFAULT);
         assert_eq!(load.fleet_pps, 100.0);
         let marked: Vec<bool> = load.hosts.iter().map(|h| h.unpaced).collect();
         assert_eq!(marked, [false, true, true, false]);
@@ -273,14 +607,23 @@ mod tests {
             in_pps: 2000.0,
             unpaced: false,
         };
-        assert_eq!(load.packets(), 3000.0);
+        let x = Exchange::new(64, 1000, Ip::V4, Mtu::DEFAULT);
+        assert_eq!(load.datagrams(), 3000.0);
+        assert_eq!(load.packets_out(&x), 3000.0);
+        assert_eq!(load.packets_in(&x), 3000.0);
         assert_eq!(
-            load.out_wire(64, 1000, Ip::V4),
+            load.out_wire(&x),
             1000.0 * 130.0 * 8.0 + 2000.0 * 1066.0 * 8.0
         );
         assert_eq!(
-            load.in_wire(64, 1000, Ip::V4),
+            load.in_wire(&x),
             2000.0 * 130.0 * 8.0 + 1000.0 * 1066.0 * 8.0
         );
+        // 8000-byte requests, 6 fragments each: the direction that carries
+        // more requests carries more packets.
+        let x = Exchange::new(8000, 64, Ip::V4, Mtu::DEFAULT);
+        assert_eq!(load.packets_out(&x), 1000.0 * 6.0 + 2000.0);
+        assert_eq!(load.packets_in(&x), 2000.0 * 6.0 + 1000.0);
+        assert_eq!(load.packets(&x), 13_000.0);
     }
 }

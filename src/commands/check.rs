@@ -1,6 +1,9 @@
 //! `mx check`: will the NICs carry this matrix? Per-host packet and wire rates
 //! against the caps the user gives; exit 1 when a host is over (facts.md 4.10).
 //!
+//! Requests or replies larger than the path MTU (`--mtu`) are called out, one
+//! line a direction, and the packet rates count their fragments.
+//!
 //! Unpaced (`max`) flows have no rate, so nothing about them can be weighed:
 //! they are named and left out of the loads, and a matrix with nothing paced
 //! gets no table, no verdict and no worker count, only what is known and how to
@@ -10,13 +13,14 @@ use std::io::Write;
 
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
-use crate::matrix::{Ip, MIN_PACKET_BYTES, Matrix, resolve};
+use crate::matrix::{Host, Ip, MIN_PACKET_BYTES, Matrix, resolve};
 use crate::plan::{
-    self, DiskLoad, MatrixLoad, WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed,
+    self, Datagram, DiskLoad, MatrixLoad, Mtu, WORKER_EXCHANGES_PER_SECOND, matrix_load,
+    workers_needed,
 };
 use crate::units::{self, bits, byte_rate, pps};
 
-use super::unpaced_ceiling;
+use super::{fragments_line, unpaced_ceiling};
 
 /// Flows inside a pool of a pool-to-pool matrix named before the rest are counted.
 const INSIDE_FLOWS_LISTED: usize = 5;
@@ -27,12 +31,19 @@ const UNPACED_SENDERS_LISTED: usize = 5;
 const UNPACED_RECEIVERS_LISTED: usize = 8;
 
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
+    // A value no path has is refused before the matrix is read.
+    args.mtu.checked()?;
     // Names resolved here: each host is weighed in its own IP version.
     let matrix = resolve::with_families(&Matrix::load(&args.matrix)?)?;
+    let ips = families(&matrix);
+    // IPv6 hosts (last, if any) hold the MTU to IPv6's least.
+    let mtu = args
+        .mtu
+        .for_family(ips.last().copied().unwrap_or_default())?;
     matrix.print_warnings();
-    let load = matrix_load(&matrix);
+    let load = matrix_load(&matrix, mtu);
     if args.json {
-        return json(args, &matrix, &load, out);
+        return json(args, &matrix, (&load, mtu), out);
     }
 
     writeln!(
@@ -51,6 +62,14 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
     )?;
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class: {}", matrix.config.dscp.sentence())?;
+    }
+    for (what, size) in [
+        ("requests", matrix.config.tx_size),
+        ("replies", matrix.config.rx_size),
+    ] {
+        if let Some(line) = fragments_line(what, size, mtu, &ips) {
+            writeln!(out, "  {line}")?;
+        }
     }
     // Counted as the loads count them: in a layered matrix a row's first cell
     // sets its rate in every layer.
@@ -106,6 +125,14 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         }
     }
     Ok(if over_hosts > 0 { EXIT_PROBLEMS } else { 0 })
+}
+
+/// The IP versions of the matrix's hosts, IPv4 first.
+fn families(matrix: &Matrix) -> Vec<Ip> {
+    let mut ips: Vec<Ip> = matrix.hosts().iter().map(Host::ip).collect();
+    ips.sort();
+    ips.dedup();
+    ips
 }
 
 /// Nothing paced: no load to weigh and no rate to size workers from. Exit 0: an
@@ -236,6 +263,8 @@ struct CheckDoc {
     reply_bytes: u32,
     port: u16,
     dscp: Option<String>,
+    /// The path MTU the packets and wire rates assume.
+    mtu: u32,
     layered: Option<LayeredDoc>,
     unpaced_flows: usize,
     caps: CapsDoc,
@@ -264,7 +293,12 @@ struct CapsDoc {
 #[derive(serde::Serialize)]
 struct HostLoadDoc {
     host: String,
+    /// IP packets a request and a reply leave as over its IP version: 1, or
+    /// their fragments.
+    request_fragments: u32,
+    reply_fragments: u32,
     /// Its paced load (unpaced flows have no rate); null when nothing is paced.
+    /// Packets count fragments, in the busier direction.
     packets_pps: Option<f64>,
     out_wire_bps: Option<f64>,
     in_wire_bps: Option<f64>,
@@ -284,8 +318,21 @@ struct DiskLoadDoc {
 
 /// `check --json`: the same figures as one document; the exit code is the
 /// text's (1 when a host is over a cap).
-fn json(args: &CheckArgs, matrix: &Matrix, load: &MatrixLoad, out: &mut dyn Write) -> Result<u8> {
+fn json(
+    args: &CheckArgs,
+    matrix: &Matrix,
+    (load, mtu): (&MatrixLoad, Mtu),
+    out: &mut dyn Write,
+) -> Result<u8> {
     let c = &matrix.config;
+    let fragments = |payload, host: &Host| {
+        Datagram {
+            payload,
+            ip: host.ip(),
+            mtu,
+        }
+        .fragments()
+    };
     let (unpaced, _) = unpaced_flows(matrix);
     let paced = load.fleet_pps > 0.0;
     let disk = c.disk.sentence().is_some();
@@ -295,6 +342,8 @@ fn json(args: &CheckArgs, matrix: &Matrix, load: &MatrixLoad, out: &mut dyn Writ
         .zip(&load.hosts)
         .map(|(host, h)| HostLoadDoc {
             host: host.name.clone(),
+            request_fragments: fragments(c.tx_size, host),
+            reply_fragments: fragments(c.rx_size, host),
             packets_pps: paced.then_some(h.packets),
             out_wire_bps: paced.then_some(h.out_wire),
             in_wire_bps: paced.then_some(h.in_wire),
@@ -324,6 +373,7 @@ fn json(args: &CheckArgs, matrix: &Matrix, load: &MatrixLoad, out: &mut dyn Writ
         reply_bytes: c.rx_size,
         port: c.port,
         dscp: (!c.dscp.is_default()).then(|| c.dscp.label()),
+        mtu: mtu.bytes(),
         layered: c.shuffle.zip(c.rotation).map(|(key, r)| LayeredDoc {
             layers: r.layers,
             peers: key.peers,

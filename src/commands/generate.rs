@@ -1,5 +1,7 @@
 //! `mx gen`: build matrix.csv from the server list, then say what it holds and
-//! what to run next (facts.md 1.7-1.10).
+//! what to run next (facts.md 1.7-1.10), fragments included: requests or
+//! replies larger than the path MTU (`--mtu`) are called out, and the wire
+//! and packet rates count every fragment.
 
 use std::io::Write;
 use std::path::Path;
@@ -15,17 +17,18 @@ use crate::matrix::{
     DiskMode, Host, HostToken, MIN_PACKET_BYTES, Matrix, Rate, shared_endpoint,
     shared_endpoint_message,
 };
-use crate::plan::{self, per_host, pps_for_gbps};
-use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps, wire_bits};
+use crate::plan::{self, Datagram, Exchange, Mtu, per_host, pps_for_gbps};
+use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps};
 
 use super::pools::Selection;
-use super::unpaced_ceiling;
+use super::{fragments_line, unpaced_ceiling};
 
 /// Per-pair rate when neither --pps nor --gbps is given.
 const DEFAULT_PPS: f64 = 10_000.0;
 
 pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
     let (tx_size, rx_size) = args.sizes.checked()?;
+    args.mtu.checked()?;
     let traffic = |rate| Traffic {
         rate,
         tx_size,
@@ -88,12 +91,13 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
         }
     };
 
+    let mtu = args.mtu.for_family(matrix.ip().unwrap_or_default())?;
     if args.output == Path::new("-") {
         matrix.write_to(out)?;
         return Ok(0);
     }
     matrix.save(&args.output)?;
-    print_summary(out, &matrix, args, shape, peers)?;
+    print_summary(out, &matrix, args, (shape, peers), mtu)?;
     Ok(0)
 }
 
@@ -272,7 +276,12 @@ fn pair_rate(args: &GenArgs, (tx_size, ip): (u32, Option<Ip>), peers: usize) -> 
                     units::g(gbps)
                 )));
             }
-            pps_for_gbps(gbps, tx_size, ip.unwrap_or_default()) / peers as f64
+            let request = Datagram {
+                payload: tx_size,
+                ip: ip.unwrap_or_default(),
+                mtu: args.mtu.checked()?,
+            };
+            pps_for_gbps(gbps, request) / peers as f64
         }
         (None, None) => DEFAULT_PPS,
     };
@@ -300,13 +309,13 @@ fn random_seed() -> Result<i64> {
     Ok(i64::from(u32::from_le_bytes(bytes)))
 }
 
-/// The console summary (facts.md 1.10).
+/// The console summary (facts.md 1.10), over a path of `mtu`.
 fn print_summary(
     out: &mut dyn Write,
     matrix: &Matrix,
     args: &GenArgs,
-    shape: Shape,
-    peers: usize,
+    (shape, peers): (Shape, usize),
+    mtu: Mtu,
 ) -> std::io::Result<()> {
     let n = matrix.host_count();
     let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
@@ -319,6 +328,15 @@ fn print_summary(
     )?;
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class    : {}", matrix.config.dscp.sentence())?;
+    }
+    // gen draws hosts of one family (refused otherwise).
+    let ip = matrix.ip().unwrap_or_default();
+    let mut label = "  MTU      : ";
+    for (what, size) in [("requests", tx), ("replies", rx)] {
+        if let Some(line) = fragments_line(what, size, mtu, &[ip]) {
+            writeln!(out, "{label}{line}")?;
+            label = "             ";
+        }
     }
     let pools = matrix.pools();
     if pools.between.is_some() {
@@ -341,8 +359,7 @@ fn print_summary(
         }
     }
     let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
-    // gen draws hosts of one family (refused otherwise).
-    let ip = matrix.ip().unwrap_or_default();
+    let x = Exchange::new(tx, rx, ip, mtu);
     let matrix_flag = if args.output == Path::new("matrix.csv") {
         String::new()
     } else {
@@ -402,13 +419,13 @@ fn print_summary(
             writeln!(
                 out,
                 "             {} out on the wire ({} payload)",
-                bits(wire_bits(host_pps, tx, ip)),
+                bits(x.request.wire_bits(host_pps)),
                 bits(payload_bits(host_pps, tx))
             )?;
             writeln!(
                 out,
                 "             {} back on the wire ({} payload)",
-                bits(wire_bits(host_pps, rx, ip)),
+                bits(x.reply.wire_bits(host_pps)),
                 bits(payload_bits(host_pps, rx))
             )?;
             // What crosses each NIC: the host's own requests and the replies it
@@ -417,27 +434,33 @@ fn print_summary(
             // heaviest layer (the first: a layered gen's last layer may be short).
             let nic = plan::layer_loads(matrix, 0)
                 .into_iter()
-                .max_by(|a, b| a.packets().total_cmp(&b.packets()))
+                .max_by(|a, b| a.packets(&x).total_cmp(&b.packets(&x)))
                 .unwrap_or_default();
+            // Packets, not datagrams: say so where they part.
+            let counted = if x.request.fragmented() || x.reply.fragmented() {
+                ", fragments counted"
+            } else {
+                ""
+            };
             if pools.between.is_some() {
                 writeln!(
                     out,
-                    "  per NIC  : up to {} each way, on the busiest host (its requests and replies, both ways)",
-                    pps(nic.packets())
+                    "  per NIC  : up to {} each way{counted}, on the busiest host (its requests and replies, both ways)",
+                    pps(nic.packets(&x))
                 )?;
             } else {
                 writeln!(
                     out,
-                    "  per NIC  : {} each way -- each host also answers its peers' {} of requests",
-                    pps(nic.packets()),
+                    "  per NIC  : {} each way{counted} -- each host also answers its peers' {} of requests",
+                    pps(nic.packets(&x)),
                     pps(nic.in_pps)
                 )?;
             }
             writeln!(
                 out,
                 "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
-                bits(nic.out_wire(tx, rx, ip)),
-                bits(nic.in_wire(tx, rx, ip))
+                bits(nic.out_wire(&x)),
+                bits(nic.in_wire(&x))
             )?;
             writeln!(
                 out,
@@ -451,7 +474,7 @@ fn print_summary(
         (run, "# how far do the senders get?")
     } else {
         (
-            format!("mx check{matrix_flag} --nic-gbps 25"),
+            format!("mx check{matrix_flag}{} --nic-gbps 25", args.mtu.flag()),
             "# will the NICs take it?",
         )
     };
@@ -475,7 +498,7 @@ fn print_disk(out: &mut dyn Write, matrix: &Matrix) -> std::io::Result<()> {
     const INDENT: &str = "             ";
     let load = plan::layer_loads(matrix, 0)
         .into_iter()
-        .max_by(|a, b| a.packets().total_cmp(&b.packets()))
+        .max_by(|a, b| a.datagrams().total_cmp(&b.datagrams()))
         .unwrap_or_default();
     let disk = plan::DiskLoad::of(c.disk, &load, c.tx_size, c.rx_size);
     let header_only = |size: u32| size <= MIN_PACKET_BYTES;

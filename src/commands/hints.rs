@@ -1,17 +1,19 @@
 //! `mx hints`: goal -> command. Without a sizing switch, a cheat sheet; with one,
 //! the arithmetic for that rate across the server list (facts.md 8), using our own
-//! agent's per-worker figure ([`WORKER_EXCHANGES_PER_SECOND`]).
+//! agent's per-worker figure ([`WORKER_EXCHANGES_PER_SECOND`]). Requests or
+//! replies larger than the path MTU (`--mtu`) are called out, and the NIC's
+//! figures count their fragments.
 
 use std::io::Write;
 
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
 use crate::matrix::{DEFAULT_PORT, HostToken, resolve};
-use crate::plan::{WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
-use crate::units::{Ip, bits, pps, wire_bits};
+use crate::plan::{Exchange, HostLoad, WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
+use crate::units::{Ip, bits, pps};
 
 use super::pools::Selection;
-use super::unpaced_ceiling;
+use super::{fragments_line, unpaced_ceiling};
 
 /// Above this many workers per host, a socket-based agent is the wrong tool.
 const SOCKET_AGENT_WORKER_LIMIT: u64 = 32;
@@ -19,43 +21,52 @@ const SOCKET_AGENT_WORKER_LIMIT: u64 = 32;
 const COMMON_NIC_BITS: f64 = 25e9;
 
 pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
+    args.mtu.checked()?;
     if args.pps_per_pair.is_none() && args.pps_per_host.is_none() && args.gbps_per_host.is_none() {
         out.write_all(CHEAT_SHEET.as_bytes())?;
         return Ok(0);
     }
     let (tx, rx) = args.sizes.checked()?;
     let layout = Layout::of(args)?;
+    let exchange = Exchange::new(tx, rx, layout.ip, args.mtu.for_family(layout.ip)?);
     let peers = layout.peers;
     // Precedence as the original: per pair, then per host, then Gb/s per host.
     let per_pair = match (args.pps_per_pair, args.pps_per_host, args.gbps_per_host) {
         (Some(PpsArg::Max), _, _) | (None, Some(PpsArg::Max), _) => {
-            return unpaced(&layout, (tx, rx), out);
+            return unpaced(args, &layout, exchange, out);
         }
         (Some(PpsArg::Rate(x)), _, _) => positive("--pps-per-pair", x)?,
         (None, Some(PpsArg::Rate(x)), _) => positive("--pps-per-host", x)? / peers as f64,
         (None, None, Some(g)) => {
-            pps_for_gbps(positive("--gbps-per-host", g)?, tx, layout.ip) / peers as f64
+            pps_for_gbps(positive("--gbps-per-host", g)?, exchange.request) / peers as f64
         }
         (None, None, None) => unreachable!("checked above"),
     };
     let per_host = per_pair * peers as f64;
     let in_host = per_pair * layout.in_flows as f64;
-    // The busiest NIC direction: requests out and the replies to the
-    // requests coming in, or the mirror image. A host of a simplex pool
-    // matrix either sends or answers; every other host does both.
-    let direction = |o: f64, i: f64| {
-        let ip = layout.ip;
-        (wire_bits(o, tx, ip) + wire_bits(i, rx, ip))
-            .max(wire_bits(i, tx, ip) + wire_bits(o, rx, ip))
-    };
-    let (nic, busiest) = if layout.both_ways {
-        (direction(per_host, in_host), per_host + in_host)
+    // A host of a simplex pool matrix either sends or answers; every other
+    // host does both. Its NIC's busier direction is what it must carry.
+    let hosts = if layout.both_ways {
+        vec![HostLoad {
+            out_pps: per_host,
+            in_pps: in_host,
+            unpaced: false,
+        }]
     } else {
-        (
-            direction(per_host, 0.0).max(direction(0.0, in_host)),
-            per_host.max(in_host),
-        )
+        vec![
+            HostLoad {
+                out_pps: per_host,
+                ..HostLoad::default()
+            },
+            HostLoad {
+                in_pps: in_host,
+                ..HostLoad::default()
+            },
+        ]
     };
+    let nic = heaviest(&hosts, |h| h.out_wire(&exchange).max(h.in_wire(&exchange)));
+    let nic_packets = heaviest(&hosts, |h| h.packets(&exchange));
+    let busiest = heaviest(&hosts, HostLoad::datagrams);
     // A worker moves ~WORKER_EXCHANGES_PER_SECOND exchanges; `workers_needed`
     // counts a host's requests out and as many answered.
     let need = workers_needed(busiest / 2.0);
@@ -94,6 +105,13 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         "                  {} per NIC direction (requests one way, replies the other, framing included)",
         bits(nic)
     )?;
+    if exchange.request.fragmented() || exchange.reply.fragmented() {
+        writeln!(
+            out,
+            "                  {} per NIC direction in IP packets, every fragment counted",
+            pps(nic_packets)
+        )?;
+    }
     let fleet = per_pair * layout.flows as f64;
     writeln!(
         out,
@@ -101,15 +119,19 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         pps(fleet),
         pps(fleet)
     )?;
+    fragment_lines(exchange, out)?;
     writeln!(out)?;
     writeln!(
         out,
-        "  mx gen {} --pps {:.0} --tx-size {tx} --rx-size {rx}",
-        layout.gen_flags, per_pair
+        "  mx gen {} --pps {:.0} --tx-size {tx} --rx-size {rx}{}",
+        layout.gen_flags,
+        per_pair,
+        args.mtu.flag()
     )?;
     writeln!(
         out,
-        "  mx check --nic-gbps 25 --nic-mpps 15    # your NIC's real numbers"
+        "  mx check{} --nic-gbps 25 --nic-mpps 15    # your NIC's real numbers",
+        args.mtu.flag()
     )?;
     writeln!(out, "  mx run --for 60")?;
     worker_lines(need, peers, per_host, nic, out)?;
@@ -196,9 +218,35 @@ fn worker_lines(
     Ok(())
 }
 
+/// The largest `figure` of any of `hosts`.
+fn heaviest(hosts: &[HostLoad], figure: impl Fn(&HostLoad) -> f64) -> f64 {
+    hosts.iter().map(figure).fold(0.0, f64::max)
+}
+
+/// The requests and replies over the path MTU, one line each after a blank
+/// line (nothing when both leave whole).
+fn fragment_lines(exchange: Exchange, out: &mut dyn Write) -> Result<()> {
+    let lines: Vec<String> = [("requests", exchange.request), ("replies", exchange.reply)]
+        .into_iter()
+        .filter_map(|(what, d)| fragments_line(what, d.payload, d.mtu, &[d.ip]))
+        .collect();
+    if !lines.is_empty() {
+        writeln!(out)?;
+    }
+    for line in lines {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
 /// `--pps-per-pair max`: nothing to size, so say what is known, the commands,
 /// and how to find the rate that a paced run can then be sized for.
-fn unpaced(layout: &Layout, (tx, rx): (u32, u32), out: &mut dyn Write) -> Result<u8> {
+fn unpaced(
+    args: &HintsArgs,
+    layout: &Layout,
+    exchange: Exchange,
+    out: &mut dyn Write,
+) -> Result<u8> {
     writeln!(
         out,
         "unpaced across {} hosts ({} flows): every sender goes as fast as it can, so the",
@@ -208,11 +256,15 @@ fn unpaced(layout: &Layout, (tx, rx): (u32, u32), out: &mut dyn Write) -> Result
         out,
         "offered load is whatever the senders manage: there is no rate to size NICs or workers by."
     )?;
+    fragment_lines(exchange, out)?;
     writeln!(out)?;
     writeln!(
         out,
-        "  mx gen {} --pps max --tx-size {tx} --rx-size {rx}",
-        layout.gen_flags
+        "  mx gen {} --pps max --tx-size {} --rx-size {}{}",
+        layout.gen_flags,
+        exchange.request.payload,
+        exchange.reply.payload,
+        args.mtu.flag()
     )?;
     writeln!(out)?;
     for line in unpaced_ceiling("the ceiling", "mx run --for 60") {

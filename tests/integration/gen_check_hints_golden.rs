@@ -457,7 +457,7 @@ fn check_top_figures(stdout: &str) -> (String, String, String) {
 
 #[test]
 fn gen_says_what_each_nic_carries_as_check_counts_it() {
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 7] = [
         (THREE_IPS, &["--pps", "20000", "--rx-size", "512"]),
         (
             THREE_IPS,
@@ -493,6 +493,11 @@ fn gen_says_what_each_nic_carries_as_check_counts_it() {
             ],
         ),
         (&hosts(3), &["--pps", "0.5"]),
+        // Fragments: 8000-byte requests are 6 packets each, 4096-byte replies 3.
+        (
+            THREE_IPS,
+            &["--pps", "1000", "--tx-size", "8000", "--rx-size", "4096"],
+        ),
     ];
     for (servers, args) in cases {
         let sb = Sandbox::new();
@@ -622,4 +627,219 @@ fn ipv6_fleets_are_sized_with_40_byte_headers() {
         "mx: servers.txt: hosts a (IPv4, 10.0.0.1) and b (IPv6, 2001:db8::2) cannot share a matrix: its flows join every host, and a host speaks one address family to all its peers -- list hosts of one family (or make one matrix per family)\n"
     );
     assert!(!sb.file("matrix.csv").exists());
+}
+
+#[test]
+fn gen_calls_out_requests_over_the_mtu_and_counts_their_fragments() {
+    // 8000-byte requests are 6 IPv4 fragments at MTU 1500: 2,000 requests
+    // out and 2,000 in a host are 12,000 packets each way, and the replies 4,000.
+    gen_golden(
+        "gen_fragments",
+        THREE_IPS,
+        &["--pps", "1000", "--tx-size", "8000"],
+    );
+    // A 9000-byte MTU carries them whole, and `next:` checks at that MTU.
+    gen_golden(
+        "gen_fragments_jumbo",
+        THREE_IPS,
+        &["--pps", "1000", "--tx-size", "8000", "--mtu", "9000"],
+    );
+}
+
+const FRAGMENTS: &str = include_str!("../golden/gen_fragments.csv");
+
+#[test]
+fn check_calls_out_requests_over_the_mtu_and_weighs_their_fragments() {
+    // 14,000 packets a second each way is over a 10,000 pps cap; the same
+    // requests whole (MTU 9000) are 4,000.
+    check_golden("check_fragments", FRAGMENTS, &["--nic-mpps", "0.01"], 1);
+    check_golden(
+        "check_fragments_jumbo",
+        FRAGMENTS,
+        &["--nic-mpps", "0.01", "--mtu", "9000"],
+        0,
+    );
+}
+
+#[test]
+fn check_calls_out_ipv6_fragments_with_their_headers() {
+    // Over IPv6 a reply fits whole up to 1500 - 48 = 1452 bytes; 1453 is
+    // 1448 + 13 bytes of UDP in two fragments.
+    let matrix = "# tx_size=8000 rx_size=1453 port=5300\n\
+                  src\\dst,a=[2001:db8::1],b=[2001:db8::2]\n\
+                  a,,1000\n\
+                  b,1000,\n";
+    check_golden("check_fragments_ipv6", matrix, &[], 0);
+}
+
+/// The call-out lines of `mx check` on a 3-host mesh of `tx`-byte requests.
+fn check_callouts(tx: u32, args: &[&str]) -> Vec<String> {
+    let sb = Sandbox::new();
+    sb.write(
+        "matrix.csv",
+        &format!(
+            "# tx_size={tx} rx_size=64 port=5300\nsrc\\dst,a=10.0.0.1,b=10.0.0.2\na,,1000\nb,1000,\n"
+        ),
+    );
+    let run = sb.mx(&[&["check"][..], args].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+        .lines()
+        .filter(|l| l.contains("MTU"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn check_calls_out_a_datagram_one_byte_over_the_mtu_and_not_one_that_fits() {
+    // 1472 + 28 bytes of IPv4 and UDP headers is 1500: one packet.
+    assert_eq!(check_callouts(1472, &[]), Vec::<String>::new());
+    assert_eq!(
+        check_callouts(1473, &[]),
+        [
+            "  requests of 1473 bytes (1501 with the IPv4 and UDP headers) exceed the 1500-byte MTU: each leaves as 2 IPv4 fragments (a lost fragment loses the datagram)"
+        ]
+    );
+    assert_eq!(
+        check_callouts(8972, &["--mtu", "9000"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(check_callouts(8973, &["--mtu", "9000"]).len(), 1);
+}
+
+#[test]
+fn check_json_carries_the_mtu_and_each_hosts_fragments() {
+    let sb = Sandbox::new();
+    sb.write("matrix.csv", FRAGMENTS);
+    let run = sb.mx(&["check", "--json", "--nic-mpps", "0.01"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["mtu"], 1500);
+    for host in doc["hosts"].as_array().unwrap() {
+        assert_eq!(host["request_fragments"], 6, "{host}");
+        assert_eq!(host["reply_fragments"], 1, "{host}");
+        assert_eq!(host["packets_pps"], 14000.0, "{host}");
+    }
+    let jumbo = sb.mx(&["check", "--json", "--mtu", "9000"]);
+    let doc: serde_json::Value = serde_json::from_str(&jumbo.stdout).unwrap();
+    assert_eq!(doc["mtu"], 9000);
+    assert_eq!(doc["hosts"][0]["request_fragments"], 1);
+    assert_eq!(doc["hosts"][0]["packets_pps"], 4000.0);
+}
+
+#[test]
+fn hints_calls_out_fragments_and_counts_them_per_nic() {
+    let sb = Sandbox::new();
+    sb.write("s3.txt", THREE_IPS);
+    let sizing = [
+        "hints",
+        "--servers",
+        "s3.txt",
+        "--pps-per-host",
+        "2000",
+        "--tx-size",
+        "8000",
+        "--rx-size",
+        "1473",
+    ];
+    let run = sb.mx(&sizing);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("hints_fragments.stdout", &run.stdout);
+    // At MTU 9000 both leave whole, and the commands it suggests say --mtu 9000.
+    let run = sb.mx(&[&sizing[..], &["--mtu", "9000"]].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_golden("hints_fragments_jumbo.stdout", &run.stdout);
+    // Unpaced: no rate to count, but the call-out all the same.
+    let run = sb.mx(&[
+        "hints",
+        "--servers",
+        "s3.txt",
+        "--pps-per-pair",
+        "max",
+        "--rx-size",
+        "9000",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("\n  replies of 9000 bytes exceed the 1500-byte MTU: each leaves as 7 IPv4 fragments (a lost fragment loses the datagram)\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn gen_check_and_hints_refuse_an_mtu_no_path_has_in_one_line() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE_IPS);
+    sb.write("matrix.csv", MESH);
+    let range = |got: &str| format!("mx: --mtu must be between 576 and 65535 bytes (got {got})\n");
+    let words =
+        |got: &str| format!("mx: --mtu wants a whole number of bytes, 576..65535 (got '{got}')\n");
+    for (value, want) in [
+        ("575", range("575")),
+        ("65536", range("65536")),
+        ("-1", range("-1")),
+        ("0", range("0")),
+        ("NaN", words("NaN")),
+        ("1500.5", words("1500.5")),
+        ("jumbo", words("jumbo")),
+    ] {
+        for command in [
+            &["check"][..],
+            &["hints", "--pps-per-host", "1000"],
+            &["gen", "-o", "new.csv"],
+        ] {
+            let run = sb.mx(&[command, &["--mtu", value]].concat());
+            assert_eq!(run.code, 2, "{command:?} --mtu {value}");
+            assert_eq!(run.stderr, want, "{command:?} --mtu {value}");
+            assert_eq!(run.stdout, "", "{command:?} --mtu {value}");
+        }
+    }
+    assert!(!sb.file("new.csv").exists());
+    // The bounds themselves are MTUs.
+    for value in ["576", "65535"] {
+        assert_eq!(sb.mx(&["check", "--mtu", value]).code, 0);
+    }
+}
+
+#[test]
+fn ipv6_hosts_need_an_mtu_of_1280_at_least() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "a=[2001:db8::1]\nb=[2001:db8::2]\n");
+    let want = "mx: --mtu must be at least 1280 bytes for IPv6 hosts, the least an IPv6 link carries (got 1279)\n";
+    let generated = sb.mx(&["gen", "--mtu", "1279"]);
+    assert_eq!((generated.code, generated.stderr.as_str()), (2, want));
+    assert!(!sb.file("matrix.csv").exists());
+    let hints = sb.mx(&["hints", "--pps-per-host", "1000", "--mtu", "1279"]);
+    assert_eq!((hints.code, hints.stderr.as_str()), (2, want));
+    assert_eq!(sb.mx(&["gen", "--mtu", "1280"]).code, 0);
+    let check = sb.mx(&["check", "--mtu", "1279"]);
+    assert_eq!((check.code, check.stderr.as_str()), (2, want));
+    assert_eq!(sb.mx(&["check", "--mtu", "1280"]).code, 0);
+    // IPv4 hosts go down to 576.
+    sb.write("servers.txt", THREE_IPS);
+    assert_eq!(sb.mx(&["gen", "--mtu", "1279"]).code, 0);
+}
+
+#[test]
+fn a_gbps_budget_pays_for_every_fragments_headers() {
+    // 1 Gb/s of 8000-byte requests: 6 fragments, 8,356 bytes on the wire
+    // each, so 14,959 a second per host, 7,480 per pair of 2 peers (rounded
+    // up, a hair over 1 Gb/s).
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE_IPS);
+    let generated = sb.mx(&["gen", "--gbps", "1", "--tx-size", "8000"]);
+    assert_eq!(generated.code, 0, "{}", generated.stderr);
+    assert!(
+        sb.read("matrix.csv").contains(",7480,"),
+        "{}",
+        sb.read("matrix.csv")
+    );
+    assert!(
+        generated.stdout.contains("1.00 Gbps out on the wire"),
+        "{}",
+        generated.stdout
+    );
+    let hints = sb.mx(&["hints", "--gbps-per-host", "1", "--tx-size", "8000"]);
+    assert!(hints.stdout.contains("--pps 7480 "), "{}", hints.stdout);
 }
