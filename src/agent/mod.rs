@@ -185,7 +185,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
 
     // 10. The banner, then the files that say this agent is up.
     banner(config, &plan, &threads);
-    interface_line(reporter.interface());
+    interface_lines(reporter.interface(), &plan);
     let home = match config.report.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
@@ -372,16 +372,31 @@ fn spawn_workers(
 
 /// The lines that open the agent's log: what it runs, how, and (layered) its
 /// schedule.
-/// Which interface's counters the host rows carry, and its MTU.
-fn interface_line(interface: Option<&str>) {
-    match interface {
-        Some(name) => say!(
-            "traffic on {name}{}: what it sends and receives is counted in the host rows (nic_*)",
-            identity::interface_mtu(name).map_or(String::new(), |mtu| format!(" (MTU {mtu})"))
-        ),
-        None => say!(
+/// Which interface's counters the host rows carry, its MTU, and the
+/// requests or replies it cuts into IP fragments.
+fn interface_lines(interface: Option<&str>, plan: &AgentPlan) {
+    let Some(name) = interface else {
+        say!(
             "the interface that carries the traffic is not known here: the host rows' nic_* cells stay blank"
-        ),
+        );
+        return;
+    };
+    let mtu = identity::interface_mtu(name);
+    say!(
+        "traffic on {name}{}: what it sends and receives is counted in the host rows (nic_*)",
+        mtu.map_or(String::new(), |mtu| format!(" (MTU {mtu})"))
+    );
+    // Loopback's MTU (65536) is past what an IP packet can state: no
+    // datagram is cut there.
+    let Some(mtu) = mtu.and_then(|m| crate::plan::Mtu::checked("", i64::from(m)).ok()) else {
+        return;
+    };
+    let ip = plan.matrix.hosts()[plan.me as usize].ip();
+    let c = &plan.matrix.config;
+    for (what, size) in [("requests", c.tx_size), ("replies", c.rx_size)] {
+        if let Some(line) = crate::plan::fragments_line(what, size, mtu, &[ip]) {
+            say!("{name}: {line}");
+        }
     }
 }
 

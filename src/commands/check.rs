@@ -20,7 +20,8 @@ use crate::plan::{
 };
 use crate::units::{self, bits, byte_rate, pps};
 
-use super::{fragments_line, unpaced_ceiling};
+use super::unpaced_ceiling;
+use crate::plan::fragments_line;
 
 /// Flows inside a pool of a pool-to-pool matrix named before the rest are counted.
 const INSIDE_FLOWS_LISTED: usize = 5;

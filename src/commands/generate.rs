@@ -21,7 +21,8 @@ use crate::plan::{self, Datagram, Exchange, Mtu, per_host, pps_for_gbps};
 use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps};
 
 use super::pools::Selection;
-use super::{fragments_line, unpaced_ceiling};
+use super::unpaced_ceiling;
+use crate::plan::fragments_line;
 
 /// Per-pair rate when neither --pps nor --gbps is given.
 const DEFAULT_PPS: f64 = 10_000.0;

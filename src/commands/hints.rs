@@ -13,7 +13,8 @@ use crate::plan::{Exchange, HostLoad, WORKER_EXCHANGES_PER_SECOND, pps_for_gbps,
 use crate::units::{Ip, bits, pps};
 
 use super::pools::Selection;
-use super::{fragments_line, unpaced_ceiling};
+use super::unpaced_ceiling;
+use crate::plan::fragments_line;
 
 /// Above this many workers per host, a socket-based agent is the wrong tool.
 const SOCKET_AGENT_WORKER_LIMIT: u64 = 32;
@@ -438,10 +439,12 @@ A FIXED BANDWIDTH INSTEAD OF A FIXED PACKET RATE
   mx gen --servers servers.txt --gbps 10 --tx-size 1400   # per host, on the wire
 
 FIND THE FABRIC'S LIMIT
-  mx gen --servers servers.txt --pps 50000 && mx run --for 120
-  mx gen --servers servers.txt --pps 100000 && mx run --for 120
-  # the last rate that delivers cleanly is the answer; watch p99 lift off p50
-  # first, then DELIVERED fall behind REQUESTS
+  mx gen --servers servers.txt --pps 20000
+  mx run --ramp 1:5 --bisect --max-p99 5ms   # raises every rate step by step on the
+                                             # running fleet: the highest that held,
+                                             # and what set the limit (host, leg, place)
+  # by hand: mx run --for 120 at 50000, then 100000, ...: the last rate that
+  # delivers cleanly is the answer; p99 lifts off p50 first
 
 SUSTAINED EQUAL LOAD ON EVERY SERVER, WITHOUT THE FULL MESH
   mx gen --servers servers.txt --peers 8 --pps 100000 --seed 42
@@ -467,8 +470,10 @@ WATCH IT LIVE
   mx status --watch 5
 
 SEE WHERE IT HURTS
-  mx summarize --grid g                  # N x N grids: a dark row is a sick
-                                         # sender, a dark column a sick receiver
+  mx summarize --grid g                  # N x N grids, each leg apart: WHAT TO DO
+                                         # NEXT names the host, the way (into, out
+                                         # of, between) and the place
+  mx report -o report.html               # the same, as pictures
 
 GET THE LOGS / STOP / LEAVE NO TRACE
   mx logs && mx stop && mx clean

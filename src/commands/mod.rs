@@ -35,8 +35,7 @@ use crate::fleet::slurm::{self, Allocation, Slurm};
 use crate::fleet::transport::{Local, Rehearsal, Ssh, Transport};
 use crate::fleet::{self, DEFAULT_MATRIX, DEFAULT_REMOTE_DIR, Fleet};
 use crate::matrix::servers::{parse_servers, read_servers};
-use crate::matrix::{HostToken, Ip, Matrix};
-use crate::plan::{Datagram, Mtu};
+use crate::matrix::{HostToken, Matrix};
 
 /// How to find what unpaced flows reach, in the words gen, check and hints share:
 /// an unpaced flow has no rate to weigh against a NIC or to size workers from, so
@@ -52,50 +51,6 @@ pub(crate) fn unpaced_ceiling(goal: &str, run: &str) -> [String; 4] {
         "  what to raise). To weigh a rate against your NICs, `mx check` a matrix paced near it."
             .to_string(),
     ]
-}
-
-/// The line that calls out `what` (`requests`, `replies`) of `size` bytes
-/// where they are larger than the path MTU over any of the IP versions `ips`,
-/// in the words gen, check and hints share; `None` when they leave whole over
-/// every one. A datagram under the MTU on its own that its headers take over
-/// it says so, with the bytes they make.
-pub(crate) fn fragments_line(what: &str, size: u32, mtu: Mtu, ips: &[Ip]) -> Option<String> {
-    let cut: Vec<Datagram> = ips
-        .iter()
-        .map(|&ip| Datagram {
-            payload: size,
-            ip,
-            mtu,
-        })
-        .filter(|d| d.fragmented())
-        .collect();
-    if cut.is_empty() {
-        return None;
-    }
-    let headers = if size <= mtu.bytes() {
-        let with: Vec<String> = cut
-            .iter()
-            .map(|d| {
-                format!(
-                    "{} with the {} and UDP headers",
-                    d.whole_packet_bytes(),
-                    d.ip.name()
-                )
-            })
-            .collect();
-        format!(" ({})", with.join(", "))
-    } else {
-        String::new()
-    };
-    let pieces: Vec<String> = cut
-        .iter()
-        .map(|d| format!("{} {} fragments", d.fragments(), d.ip.name()))
-        .collect();
-    Some(format!(
-        "{what} of {size} bytes{headers} exceed the {}-byte MTU: each leaves as {} (a lost fragment loses the datagram)",
-        mtu.bytes(),
-        pieces.join(" or ")
-    ))
 }
 
 /// Whether `matrix` runs its packets through the hosts' disks, so that every
@@ -281,31 +236,5 @@ mod tests {
             ..plain.clone()
         };
         assert_eq!(locator(&slurm), " --via slurm");
-    }
-
-    #[test]
-    fn fragments_are_called_out_per_family_with_the_headers_that_tip_them_over() {
-        let mtu = |bytes| Mtu::checked("--mtu", bytes).unwrap();
-        let v4 = [Ip::V4];
-        assert_eq!(fragments_line("requests", 1472, Mtu::DEFAULT, &v4), None);
-        assert_eq!(
-            fragments_line("requests", 8000, Mtu::DEFAULT, &v4).unwrap(),
-            "requests of 8000 bytes exceed the 1500-byte MTU: each leaves as 6 IPv4 fragments (a lost fragment loses the datagram)"
-        );
-        assert_eq!(fragments_line("requests", 8000, mtu(9000), &v4), None);
-        // 1460 bytes fit over IPv4 (1488) but not over IPv6 (1508).
-        let both = [Ip::V4, Ip::V6];
-        assert_eq!(
-            fragments_line("replies", 1460, Mtu::DEFAULT, &both).unwrap(),
-            "replies of 1460 bytes (1508 with the IPv6 and UDP headers) exceed the 1500-byte MTU: each leaves as 2 IPv6 fragments (a lost fragment loses the datagram)"
-        );
-        assert_eq!(
-            fragments_line("replies", 1480, Mtu::DEFAULT, &both).unwrap(),
-            "replies of 1480 bytes (1508 with the IPv4 and UDP headers, 1528 with the IPv6 and UDP headers) exceed the 1500-byte MTU: each leaves as 2 IPv4 fragments or 2 IPv6 fragments (a lost fragment loses the datagram)"
-        );
-        assert_eq!(
-            fragments_line("requests", 9000, Mtu::DEFAULT, &both).unwrap(),
-            "requests of 9000 bytes exceed the 1500-byte MTU: each leaves as 7 IPv4 fragments or 7 IPv6 fragments (a lost fragment loses the datagram)"
-        );
     }
 }

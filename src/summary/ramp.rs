@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::aggregate::ReportSet;
-use super::diagnosis;
+use super::diagnosis::{self, Finding};
 use super::document::ro;
 use super::figures::{self, Context, Figures, percent};
 use super::span::Step;
@@ -282,6 +282,9 @@ pub struct StepFigures {
     pub rtt_exact: bool,
     /// The hosts whose agents were short of CPU in the step's intervals.
     pub short_of_cpu: Vec<ShortOfCpu>,
+    /// What the summary's diagnosis finds in the step's intervals: where
+    /// its loss was, which host fell short of its rate and why, its tail.
+    pub findings: Vec<Finding>,
 }
 
 /// A host whose agent did not get the CPU it needed in a step: its cgroup
@@ -374,7 +377,8 @@ pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
     };
     let sent = fleet.packets.sent > 0.0;
     let figs = Figures::compute(&set, &ctx);
-    let findings = diagnosis::diagnose(&set, &ctx, &figs, None);
+    let mut findings = diagnosis::diagnose(&set, &ctx, &figs, None);
+    findings.retain(|f| !f.blames.is_empty());
     let counted = diagnosis::lost_in_hosts(&findings);
     let wire_loss = fleet.round_trip_loss() - percent(counted, fleet.packets.sent);
     Ok(StepFigures {
@@ -391,6 +395,7 @@ pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
         rtt_p99_us: p99,
         rtt_exact: exact,
         short_of_cpu: ShortOfCpu::of(&set),
+        findings,
     })
 }
 
@@ -464,6 +469,7 @@ pub fn verdict(f: &StepFigures, t: &Thresholds, tries: usize) -> Verdict {
         return Verdict::Held;
     }
     why.extend(f.short_of_cpu.iter().map(ShortOfCpu::text));
+    why.extend(places(f, t));
     let wire_fails = f
         .wire_loss_pct
         .is_some_and(|w| 100.0 - w < t.min_delivered_pct);
@@ -472,6 +478,39 @@ pub fn verdict(f: &StepFigures, t: &Thresholds, tries: usize) -> Verdict {
     } else {
         Verdict::Failed(why)
     }
+}
+
+/// Where the step's diagnosis puts what failed it: its losses and hosts
+/// gone, a host held back by anything but its CPU (the starved ones are
+/// named already), and, when the tail failed it, the tail's place.
+fn places(f: &StepFigures, t: &Thresholds) -> Vec<String> {
+    use diagnosis::{Kind as Of, Place};
+    let tail_failed = matches!((t.max_p99_us, f.rtt_p99_us), (Some(max), Some(p99)) if p99 > max);
+    f.findings
+        .iter()
+        .filter_map(|finding| {
+            let brief = finding.brief()?;
+            match finding.kind {
+                Of::Loss => Some(format!("lost: {brief}")),
+                Of::Agent => Some(brief),
+                Of::Rate if finding.blames.iter().any(|b| b.place != Place::Cpu) => {
+                    Some(format!("held back: {brief}"))
+                }
+                Of::Latency if tail_failed => Some(format!("the tail: {brief}")),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// What set the limit, by the diagnosis of the lowest step that fell short:
+/// its largest loss, else the host held back, else the tail.
+fn limit_set_by(failed: &StepResult) -> Option<String> {
+    use diagnosis::Kind as Of;
+    let findings = &failed.figures.findings;
+    [Of::Loss, Of::Agent, Of::Rate, Of::Latency]
+        .iter()
+        .find_map(|kind| findings.iter().find(|f| f.kind == *kind)?.brief())
 }
 
 /// One step as tried.
@@ -570,6 +609,21 @@ pub fn conclusion(steps: &[StepResult]) -> String {
                 f.figures.offered_pps.map_or("-".to_string(), pps),
                 f.verdict.text().trim_start_matches("FAILED: ")
             );
+            match limit_set_by(f) {
+                Some(place) => {
+                    let _ = writeln!(
+                        text,
+                        "what set it: {place}, at about x{}",
+                        scale_text(f.scale)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        text,
+                        "what set it: nothing the hosts counted names a place (no loss beyond the run's noise, no host held back): the tail or the senders' own pace"
+                    );
+                }
+            }
             text.push_str(&hosts_limit(steps, f));
         }
         None => {
@@ -1111,7 +1165,8 @@ mod tests {
         assert_eq!(
             conclusion(&steps),
             "highest rate that held: 9000 pps (9.0 kpps offered, x1.5 the matrix's rates)\n\
-             the limit lies between x1.5 and x2 (12.0 kpps offered fell short: delivered 91.00% < 99%)\n"
+             the limit lies between x1.5 and x2 (12.0 kpps offered fell short: delivered 91.00% < 99%)\n\
+             what set it: nothing the hosts counted names a place (no loss beyond the run's noise, no host held back): the tail or the senders' own pace\n"
         );
         assert!(conclusion(&steps[..2]).contains("every step held: the limit is above x1.5"));
         assert!(

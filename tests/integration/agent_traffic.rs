@@ -539,3 +539,28 @@ fn agent_host_rows_carry_the_interfaces_counts_and_a_firewall_drop_is_their_gap(
         assert!(r.f("jitter_us").is_some_and(|j| j >= 0.0), "{r:?}");
     }
 }
+
+/// An agent names the interface its traffic takes and its MTU, and says
+/// which datagrams that MTU cuts into IP fragments.
+#[test]
+#[ignore = "needs root: a network namespace (CI runs it: --run-ignored all)"]
+fn agent_names_its_interface_and_the_datagrams_its_mtu_cuts() {
+    let ns = NetNs::new("mxmtu");
+    ns.run(&["ip", "link", "set", "lo", "mtu", "1500"], true);
+    let matrix = format!(
+        "# port={PORT} tx_size=8000 rx_size=64\nsrc\\dst,h1={},h2={}\nh1,,100\nh2,,\n",
+        addr(1, 1),
+        addr(1, 2)
+    );
+    let mut fleet = Fleet::in_netns(&matrix, &ns);
+    fleet.run_all(&["h1", "h2"], &["--interval", "1", "--duration", "1"]);
+    let log = fleet.log("h1");
+    assert!(log.contains("traffic on lo (MTU 1500)"), "{log}");
+    assert!(
+        log.contains(
+            "lo: requests of 8000 bytes exceed the 1500-byte MTU: each leaves as 6 IPv4 fragments"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("replies of 64 bytes"), "{log}");
+}

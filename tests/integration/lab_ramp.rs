@@ -67,6 +67,29 @@ fn agent_lab_ramp_finds_the_knee_of_a_rate_capped_link_within_10_percent() {
         run.stdout
     );
     assert!(run.stdout.contains(" b  "), "it bisected: {}", run.stdout);
+    // The steps that fell short say where, as the summary would: out of h2,
+    // in its transmit path (its qdisc dropped what did not fit); and so
+    // does the answer.
+    let failed: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("FAILED") && l.starts_with("  "))
+        .collect();
+    assert!(!failed.is_empty(), "{}", run.stdout);
+    for line in &failed {
+        assert!(
+            line.contains("h2's transmit path"),
+            "{line}\n{}",
+            run.stdout
+        );
+    }
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("what set it: ") && l.contains("h2's transmit path")),
+        "{}",
+        run.stdout
+    );
     // The fleet's highest rate that held, as h2's load on its capped link.
     let held = highest_held(&run.stdout);
     let per_flow = held / 6.0;

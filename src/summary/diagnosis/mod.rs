@@ -116,6 +116,26 @@ pub struct Blame {
 }
 
 impl Blame {
+    /// The blame in a few words: `the wire into h2`, `h2's transmit path`.
+    pub fn brief(&self) -> String {
+        let host = self.host.as_deref().unwrap_or("a host");
+        let way = match (self.direction, self.peer.as_deref()) {
+            (Some(Direction::Between), Some(peer)) => format!("between {host} and {peer}"),
+            (Some(d), _) => format!("{} {host}", d.as_str()),
+            (None, _) => format!("at {host}"),
+        };
+        match self.place {
+            Place::Wire => format!("the wire {way}"),
+            Place::ReceivePath => format!("{host}'s receive path"),
+            Place::TransmitPath => format!("{host}'s transmit path"),
+            Place::Cpu => format!("{host}'s CPU"),
+            Place::Disk => format!("{host}'s disk"),
+            Place::AgentStopped => format!("{host}'s agent, stopped"),
+            Place::Unreachable => format!("{host}, out of reach"),
+            Place::FabricWide => "the fabric as a whole".to_string(),
+        }
+    }
+
     /// A host's own trouble, no direction (its CPU, its agent).
     pub fn host(name: &str, place: Place) -> Blame {
         Blame {
@@ -166,6 +186,20 @@ impl Finding {
         self.figures
             .insert(name.to_string(), super::document::r(value));
         self
+    }
+
+    /// The places it names, in a few words: `the wire into h2 or h2's
+    /// receive path`, `h1's CPU`, `the fabric as a whole` (`None` for a
+    /// finding that blames nothing).
+    pub fn brief(&self) -> Option<String> {
+        let words: Vec<String> = self.blames.iter().map(Blame::brief).collect();
+        let mut unique: Vec<String> = Vec::new();
+        for w in words {
+            if !unique.contains(&w) {
+                unique.push(w);
+            }
+        }
+        (!unique.is_empty()).then(|| unique.join(" or "))
     }
 
     /// The hosts it names, for a picture to mark.
@@ -303,5 +337,13 @@ mod tests {
             .blame(b.clone())
             .blame(b);
         assert_eq!(f.blames.len(), 1, "one blame once");
+        assert_eq!(f.brief().unwrap(), "h2's transmit path");
+        let both = Finding::new(Kind::Loss, "x".into())
+            .blame(Blame::toward("h2", Direction::Into, Place::Wire))
+            .blame(Blame::toward("h2", Direction::Into, Place::ReceivePath));
+        assert_eq!(
+            both.brief().unwrap(),
+            "the wire into h2 or h2's receive path"
+        );
     }
 }

@@ -29,6 +29,9 @@ enum Cause {
     Starved,
     /// Its busiest core was full.
     HotCore,
+    /// Its kernel dropped datagrams on their way out: its egress (a rate
+    /// cap, a full qdisc) held it back.
+    Egress,
     /// Its disk held its requests (a disk run that reads them).
     Disk,
     /// Nothing it counted says why.
@@ -65,6 +68,8 @@ pub fn findings(
             Cause::Starved
         } else if h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT) {
             Cause::HotCore
+        } else if e.is_some_and(|e| e.sndbuf_errors + e.nic_tx_drops >= super::cells::MIN_LOST) {
+            Cause::Egress
         } else if e.and_then(HostEvidence::disk_waits).is_some() || busiest_disk.is_some() {
             // A disk run's requests and replies wait on a disk: its own, or
             // its peers' (they answer only once their disk has done its part).
@@ -184,6 +189,28 @@ fn short_finding(
             ),
             Some(Place::Cpu),
         ),
+        Cause::Egress => {
+            let dropped: f64 = hosts
+                .iter()
+                .filter_map(|(_, e)| e.map(|e| e.sndbuf_errors + e.nic_tx_drops))
+                .sum();
+            f = f.figure("udp_sndbuf_errors_pkts", dropped);
+            for name in &names {
+                f = f.blame(Blame::toward(
+                    name,
+                    super::Direction::OutOf,
+                    Place::TransmitPath,
+                ));
+            }
+            (
+                format!(
+                    "{one}, and {they} kernel dropped {} datagrams on their way out (UDP SndbufErrors, the NIC's tx drops): {they} egress held {} back, a rate cap or a full queue -- `tc -s qdisc show` there",
+                    super::count(dropped),
+                    if hosts.len() == 1 { "it" } else { "them" }
+                ),
+                None,
+            )
+        }
         Cause::Disk => {
             let (disk_host, busy) = busiest_disk.unwrap_or((hosts[0].0.id, DISK_SUSPECT_PCT));
             let name = set.name(disk_host);
