@@ -10,7 +10,7 @@
 //!   qdisc that was full, a rate cap's queue, no buffer): the application's
 //!   send succeeded, and the packet never left;
 //! - the interface that carries the traffic, from
-//!   /sys/class/net/<if>/statistics: packets and bytes it sent and received,
+//!   `/sys/class/net/<if>/statistics`: packets and bytes it sent and received,
 //!   and its drops. What left the host is what it sent; what the agent handed
 //!   the kernel beside it tells a loss in the host's transmit path, and what
 //!   it received beside what the agent read, one in its receive path. Its rx

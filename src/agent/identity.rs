@@ -131,7 +131,7 @@ pub fn traffic_interface(local_ip: Option<IpAddr>, peers: &[Option<SocketAddr>])
     interface_of(ip)
 }
 
-/// The MTU of interface `name` (/sys/class/net/<name>/mtu).
+/// The MTU of interface `name` (`/sys/class/net/<name>/mtu`).
 pub fn interface_mtu(name: &str) -> Option<u32> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
         .ok()?

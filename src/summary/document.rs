@@ -173,6 +173,15 @@ pub struct HostDoc {
     pub tx_unsent_pkts: Option<f64>,
     #[serde(default)]
     pub rx_unread_pkts: Option<f64>,
+    #[serde(flatten)]
+    pub arrival: ArrivalDoc,
+}
+
+/// How a host's or a flow's packets arrived: the smallest round trip, the
+/// jitter (the mean difference between successive round trips), and the
+/// packets that arrived twice or out of order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalDoc {
     #[serde(default)]
     pub rtt_min_us: Option<f64>,
     #[serde(default)]
@@ -181,6 +190,17 @@ pub struct HostDoc {
     pub dup_pkts: f64,
     #[serde(default)]
     pub ooo_pkts: f64,
+}
+
+impl ArrivalDoc {
+    fn of(rtt_min: Option<f64>, jitter: Option<f64>, dup: f64, ooo: f64) -> ArrivalDoc {
+        ArrivalDoc {
+            rtt_min_us: ro(rtt_min),
+            jitter_us: ro(jitter),
+            dup_pkts: r(dup),
+            ooo_pkts: r(ooo),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -203,14 +223,8 @@ pub struct FlowDoc {
     pub forward_loss_pct: Option<f64>,
     #[serde(default)]
     pub return_loss_pct: Option<f64>,
-    #[serde(default)]
-    pub rtt_min_us: Option<f64>,
-    #[serde(default)]
-    pub jitter_us: Option<f64>,
-    #[serde(default)]
-    pub dup_pkts: f64,
-    #[serde(default)]
-    pub ooo_pkts: f64,
+    #[serde(flatten)]
+    pub arrival: ArrivalDoc,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -371,10 +385,7 @@ fn host_doc(h: &HostFigures, host: String) -> HostDoc {
         nic_egress_bps: ro(h.nic_egress_bits),
         tx_unsent_pkts: ro(h.tx_unsent),
         rx_unread_pkts: ro(h.rx_unread),
-        rtt_min_us: ro(h.rtt_min),
-        jitter_us: ro(h.jitter),
-        dup_pkts: r(h.dup),
-        ooo_pkts: r(h.ooo),
+        arrival: ArrivalDoc::of(h.rtt_min, h.jitter, h.dup, h.ooo),
     }
 }
 
@@ -391,10 +402,7 @@ fn flow_doc(f: &FlowFigures, src: String, dst: String) -> FlowDoc {
         layer: f.layer,
         forward_loss_pct: ro(f.forward_loss()),
         return_loss_pct: ro(f.return_loss()),
-        rtt_min_us: ro(f.rtt_min),
-        jitter_us: ro(f.jitter),
-        dup_pkts: r(f.dup),
-        ooo_pkts: r(f.ooo),
+        arrival: ArrivalDoc::of(f.rtt_min, f.jitter, f.dup, f.ooo),
     }
 }
 

@@ -271,9 +271,10 @@ pub struct StepFigures {
     pub loss_pct: Option<f64>,
     pub forward_loss_pct: Option<f64>,
     pub return_loss_pct: Option<f64>,
-    /// The round trip's loss less what the hosts counted themselves (their
-    /// sockets' drops, their agents' late reads: [`evidence`]), percent of
-    /// the requests sent: the network's part.
+    /// The round trip's loss less what the diagnosis puts inside the hosts
+    /// by their own counts (their sockets' drops, their agents' late reads,
+    /// their receive and transmit paths: [`diagnosis::lost_in_hosts`]),
+    /// percent of the requests sent: the network's part.
     pub wire_loss_pct: Option<f64>,
     pub rtt_p50_us: Option<f64>,
     pub rtt_p99_us: Option<f64>,

@@ -403,6 +403,11 @@ mod tests {
         Cells::judged(cells, Vec::new())
     }
 
+    /// Packets lost on the cells `which` picks.
+    fn lost_where(grid: &Cells, which: impl Fn(&Cell) -> bool) -> f64 {
+        grid.cells.iter().filter(|c| which(c)).map(|c| c.lost).sum()
+    }
+
     fn blames(f: &[Finding]) -> Vec<Blame> {
         f.iter().flat_map(|f| f.blames.clone()).collect()
     }
@@ -425,12 +430,7 @@ mod tests {
     fn a_firewall_drop_into_a_host_is_its_receive_path_and_a_wire_drop_the_wire() {
         let set = set(4);
         let grid = mesh(4, |_, to, _| if to == 1 { 0.05 } else { 0.0 });
-        let lost: f64 = grid
-            .cells
-            .iter()
-            .filter(|c| c.to() == 1)
-            .map(|c| c.lost)
-            .sum();
+        let lost = lost_where(&grid, |c| c.to() == 1);
         // h2's interface counted them all arriving: dropped inside it.
         let mut evidence = BTreeMap::new();
         evidence.insert(
@@ -485,12 +485,7 @@ mod tests {
     fn a_rate_cap_out_of_a_host_is_its_transmit_path() {
         let set = set(4);
         let grid = mesh(4, |from, _, _| if from == 1 { 0.2 } else { 0.0 });
-        let lost: f64 = grid
-            .cells
-            .iter()
-            .filter(|c| c.from() == 1)
-            .map(|c| c.lost)
-            .sum();
+        let lost = lost_where(&grid, |c| c.from() == 1);
         let mut evidence = BTreeMap::new();
         evidence.insert(
             1,

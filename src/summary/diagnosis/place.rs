@@ -15,7 +15,7 @@
 //!   schedule, its cgroup's throttling, the hypervisor's steal.
 //!
 //! Set against the packets lost into or out of the host, counts that cover
-//! at least half of them put the loss in the host ([`EXPLAINED_SHARE`]);
+//! at least half of them put the loss in the host;
 //! interface counts that match the agent's put it on the wire. Where the
 //! counts cannot be compared (coalesced GSO/GRO traffic on a software
 //! interface) and nothing else was counted, both places are named.
