@@ -366,6 +366,10 @@ pub struct IntervalAgg {
     /// Requests sent and replies back (packets).
     pub sent: f64,
     pub back: f64,
+    /// Requests the same flows were asked to send (their target rate over
+    /// the interval); 0 when unpaced. A host gone is out of both, so
+    /// `sent / target` does not dip when one goes.
+    pub target: f64,
     /// Requests the receivers counted from senders that reported the same
     /// interval; `None` when no rx row was written for it.
     pub arrived: Option<f64>,
@@ -627,7 +631,7 @@ impl ReportSet {
     }
 
     /// Whether `host` was gone by interval `ts` (its flows there are left out).
-    fn gone_at(&self, host: u32, ts: i64) -> bool {
+    pub fn gone_at(&self, host: u32, ts: i64) -> bool {
         self.gone
             .get(&host)
             .is_some_and(|d| d.last.is_none_or(|last| ts > last))
@@ -717,9 +721,12 @@ impl ReportSet {
         let back = self.packets(row, Column::RepPkts, Column::RepPps);
         let (pps, rep_pps) = (row.num(Column::Pps), row.num(Column::RepPps));
         let p99 = row.num(Column::RttP99Us);
+        let target = row.num(Column::TargetPps).filter(|t| t.is_finite());
+        let interval = self.interval.unwrap_or(1) as f64;
         let fleet = self.intervals.entry(row.ts).or_default();
         fleet.sent += sent;
         fleet.back += back;
+        fleet.target += target.map_or(0.0, |t| t * interval);
         if self.series {
             let own = self.host_intervals.entry((host, row.ts)).or_default();
             own.0 += sent;

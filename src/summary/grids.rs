@@ -2,11 +2,19 @@
 //! receive): a dark row is a sick sender, a dark column a sick receiver. A cell
 //! is blank where nothing was measured, never 0. The corner cell says what the
 //! cells are, and in which unit (`src\dst % lost`, ...).
+//!
+//! Loss comes as the round trip and as its two legs. A flow's forward leg is
+//! its requests (row -> column), its return leg the replies (column -> row),
+//! so packets lost on their way into a host darken its column in the forward
+//! grid and its row in the return grid; out of a host, the other way round;
+//! one sick pair, one cell of each.
 
 use std::fmt::Write as _;
 
+use std::collections::BTreeMap;
+
 use super::aggregate::ReportSet;
-use super::figures::Context;
+use super::figures::{Context, FlowFigures};
 
 /// Host ids in grid order: pool by pool when the matrix has pools (so the
 /// cross-pool flows make blocks), then the matrix's order, else sorted by
@@ -100,9 +108,15 @@ impl Grid {
     }
 }
 
-/// The grids in [`order`]: pps, delivered, loss, rtt p99, and coverage on a
-/// layered run.
-pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32]) -> Vec<Grid> {
+/// The grids in [`order`]: pps, delivered, loss (round trip, forward leg,
+/// return leg), rtt p99, and coverage on a layered run. `flows` are the
+/// summary's, whose legs the per-leg grids show.
+pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32], flows: &[FlowFigures]) -> Vec<Grid> {
+    let by_pair: BTreeMap<(u32, u32), &FlowFigures> =
+        flows.iter().map(|f| ((f.host, f.peer), f)).collect();
+    let leg = |s: u32, d: u32, loss: fn(&FlowFigures) -> Option<f64>| {
+        by_pair.get(&(s, d)).and_then(|f| loss(f))
+    };
     let mut grids = vec![
         Grid::of(order, "pps_grid.csv", "requests/s sent", |s, d| {
             set.tx.get(&(s, d)).and_then(|p| p.pps.get())
@@ -115,6 +129,18 @@ pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32]) -> Vec<Grid> {
             let p = set.tx.get(&(s, d))?;
             (p.sent > 0.0).then(|| (1.0 - p.back / p.sent).max(0.0) * 100.0)
         }),
+        Grid::of(
+            order,
+            "forward_loss_grid.csv",
+            "% lost (forward leg)",
+            |s, d| leg(s, d, FlowFigures::forward_loss),
+        ),
+        Grid::of(
+            order,
+            "return_loss_grid.csv",
+            "% lost (return leg)",
+            |s, d| leg(s, d, FlowFigures::return_loss),
+        ),
         Grid::of(
             order,
             "rtt_p99_grid.csv",
@@ -132,10 +158,26 @@ pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32]) -> Vec<Grid> {
     grids
 }
 
+/// Each pair's requests arriving as a percentage of what its sender was
+/// asked to send (blank: unpaced, or its receiver wrote nothing): a cap or a
+/// drop shows against the target, whatever the rate.
+pub fn delivered_of_target(set: &ReportSet, order: &[u32]) -> Grid {
+    Grid::of(
+        order,
+        "delivered_pct_grid.csv",
+        "% of target arrived",
+        |s, d| {
+            let target = set.tx.get(&(s, d))?.target.get().filter(|t| *t > 0.0)?;
+            let arrived = set.rx.get(&(d, s))?.pps.get()?;
+            Some(arrived / target * 100.0)
+        },
+    )
+}
+
 /// The grids as CSV, by file name.
-pub fn grids(set: &ReportSet, ctx: &Context) -> Vec<(&'static str, String)> {
+pub fn grids(set: &ReportSet, ctx: &Context, flows: &[FlowFigures]) -> Vec<(&'static str, String)> {
     let order = order(set, ctx);
-    numeric(set, ctx, &order)
+    numeric(set, ctx, &order, flows)
         .iter()
         .map(|g| (g.file, g.csv(set, &order)))
         .collect()

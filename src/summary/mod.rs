@@ -115,7 +115,10 @@ impl Summary {
     /// The N x N grids, by file name, and whether a coverage grid is among
     /// them (a layered run).
     pub fn grids(&self) -> (Vec<(&'static str, String)>, bool) {
-        (grids::grids(&self.set, &self.ctx), self.ctx.layered)
+        (
+            grids::grids(&self.set, &self.ctx, &self.figs.flows),
+            self.ctx.layered,
+        )
     }
 
     /// WHAT TO DO NEXT and its advice.

@@ -134,6 +134,18 @@ impl Reports {
         self.push(r);
     }
 
+    /// Adds `other`'s rows to this set's.
+    pub fn extend(&mut self, other: Reports) {
+        for (host, text) in other.files {
+            match self.files.get_mut(&host) {
+                Some(mine) => mine.push_str(text.split_once('\n').map_or("", |(_, rows)| rows)),
+                None => {
+                    self.files.insert(host, text);
+                }
+            }
+        }
+    }
+
     pub fn write(&self, sb: &Sandbox) {
         std::fs::create_dir_all(sb.file("reports")).unwrap();
         for (host, text) in &self.files {
@@ -170,12 +182,26 @@ pub fn mesh_reports_over(
     rep: impl Fn(&str, &str) -> f64,
     more: impl Fn(&str, &mut ReportRow),
 ) -> Reports {
+    // A lossy flow's p99 is 400us, a clean one's 100us.
+    let p99 = |src: &str, dst: &str| if rep(src, dst) < 1.0 { 400.0 } else { 100.0 };
+    mesh_reports_timed(ticks, hosts, &fwd, &rep, p99, more)
+}
+
+/// [`mesh_reports_over`], each flow's RTT p99 (us) `p99(src, dst)`.
+pub fn mesh_reports_timed(
+    ticks: &[i64],
+    hosts: &[&str],
+    fwd: impl Fn(&str, &str) -> f64,
+    rep: impl Fn(&str, &str) -> f64,
+    p99: impl Fn(&str, &str) -> f64,
+    more: impl Fn(&str, &mut ReportRow),
+) -> Reports {
     let mut r = Reports::default();
     for &ts in ticks {
         for &src in hosts {
             let mut back = 0.0;
             for &dst in hosts.iter().filter(|&&d| d != src) {
-                let p99 = if rep(src, dst) < 1.0 { 400.0 } else { 100.0 };
+                let p99 = p99(src, dst);
                 r.tx(
                     ts,
                     src,
@@ -367,6 +393,72 @@ fn a_sick_receiver_column() {
     assert!(
         delivered.contains("\r\na,,1000.0,1000.0,800.0\r\n"),
         "{delivered}"
+    );
+}
+
+/// 5% of every packet into `into` lost (its requests and the replies to
+/// it), and none else: a drop at its input.
+pub fn dropped_into(
+    into: &'static str,
+) -> (impl Fn(&str, &str) -> f64, impl Fn(&str, &str) -> f64) {
+    let fwd = move |_: &str, dst: &str| if dst == into { 0.95 } else { 1.0 };
+    // Of a flow's requests, the share whose replies come back: its requests
+    // into `into`, or the replies into it, 5% lost.
+    let rep = move |src: &str, dst: &str| {
+        if dst == into || src == into {
+            0.95
+        } else {
+            1.0
+        }
+    };
+    (fwd, rep)
+}
+
+#[test]
+fn per_leg_grids_tell_a_drop_into_a_host_from_one_out_of_it() {
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let (fwd, rep) = dropped_into("d");
+    mesh_reports(&hosts, fwd, rep).write(&sb);
+    let out = summarize(&sb, &["--grid", "g"]);
+    assert!(
+        out.contains(
+            "  wrote g/{pps_grid.csv,delivered_grid.csv,loss_grid.csv,forward_loss_grid.csv,return_loss_grid.csv,rtt_p99_grid.csv}\n"
+        ),
+        "{out}"
+    );
+    // Into d: its column forward (the requests to it), its row on the way
+    // back (the replies to its own requests), both in the round trip.
+    assert_eq!(
+        sb.read("g/forward_loss_grid.csv"),
+        "src\\dst % lost (forward leg),a,b,c,d\r\na,,0.0,0.0,5.0\r\nb,0.0,,0.0,5.0\r\nc,0.0,0.0,,5.0\r\nd,0.0,0.0,0.0,\r\n"
+    );
+    assert_eq!(
+        sb.read("g/return_loss_grid.csv"),
+        "src\\dst % lost (return leg),a,b,c,d\r\na,,0.0,0.0,0.0\r\nb,0.0,,0.0,0.0\r\nc,0.0,0.0,,0.0\r\nd,5.0,5.0,5.0,\r\n"
+    );
+    assert_eq!(
+        sb.read("g/loss_grid.csv"),
+        "src\\dst % lost (round trip),a,b,c,d\r\na,,0.0,0.0,5.0\r\nb,0.0,,0.0,5.0\r\nc,0.0,0.0,,5.0\r\nd,5.0,5.0,5.0,\r\n"
+    );
+    // Out of b: its row forward, its column on the way back; the round
+    // trip alone cannot tell the two apart.
+    let sb = Sandbox::new();
+    let fwd = |src: &str, _: &str| if src == "b" { 0.95 } else { 1.0 };
+    let rep = |src: &str, dst: &str| if src == "b" || dst == "b" { 0.95 } else { 1.0 };
+    mesh_reports(&hosts, fwd, rep).write(&sb);
+    summarize(&sb, &["--grid", "g"]);
+    assert_eq!(
+        sb.read("g/forward_loss_grid.csv"),
+        "src\\dst % lost (forward leg),a,b,c,d\r\na,,0.0,0.0,0.0\r\nb,5.0,,5.0,5.0\r\nc,0.0,0.0,,0.0\r\nd,0.0,0.0,0.0,\r\n"
+    );
+    assert_eq!(
+        sb.read("g/return_loss_grid.csv"),
+        "src\\dst % lost (return leg),a,b,c,d\r\na,,5.0,0.0,0.0\r\nb,0.0,,0.0,0.0\r\nc,0.0,5.0,,0.0\r\nd,0.0,5.0,0.0,\r\n"
+    );
+    assert_eq!(
+        sb.read("g/loss_grid.csv"),
+        "src\\dst % lost (round trip),a,b,c,d\r\na,,5.0,0.0,0.0\r\nb,5.0,,5.0,5.0\r\nc,0.0,5.0,,0.0\r\nd,0.0,5.0,0.0,\r\n"
     );
 }
 

@@ -104,6 +104,22 @@ pub enum Place {
     FabricWide,
 }
 
+impl Place {
+    /// Its words, as `--json` writes them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Place::Wire => "wire",
+            Place::ReceivePath => "receive path",
+            Place::TransmitPath => "transmit path",
+            Place::Cpu => "cpu",
+            Place::Disk => "disk",
+            Place::AgentStopped => "agent stopped",
+            Place::Unreachable => "unreachable",
+            Place::FabricWide => "fabric-wide",
+        }
+    }
+}
+
 /// One cause a finding names: a host (or none, fabric-wide), the direction
 /// of the packets, the peer of a pair, and the place.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -345,5 +361,9 @@ mod tests {
             both.brief().unwrap(),
             "the wire into h2 or h2's receive path"
         );
+        for place in [Place::Wire, Place::AgentStopped, Place::FabricWide] {
+            let json = serde_json::to_string(&place).unwrap();
+            assert_eq!(json, format!("\"{}\"", place.as_str()));
+        }
     }
 }

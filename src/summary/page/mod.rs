@@ -3,28 +3,28 @@
 //!
 //! The page needs nothing from the network: inline SVG and CSS, no script,
 //! no font or image from anywhere, so it works from a laptop, a ticket
-//! attachment or an air-gapped jump host. It holds the summary's text and
-//! advice (the same words as `summarize`), the heatmaps of the loss,
-//! delivered and RTT p99 grids (and coverage on a layered run), the fleet over
-//! time (packets, loss by leg with the worst hosts on top, RTT), the RTT
-//! distribution, and the run itself.
+//! attachment or an air-gapped jump host. It opens with the findings (what
+//! to do next, each with the hosts it blames), then the run, the summary's
+//! text (the same words as `summarize`), the heatmaps (loss by leg and round
+//! trip side by side, delivered against the target, RTT p99, coverage on a
+//! layered run; the findings' hosts marked in each), the fleet over time
+//! (sent and back against the target, loss by leg, the worst hosts apart,
+//! RTT), and the RTT distribution.
 
+pub mod findings;
 pub mod heatmap;
+pub mod maps;
 pub mod series;
 pub mod svg;
+pub mod timeline;
 
 use std::fmt::Write as _;
 
 use super::Summary;
 use super::compare::{Comparison, FigureChange, Verdict, render};
 use super::document::Document;
-use super::grids;
-use heatmap::{Heatmap, heatmap};
-use series::{Line, TimeAxis, cdf, over_time};
+use series::cdf;
 use svg::escape;
-
-/// Hosts drawn on top of the fleet's loss line: the worst few.
-const WORST_HOSTS: usize = 3;
 
 /// One picture: its file name under `--svg DIR`, and the SVG.
 pub struct Picture {
@@ -45,8 +45,8 @@ pub struct Page {
 /// `before`, this run compared with an earlier one (`mx report --compare`).
 pub fn page(summary: &Summary, made_at: &str, before: Option<&Comparison>) -> Page {
     let doc = summary.document();
-    let mut pictures = heatmaps(summary);
-    pictures.extend(over_time_pictures(summary, &doc));
+    let mut pictures = maps::heatmaps(summary);
+    pictures.extend(timeline::pictures(summary, &doc));
     let rtt = summary.set.fleet_rtt();
     if let Some(h) = rtt.filter(|h| h.count() > 0) {
         pictures.push(Picture {
@@ -65,219 +65,19 @@ pub fn page(summary: &Summary, made_at: &str, before: Option<&Comparison>) -> Pa
     Page { html, pictures }
 }
 
-/// The heatmaps, hosts in the grids' order.
-fn heatmaps(summary: &Summary) -> Vec<Picture> {
-    let (set, ctx) = (&summary.set, &summary.ctx);
-    let order = grids::order(set, ctx);
-    let labels: Vec<String> = order.iter().map(|&id| set.name(id).to_string()).collect();
-    // The pools, as positions in that order (for aggregating a large grid).
-    let pools: Vec<(String, Vec<usize>)> = ctx.matrix.as_ref().map_or(Vec::new(), |m| {
-        m.pools()
-            .pools
-            .iter()
-            .map(|p| {
-                let at: Vec<usize> = p
-                    .members
-                    .iter()
-                    .filter_map(|&h| {
-                        let id = set.id_of(&m.hosts()[h as usize].name)?;
-                        order.iter().position(|&o| o == id)
-                    })
-                    .collect();
-                (p.name.clone(), at)
-            })
-            .collect()
-    });
-    let mut out = Vec::new();
-    let mut numeric = grids::numeric(set, ctx, &order);
-    // Loss first: the grid an incident is about.
-    numeric.sort_by_key(|g| g.file != "loss_grid.csv");
-    for grid in numeric {
-        let (title, unit, high_is_bad, decimals) = match grid.file {
-            "loss_grid.csv" => (
-                "Loss (round trip), sender row -> receiver column",
-                "% lost",
-                true,
-                1,
-            ),
-            "delivered_grid.csv" => (
-                "Delivered: requests arriving per second",
-                "requests/s",
-                false,
-                0,
-            ),
-            "rtt_p99_grid.csv" => ("RTT p99 (each pair's worst interval)", "us", true, 0),
-            "coverage_grid.csv" => (
-                "Coverage: intervals each pair was measured",
-                "intervals",
-                false,
-                0,
-            ),
-            _ => continue,
-        };
-        let (svg, note) = heatmap(
-            &Heatmap {
-                title,
-                unit,
-                labels: &labels,
-                cells: &grid.cells,
-                high_is_bad,
-                decimals,
-            },
-            &pools,
-        );
-        out.push(Picture {
-            file: grid.file.replace("_grid.csv", "_heatmap.svg"),
-            title: title.to_string(),
-            svg,
-            note,
-        });
-    }
-    out
-}
-
-/// The fleet over time: packets, loss by leg (the worst hosts on top), RTT.
-fn over_time_pictures(summary: &Summary, doc: &Document) -> Vec<Picture> {
-    let set = &summary.set;
-    let secs = doc.span.interval_s.max(1) as f64;
-    let all: Vec<i64> = set.all_ts.iter().copied().collect();
-    let edges: Vec<i64> = all
-        .iter()
-        .copied()
-        .filter(|ts| !set.span.contains(*ts))
-        .collect();
-    let mut switches = Vec::new();
-    let mut last_layer = None;
-    for (&ts, &layer) in &set.interval_layer {
-        if last_layer.is_some_and(|l| l != layer) {
-            switches.push(ts);
-        }
-        last_layer = Some(layer);
-    }
-    let time = TimeAxis {
-        all: &all,
-        edges: &edges,
-        switches: &switches,
-        interval_s: doc.span.interval_s.max(1),
-    };
-    let fleet =
-        |f: &dyn Fn(&super::document::IntervalDoc) -> Option<f64>| -> Vec<(i64, Option<f64>)> {
-            doc.intervals.iter().map(|i| (i.ts, f(i))).collect()
-        };
-    let packets = vec![
-        Line {
-            name: "requests sent".into(),
-            colour: "#08519c",
-            width: 2.0,
-            points: fleet(&|i| Some(i.requests / secs)),
-        },
-        Line {
-            name: "replies back".into(),
-            colour: "#31a354",
-            width: 2.0,
-            points: fleet(&|i| Some(i.replies / secs)),
-        },
-    ];
-    let mut loss = vec![
-        Line {
-            name: "fleet: forward".into(),
-            colour: "#cb181d",
-            width: 2.5,
-            points: fleet(&|i| i.forward_loss_pct()),
-        },
-        Line {
-            name: "fleet: on the way back".into(),
-            colour: "#fd8d3c",
-            width: 2.5,
-            points: fleet(&|i| Some((i.loss_pct()? - i.forward_loss_pct()?).max(0.0))),
-        },
-    ];
-    // The worst hosts by loss, each its own round-trip loss per interval.
-    let host_colours = ["#54278f", "#737373", "#2171b5"];
-    for (h, colour) in summary
-        .figs
-        .hosts
-        .iter()
-        .filter(|h| h.loss > 0.0)
-        .take(WORST_HOSTS)
-        .zip(host_colours)
-    {
-        let points = doc
-            .intervals
-            .iter()
-            .map(|i| {
-                let own = set.host_intervals.get(&(h.id, i.ts));
-                (
-                    i.ts,
-                    own.and_then(|&(sent, back)| super::document::loss(sent, back)),
-                )
-            })
-            .collect();
-        loss.push(Line {
-            name: format!("{} (round trip)", set.name(h.id)),
-            colour,
-            width: 1.2,
-            points,
-        });
-    }
-    let rtt = vec![
-        Line {
-            name: "p50".into(),
-            colour: "#08519c",
-            width: 2.0,
-            points: fleet(&|i| i.rtt_p50_us),
-        },
-        Line {
-            name: "p99".into(),
-            colour: "#cb181d",
-            width: 2.0,
-            points: fleet(&|i| i.rtt_p99_us),
-        },
-    ];
-    let rates = |v: f64| crate::units::pps(v);
-    let percent = |v: f64| format!("{v:.1}%");
-    let us = |v: f64| crate::units::micros(Some(v));
-    let mut out = vec![
-        Picture {
-            file: "packets_over_time.svg".into(),
-            title: "Packets per second".into(),
-            svg: over_time("Packets per second, fleet", &packets, &time, &rates),
-            note: None,
-        },
-        Picture {
-            file: "loss_over_time.svg".into(),
-            title: "Loss by leg".into(),
-            svg: over_time(
-                "Loss by leg, fleet, and the worst hosts",
-                &loss,
-                &time,
-                &percent,
-            ),
-            note: None,
-        },
-    ];
-    if doc.intervals.iter().any(|i| i.rtt_p50_us.is_some()) {
-        out.push(Picture {
-            file: "rtt_over_time.svg".into(),
-            title: "RTT".into(),
-            svg: over_time(
-                "RTT p50 and p99, fleet (exact per interval)",
-                &rtt,
-                &time,
-                &us,
-            ),
-            note: None,
-        });
-    }
-    out.retain(|p| !p.svg.is_empty());
-    out
-}
-
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}\
+// Pictures grow with the page: a figure starts at its drawn width (the
+// flex-basis the page sets), takes its share of a row, and its SVG scales to
+// the figure, so three 4-host heatmaps fill a 1400 px page side by side.
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:1800px}\
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}\
 pre{background:#f7f7f7;padding:12px;overflow-x:auto;font-size:12px;line-height:1.35}\
 table.run td{padding:2px 12px 2px 0;vertical-align:top}table.run td:first-child{color:#666}\
-.note{color:#666;font-size:12px}figure{margin:16px 0}\
+.note{color:#666;font-size:12px}\
+.row{display:flex;flex-wrap:wrap;gap:8px 28px;align-items:flex-start}\
+.row figure{margin:8px 0;flex-grow:1;flex-shrink:1;min-width:0}\
+.row figure svg{display:block;width:100%;height:auto}\
+ol.findings{padding-left:22px}li.finding{margin:6px 0 10px}li.finding p{margin:2px 0}\
+.chip{display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:10px;font-size:12px;background:#deebf7;color:#08519c;border:1px solid #9ecae1}\
 table.change{border-collapse:collapse;font-size:13px}table.change td,table.change th{padding:3px 10px;text-align:right}\
 table.change td:first-child,table.change th:first-child{text-align:left}\
 td.worse{background:#fcbba1;font-weight:bold}td.better{background:#c7e9c0;font-weight:bold}";
@@ -352,6 +152,57 @@ fn html(
         escape(&title),
         escape(&title)
     );
+    findings::block(&mut h, summary.findings());
+    run_table(&mut h, doc, made_at);
+    h.push_str("<h2>Summary</h2>\n<pre>");
+    h.push_str(&escape(&summary.text()));
+    h.push_str("</pre>\n");
+    if let Some(c) = before {
+        comparison(&mut h, c);
+    }
+    let maps = |files: &'static [&'static str]| move |p: &Picture| files.contains(&p.file.as_str());
+    section(
+        &mut h,
+        pictures,
+        "Loss by leg (hover a cell for the pair and its figure)",
+        Some(HOW_TO_READ_LOSS),
+        &maps(&[
+            "forward_loss_heatmap.svg",
+            "return_loss_heatmap.svg",
+            "loss_heatmap.svg",
+        ]),
+    );
+    section(
+        &mut h,
+        pictures,
+        "Delivered and round trip",
+        None,
+        &maps(&[
+            "delivered_heatmap.svg",
+            "rtt_p99_heatmap.svg",
+            "coverage_heatmap.svg",
+        ]),
+    );
+    section(&mut h, pictures, "Over time", None, &|p| {
+        p.file.ends_with("_over_time.svg")
+    });
+    section(&mut h, pictures, "RTT distribution", None, &|p| {
+        p.file == "rtt_cdf.svg"
+    });
+    h.push_str("<p class=\"note\">Made by mx; this page needs nothing from the network. Blank (hatched) cells were not measured; they are never 0.</p>\n</body></html>\n");
+    h
+}
+
+/// How much wider than drawn a picture may grow to fill its row: a row of
+/// two heatmaps is not blown up to half the page each.
+const MAX_GROWTH: f64 = 1.25;
+
+/// How to read the three loss heatmaps, said above them.
+const HOW_TO_READ_LOSS: &str = "Packets lost on their way into a host darken its column in the forward leg and its row in the return leg; out of a host, its row forward and its column back; between one pair, one cell of each. The round trip holds both. Outlined in blue: what the findings above point at.";
+
+/// The run: its shape, its span, and which mx made the page when.
+fn run_table(h: &mut String, doc: &Document, made_at: &str) {
+    let run = &doc.run;
     h.push_str("<h2>The run</h2>\n<table class=\"run\">\n");
     let mut row = |k: &str, v: String| {
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", escape(k), escape(&v));
@@ -400,43 +251,49 @@ fn html(
     };
     row("span", span);
     row("mx", format!("{} (report made {made_at})", doc.mx_version));
-    h.push_str("</table>\n<h2>Summary</h2>\n<pre>");
-    h.push_str(&escape(&summary.text()));
-    h.push_str(&escape(&summary.what_to_do_next()));
-    h.push_str("</pre>\n");
-    if let Some(c) = before {
-        comparison(&mut h, c);
+    h.push_str("</table>\n");
+}
+
+/// A heading and the pictures `which` chooses, side by side as the page's
+/// width allows, each as wide as the others of its row: at least the
+/// widest's drawn width until the page is narrower, at most a quarter wider
+/// (nothing when none is chosen).
+fn section(
+    h: &mut String,
+    pictures: &[Picture],
+    name: &str,
+    note: Option<&str>,
+    which: &dyn Fn(&Picture) -> bool,
+) {
+    let chosen: Vec<&Picture> = pictures.iter().filter(|p| which(p)).collect();
+    if chosen.is_empty() {
+        return;
     }
-    let section = |h: &mut String, name: &str, which: &dyn Fn(&Picture) -> bool| {
-        let chosen: Vec<&Picture> = pictures.iter().filter(|p| which(p)).collect();
-        if chosen.is_empty() {
-            return;
-        }
-        let _ = writeln!(h, "<h2>{}</h2>", escape(name));
-        for p in chosen {
+    let _ = writeln!(h, "<h2>{}</h2>", escape(name));
+    if let Some(note) = note {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", escape(note));
+    }
+    h.push_str("<div class=\"row\">\n");
+    let basis = chosen
+        .iter()
+        .map(|p| svg::drawn_width(&p.svg))
+        .fold(0.0, f64::max);
+    for p in chosen {
+        let _ = write!(
+            h,
+            "<figure id=\"{}\" style=\"flex-basis:{basis:.0}px;max-width:{:.0}px\">{}",
+            escape(&p.file.replace(".svg", "")),
+            basis * MAX_GROWTH,
+            p.svg
+        );
+        if let Some(note) = &p.note {
             let _ = write!(
                 h,
-                "<figure id=\"{}\">{}",
-                escape(&p.file.replace(".svg", "")),
-                p.svg
+                "<figcaption class=\"note\">{}</figcaption>",
+                escape(note)
             );
-            if let Some(note) = &p.note {
-                let _ = write!(
-                    h,
-                    "<figcaption class=\"note\">{}</figcaption>",
-                    escape(note)
-                );
-            }
-            h.push_str("</figure>\n");
         }
-    };
-    section(
-        &mut h,
-        "Grids (hover a cell for the pair and its figure)",
-        &|p| p.file.ends_with("_heatmap.svg"),
-    );
-    section(&mut h, "Over time", &|p| p.file.ends_with("_over_time.svg"));
-    section(&mut h, "RTT distribution", &|p| p.file == "rtt_cdf.svg");
-    h.push_str("<p class=\"note\">Made by mx; this page needs nothing from the network. Blank (hatched) cells were not measured; they are never 0.</p>\n</body></html>\n");
-    h
+        h.push_str("</figure>\n");
+    }
+    h.push_str("</div>\n");
 }

@@ -1,6 +1,9 @@
 //! Charts over time and of the RTT distribution, on [`Plot`]: lines of
-//! values per interval (a gap where an interval has none), the edges the
-//! summary left out shaded and labelled, and layer switches marked.
+//! values per interval (a gap where an interval has none), the intervals
+//! left out shaded and labelled with why (the summary's edges, an interval
+//! a host stopped in or had not written yet), and layer switches marked.
+//! A rate is drawn on an axis around its values, not from 0, so that a
+//! shortfall of a few percent is a visible step, not a line's width.
 
 use super::svg::{Plot, Scale, Svg};
 use crate::units::{local_clock, micros};
@@ -18,21 +21,32 @@ pub struct Line {
 pub struct TimeAxis<'a> {
     /// Every interval end of the run, edges included.
     pub all: &'a [i64],
-    /// The intervals the summary left out (the run's edges).
-    pub edges: &'a [i64],
+    /// The intervals left out of the lines, and why (hover text).
+    pub left_out: &'a [(i64, String)],
     /// Interval ends at which a new layer began (layered runs).
     pub switches: &'a [i64],
     pub interval_s: i64,
 }
 
-const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 230.0;
+/// How a chart's y axis fits its values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fit {
+    /// From 0 (loss, RTT: how far from nothing).
+    FromZero,
+    /// Around the values, at least this tall (rates: how far from each other).
+    Around(f64),
+}
 
-/// A chart of `lines` over the run's time, its y values formatted by `fmt`.
+const WIDTH: f64 = 1000.0;
+const HEIGHT: f64 = 250.0;
+
+/// A chart of `lines` over the run's time, its y axis fitted by `fit` and
+/// its values formatted by `fmt`.
 pub fn over_time(
     title: &str,
     lines: &[Line],
     time: &TimeAxis<'_>,
+    fit: Fit,
     fmt: &dyn Fn(f64) -> String,
 ) -> String {
     let (Some(&first), Some(&last)) = (time.all.first(), time.all.last()) else {
@@ -42,22 +56,27 @@ pub fn over_time(
     let plot = Plot {
         left: 70.0,
         top: 28.0,
-        width: WIDTH - 90.0,
+        width: WIDTH - 100.0,
         height: HEIGHT - 70.0,
         x: Scale::Linear {
             min: start,
             max: (last as f64).max(start + 1.0),
         },
-        y: Scale::linear_from_zero(
-            lines
+        y: {
+            let values = lines
                 .iter()
-                .flat_map(|l| l.points.iter().filter_map(|p| p.1)),
-        ),
+                .flat_map(|l| l.points.iter().filter_map(|p| p.1));
+            match fit {
+                Fit::FromZero => Scale::linear_from_zero(values),
+                Fit::Around(span) => Scale::around(values, span),
+            }
+        },
     };
     let mut svg = Svg::new(WIDTH, HEIGHT);
     svg.title(title);
-    // Edges first, under everything: an interval ends at its label.
-    for &ts in time.edges {
+    // Left out first, under everything: an interval ends at its label.
+    for (ts, why) in time.left_out {
+        let ts = *ts;
         let (x0, x1) = (
             plot.x_px((ts - time.interval_s) as f64),
             plot.x_px(ts as f64),
@@ -68,10 +87,7 @@ pub fn over_time(
             (x1 - x0).max(1.0),
             plot.height,
             r##"fill="#eeeeee" class="edge""##,
-            Some(&format!(
-                "{}: left out of the summary (hosts starting or stopping)",
-                local_clock(ts as f64)
-            )),
+            Some(&format!("{}: left out: {why}", local_clock(ts as f64))),
         );
     }
     plot.axes(&mut svg, &|v| local_clock(v), fmt);
@@ -119,7 +135,7 @@ fn legend(svg: &mut Svg, lines: &[Line], time: &TimeAxis<'_>) {
         svg.text((x + 20.0, y), "start", "", &line.name);
         x += 30.0 + 6.5 * line.name.chars().count() as f64;
     }
-    if !time.edges.is_empty() {
+    if !time.left_out.is_empty() {
         svg.rect(x, y - 9.0, 12.0, 10.0, r##"fill="#eeeeee""##, None);
         svg.text((x + 16.0, y), "start", "", "left out");
         x += 70.0;
@@ -143,7 +159,7 @@ pub fn cdf(title: &str, points: &[(f64, f64)], p50: Option<f64>, p99: Option<f64
     let plot = Plot {
         left: 60.0,
         top: 28.0,
-        width: WIDTH - 80.0,
+        width: WIDTH - 90.0,
         height: HEIGHT - 70.0,
         x: Scale::Log {
             min: (lo.0 * 0.8).max(0.1),

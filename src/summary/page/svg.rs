@@ -21,6 +21,13 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// The width an SVG of [`Svg::finish`] is drawn at, pixels (0 if none).
+pub fn drawn_width(svg: &str) -> f64 {
+    svg.split_once(" width=\"")
+        .and_then(|(_, rest)| rest.split('"').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// An SVG document being written: elements appended in drawing order.
 pub struct Svg {
     width: f64,
@@ -151,6 +158,27 @@ impl Scale {
         }
     }
 
+    /// A linear scale around the data, not from 0: at least `min_span` tall,
+    /// so that a change of a few percent of a rate fills a good part of the
+    /// chart instead of a line's width (a flat 0..1 when there is no data).
+    pub fn around(values: impl Iterator<Item = f64>, min_span: f64) -> Scale {
+        let (lo, hi) = values
+            .filter(|v| v.is_finite())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            });
+        if !lo.is_finite() {
+            return Scale::Linear { min: 0.0, max: 1.0 };
+        }
+        let grow = (min_span - (hi - lo)).max(0.0) / 2.0;
+        let (lo, hi) = (lo - grow, hi + grow);
+        let pad = (hi - lo) * 0.08;
+        Scale::Linear {
+            min: lo - pad,
+            max: hi + pad,
+        }
+    }
+
     /// Where `v` falls, 0..=1 along the axis.
     fn fraction(self, v: f64) -> f64 {
         let f = match self {
@@ -265,6 +293,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_finished_svg_says_its_width() {
+        assert_eq!(drawn_width(&Svg::new(412.0, 30.0).finish("x")), 412.0);
+        assert_eq!(drawn_width("<p>"), 0.0);
+    }
+
+    #[test]
     fn text_is_escaped() {
         assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
     }
@@ -281,6 +315,20 @@ mod tests {
             max: 5000.0,
         };
         assert_eq!(log.ticks(), [10.0, 100.0, 1000.0]);
+    }
+
+    #[test]
+    fn a_scale_around_the_data_makes_two_percent_a_good_part_of_it() {
+        let Scale::Linear { min, max } = Scale::around([98.0, 100.0].into_iter(), 5.0) else {
+            panic!("linear");
+        };
+        assert!(min > 90.0 && max < 105.0, "{min}..{max}");
+        assert!(2.0 / (max - min) > 0.3, "{min}..{max}");
+        // Wide data keeps its own range.
+        let Scale::Linear { min, max } = Scale::around([10.0, 60.0].into_iter(), 5.0) else {
+            panic!("linear");
+        };
+        assert!(min < 10.0 && min > 5.0 && max > 60.0 && max < 65.0);
     }
 
     #[test]
