@@ -564,23 +564,30 @@ impl ReportSet {
     }
 
     /// Who went away before the run's end, and from when. A host whose
-    /// report ends an interval or more before the others', with no end
-    /// marked, stopped (or, named in `roster.unreachable`, could not be
-    /// reached); a matrix host without a report is known by what its peers
-    /// heard from it, its last interval heard taken as cut short.
+    /// report ends before the others', with no end marked, stopped (or,
+    /// named in `roster.unreachable`, could not be reached); a matrix host
+    /// without a report is known by what its peers heard from it, its last
+    /// interval heard taken as cut short. Before the run's planned end
+    /// (reports collected mid-run) a host one interval behind the newest is
+    /// only collected a moment before its next row: two intervals behind
+    /// is gone.
     fn departures(&self, roster: &Roster) -> BTreeMap<u32, Departure> {
         let interval = self.interval.unwrap_or(1).max(1);
         let unreachable = |name: &str| roster.unreachable.iter().any(|u| u == name);
+        let ended = |marks: &BTreeMap<i64, Mark>| {
+            marks
+                .values()
+                .any(|m| matches!(m.host_row, Some(Some(Phase::Last | Phase::End))))
+        };
+        let run_ended = self.timeline.iter().any(ended);
+        let behind_by = if run_ended { 1 } else { 2 } * interval;
         let mut gone = BTreeMap::new();
         for (id, marks) in self.timeline.iter().enumerate() {
             let Some((&last, _)) = marks.last_key_value() else {
                 continue;
             };
-            let ended = marks
-                .values()
-                .any(|m| matches!(m.host_row, Some(Some(Phase::Last | Phase::End))));
             let name = self.name(id as u32);
-            if !ended && last + interval <= self.latest {
+            if !ended(marks) && last + behind_by <= self.latest {
                 let why = if unreachable(name) {
                     Gone::Unreachable
                 } else {

@@ -989,3 +989,49 @@ fn summarize_json_is_one_document_with_every_figure_and_null_for_blank() {
     assert_eq!(doc["intervals"].as_array().unwrap().len(), 3);
     assert_eq!(doc["spread"]["delivered"]["min_pps"], 800.0);
 }
+
+/// The report set of three hosts a, b and c over intervals 100-105, c's
+/// rows ending at `c_last`; with `ended`, a and b marked the run's planned
+/// end at 105.
+fn c_ends_at(c_last: i64, ended: bool) -> Sandbox {
+    let sb = Sandbox::new();
+    let ticks: Vec<i64> = (100..=105).collect();
+    let r = mesh_reports_over(
+        &ticks,
+        &["a", "b", "c"],
+        |_, _| 1.0,
+        |_, _| 1.0,
+        |host, row| {
+            if ended && host != "c" && row.ts == 105 {
+                row.phase = Some("last");
+            }
+        },
+    );
+    r.write(&sb);
+    let path = sb.file("reports/c.csv");
+    let kept: String = std::fs::read_to_string(&path)
+        .unwrap()
+        .split_inclusive("\r\n")
+        .filter(|l| {
+            l.split(',')
+                .next()
+                .and_then(|t| t.parse::<i64>().ok())
+                .is_none_or(|ts| ts <= c_last)
+        })
+        .collect();
+    std::fs::write(&path, kept).unwrap();
+    sb
+}
+
+#[test]
+fn a_host_one_interval_behind_mid_run_is_collected_early_not_gone() {
+    // Collected while the run goes on: c had not written 105 yet.
+    let doc = summary_doc(&c_ends_at(104, false));
+    assert!(blames(&doc).is_empty(), "{}", doc["advice"]);
+    // Two intervals behind, it is gone, and said so.
+    let doc = summary_doc(&c_ends_at(103, false));
+    assert_eq!(blames(&doc), ["c - - agent stopped"], "{}", doc["advice"]);
+    // Once the others marked the run's end, one interval short is gone too.
+    let doc = summary_doc(&c_ends_at(104, true));
+    assert_eq!(blames(&doc), ["c - - agent stopped"], "{}", doc["advice"]);
+}
