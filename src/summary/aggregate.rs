@@ -80,6 +80,41 @@ pub fn is_tail(p50: f64, p99: f64) -> bool {
 pub const TAIL_RATIO: f64 = 5.0;
 pub const TAIL_FLOOR_US: f64 = 1000.0;
 
+/// A flow's intervals by their p99, counted over doubling bounds from
+/// [`P99Counts::FIRST_US`]: `over[k]` intervals had a p99 above
+/// `FIRST_US x 2^k`. Enough to say, once the fleet's p50 is known, in how
+/// many of a flow's intervals its round trips reached the fleet's tail,
+/// in a few dozen bytes a flow whatever the run's length.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct P99Counts {
+    pub intervals: u64,
+    over: [u32; P99Counts::BOUNDS],
+}
+
+impl P99Counts {
+    /// The lowest bound (us), and how many: 250 us to 4 s.
+    pub const FIRST_US: f64 = 250.0;
+    const BOUNDS: usize = 15;
+
+    fn add(&mut self, p99: f64) {
+        self.intervals += 1;
+        for (k, n) in self.over.iter_mut().enumerate() {
+            if p99 > Self::FIRST_US * f64::from(1u32 << k) {
+                *n += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Intervals whose p99 was over `bound` us, counted at the first
+    /// doubling bound at or above it (never more than were).
+    pub fn over(&self, bound: f64) -> u64 {
+        let k = (0..Self::BOUNDS).find(|&k| Self::FIRST_US * f64::from(1u32 << k) >= bound);
+        k.map_or(0, |k| u64::from(self.over[k]))
+    }
+}
+
 /// The larger of two optional measurements (either alone, if only one was measured).
 pub fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -436,10 +471,10 @@ pub struct ReportSet {
     /// Whole history: the newest interval in which each host was heard
     /// from by a peer (a reply back from it, a request from it).
     heard: BTreeMap<u32, i64>,
-    /// Per flow (sender, receiver), over the span: its intervals with a p50
-    /// and a p99, and those whose p99 was a tail ([`is_tail`]): how steady
-    /// a tail was, interval by interval, and whose flows it sat on.
-    pub rtt_tails: BTreeMap<(u32, u32), (u64, u64)>,
+    /// Per flow (sender, receiver), over the span: its intervals by their
+    /// p99, so that the diagnosis can say how steady a tail was, interval
+    /// by interval, and whose flows it sat on.
+    pub rtt_tails: BTreeMap<(u32, u32), P99Counts>,
     series: bool,
 }
 
@@ -766,10 +801,8 @@ impl ReportSet {
             p.rtt_weight += rep;
         }
         let p50 = row.num(Column::RttP50Us);
-        if let (Some(p50), Some(p99)) = (p50, p99) {
-            let tails = self.rtt_tails.entry((host, peer)).or_default();
-            tails.0 += u64::from(is_tail(p50, p99));
-            tails.1 += 1;
+        if let Some(p99) = p99 {
+            self.rtt_tails.entry((host, peer)).or_default().add(p99);
         }
         let p = self.tx.get_mut(&(host, peer)).expect("entered above");
         p.p50 = max_opt(p.p50, p50);
@@ -929,5 +962,28 @@ impl ReportSet {
             }
         }
         any.then_some(merged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flows_intervals_are_counted_over_doubling_bounds() {
+        let mut c = P99Counts::default();
+        for p99 in [100.0, 900.0, 2_400.0, 9_000.0, 150_000.0] {
+            c.add(p99);
+        }
+        assert_eq!(c.intervals, 5);
+        // Over 1 ms: 2.4, 9 and 150 ms.
+        assert_eq!(c.over(1_000.0), 3);
+        // A bound between two doublings is taken at the next one up (2 ms):
+        // never more intervals than were over it.
+        assert_eq!(c.over(1_500.0), 3);
+        assert_eq!(c.over(5_000.0), 2);
+        assert_eq!(c.over(100_000.0), 1);
+        // Past the last bound (4 s): none counted.
+        assert_eq!(c.over(10_000_000.0), 0);
     }
 }

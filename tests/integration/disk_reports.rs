@@ -221,7 +221,7 @@ fn disk_shortfall_of_a_sender_behind_its_schedule_names_the_cpu_and_the_disk() {
     let out = summarize(&sb);
     advises(
         &out,
-        "a sent 60.0% of its rate (1.2 kpps of 2.0 kpps): its agent fell up to 310 ms behind its send schedule, and a's busiest worker spent 45% of its time in disk I/O: the shortfall is the CPU or the disk, not the network; a run without --disk tells which",
+        "a sent 60.0% of its rate (1.2 kpps of 2.0 kpps): a's agent fell up to 310 ms behind its send schedule, and a's busiest worker spent 45% of its time in disk I/O: the shortfall is the CPU or the disk, not the network; a run without --disk tells which",
     );
     assert!(!out.contains("so the shortfall is a's CPU"), "{out}");
 }

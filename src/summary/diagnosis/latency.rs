@@ -1,6 +1,7 @@
 //! The round trip's tail: a p99 far above the p50 ([`is_tail`]), said only
-//! when it persists, in most intervals of a host's flows, never for a
-//! passing burst; and with every cause the evidence fits.
+//! when it persists, in most intervals of a host's flows (each interval's
+//! p99 up where the fleet's tail is), never for a passing burst; and with
+//! every cause the evidence fits.
 //!
 //! Where it sits says much: on most hosts' flows it is the fleet's (queues
 //! in a shared fabric, or every host's scheduling); on a few hosts' flows
@@ -13,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::aggregate::{ReportSet, is_tail};
+use super::super::aggregate::{ReportSet, TAIL_FLOOR_US, TAIL_RATIO, is_tail};
 use super::super::figures::{Context, Figures};
 use super::place::HostEvidence;
 use super::{Blame, Finding, Kind, Place, name_list};
@@ -45,10 +46,17 @@ pub fn findings(
     if !is_tail(p50, p99) {
         return None;
     }
-    // Each host's flows, to it and from it: their intervals, and those with
-    // a tail.
+    // Each host's flows, to it and from it: their intervals, and those in
+    // which the flow's p99 reached the fleet's tail (its own median may be
+    // slow too: a host that answers late slows all of its round trips).
+    let bound = (TAIL_RATIO * p50).max(TAIL_FLOOR_US);
     let mut by_host: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for (&(src, dst), &(tail, all)) in &set.rtt_tails {
+    let mut tail_intervals = 0;
+    let mut intervals = 0;
+    for (&(src, dst), counts) in &set.rtt_tails {
+        let (tail, all) = (counts.over(bound), counts.intervals);
+        tail_intervals += tail;
+        intervals += all;
         for h in [src, dst] {
             let e = by_host.entry(h).or_default();
             e.0 += tail;
@@ -63,10 +71,6 @@ pub fn findings(
     if tailed.is_empty() {
         return None;
     }
-    let (tail_intervals, intervals) = set
-        .rtt_tails
-        .values()
-        .fold((0, 0), |(t, a), &(tail, all)| (t + tail, a + all));
     let fleet_wide = 2 * tailed.len() >= by_host.len();
     let names: Vec<&str> = tailed.iter().map(|&h| set.name(h)).collect();
     let head = if fleet_wide {

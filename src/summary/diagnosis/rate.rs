@@ -138,9 +138,9 @@ fn short_finding(
                 f = f.figure("throttled_ms", throttled);
             }
             let (agents, own) = if hosts.len() == 1 {
-                ("its agent", "its")
+                (format!("{}'s agent", names[0]), "its")
             } else {
-                ("their agents", "their")
+                ("their agents".to_string(), "their")
             };
             let why = if throttled > 0.0 {
                 format!(

@@ -95,6 +95,15 @@ impl Svg {
 
     /// A polyline through `points` (pixels); nothing for fewer than two.
     pub fn polyline(&mut self, points: &[(f64, f64)], style: &str, title: &str) {
+        if let [(x, y)] = points {
+            // A lone value between gaps is a point, not a line: drawn as one.
+            let _ = write!(
+                self.body,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"none\" {style}><title>{}</title></circle>",
+                escape(title)
+            );
+            return;
+        }
         if points.len() < 2 {
             return;
         }
