@@ -21,9 +21,14 @@
 //!   `throttled_usec`, or v1 `throttled_time`): time the agent was ready to
 //!   run and held off by a CPU quota.
 //!
-//! Sampled by the reporter once per interval; each figure is the increase
+//! Sampled by the reporter at each tick (the instant an interval ends), so
+//! that an interval's counts cover the same time as its rows, whose packets
+//! are counted by when they were sent: sampled when the rows are written,
+//! half an interval later, a run's last interval read mid-run would count
+//! half an interval more than its agent did. Each figure is the increase
 //! since the previous sample, `None` (a blank cell) where it cannot be read.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The statistics of one interface (cumulative, as the kernel keeps them).
@@ -185,13 +190,20 @@ fn throttled_us(cpu_stat: &str) -> Option<u64> {
     })
 }
 
-/// Keeps the previous sample to take increases against.
+/// Keeps the previous sample to take increases against, and the samples
+/// taken at ticks whose rows are not written yet.
 #[derive(Debug, Default)]
 pub struct HostCounters {
     /// The interface that carries the traffic, when known.
     interface: Option<String>,
     last: Totals,
+    /// Samples taken at tick instants, by the tick's key (its label in ms).
+    at_ticks: BTreeMap<i64, Totals>,
 }
+
+/// Samples held for ticks not written yet, at most: a reporter that is
+/// this far behind has lost the alignment anyway.
+const HELD_TICKS: usize = 64;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
@@ -202,7 +214,27 @@ impl HostCounters {
     /// `interface` carries the traffic (`None`: not known).
     pub fn start(interface: Option<String>) -> HostCounters {
         let last = Self::totals(interface.as_deref());
-        HostCounters { interface, last }
+        HostCounters {
+            interface,
+            last,
+            at_ticks: BTreeMap::new(),
+        }
+    }
+
+    /// Takes the baseline now: the flows begin, and the first interval's
+    /// increase counts from here.
+    pub fn rebase(&mut self) {
+        self.last = Self::totals(self.interface.as_deref());
+        self.at_ticks.clear();
+    }
+
+    /// Samples the counters now, the instant of the tick whose key is `tick`.
+    pub fn mark(&mut self, tick: i64) {
+        if self.at_ticks.len() >= HELD_TICKS {
+            self.at_ticks.pop_first();
+        }
+        let now = Self::totals(self.interface.as_deref());
+        self.at_ticks.insert(tick, now);
     }
 
     /// The interface whose counters the host row carries.
@@ -240,9 +272,14 @@ impl HostCounters {
         }
     }
 
-    /// The increases since the previous sample.
-    pub fn sample(&mut self) -> HostDelta {
-        let now = Self::totals(self.interface.as_deref());
+    /// The increases over the interval that ends at tick `tick`: from the
+    /// previous sample to the one taken at the tick (now, when none was).
+    pub fn sample(&mut self, tick: i64) -> HostDelta {
+        let now = self
+            .at_ticks
+            .remove(&tick)
+            .unwrap_or_else(|| Self::totals(self.interface.as_deref()));
+        self.at_ticks.retain(|&t, _| t > tick);
         let then = std::mem::replace(&mut self.last, now.clone());
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         HostDelta {

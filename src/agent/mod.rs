@@ -578,6 +578,47 @@ fn directory_deleted(dir: &Path) -> bool {
     }
 }
 
+/// The ticks at which the host's counters are sampled: the start instant
+/// (their baseline), then every interval's end, on the monotonic clock as
+/// the workers close their intervals.
+#[derive(Default)]
+struct TickMarks {
+    /// The next tick's instant and wall-clock label; `None` before the start.
+    next: Option<(Instant, f64)>,
+}
+
+impl TickMarks {
+    /// Samples the counters at every tick passed since the last call (and
+    /// takes their baseline at the start); returns how long until the next.
+    fn mark(&mut self, clock: &RunClock, interval: f64, reporter: &mut Reporter) -> Duration {
+        if self.next.is_none() {
+            let Some(start) = clock.start() else {
+                return Duration::MAX;
+            };
+            // Woken at the start instant itself: a baseline taken late would
+            // leave the flows' first packets out of the first interval.
+            let now = Instant::now();
+            if now < start.at {
+                return start.at - now;
+            }
+            reporter.flows_begin();
+            let first =
+                start.at + Duration::from_secs_f64((start.first_tick - start.wall).max(0.0));
+            self.next = Some((first, start.first_tick));
+        }
+        let step = Duration::from_secs_f64(interval);
+        while let Some((at, tick)) = self.next
+            && Instant::now() >= at
+        {
+            reporter.tick_now(tick);
+            self.next = Some((at + step, tick + interval));
+        }
+        self.next.map_or(Duration::MAX, |(at, _)| {
+            at.saturating_duration_since(Instant::now())
+        })
+    }
+}
+
 /// Collects batches tick by tick and writes them; returns when every worker has
 /// sent its last batch (the workers watch the stop flag a signal sets, and the
 /// end instant, themselves). Polls the control files in between.
@@ -595,7 +636,8 @@ fn report_loop(
     // short of CPU: exactly when its host row (how far behind it fell, what
     // its sockets dropped) matters most. So the tick waits for them all.
     let grace = (10.0 * plan.interval).max(30.0);
-    let key = |tick: f64| (tick * 1000.0).round() as i64;
+    let key = reporter::tick_key;
+    let mut ticks = TickMarks::default();
     // Batches by tick, and when the tick's first batch came (monotonic: a
     // stepped wall clock must not hold a tick, or flush it early).
     let mut pending: BTreeMap<i64, (Instant, Vec<Batch>)> = BTreeMap::new();
@@ -613,7 +655,8 @@ fn report_loop(
     };
     while last.len() < plan.workers {
         when.poll(clock);
-        match rx.recv_timeout(Duration::from_millis(100)) {
+        let wait = ticks.mark(clock, plan.interval, reporter);
+        match rx.recv_timeout(wait.min(Duration::from_millis(100))) {
             Ok(batch) if batch.last => last.push(batch),
             Ok(batch) => pending
                 .entry(key(batch.tick))

@@ -119,6 +119,12 @@ fn loss_pct(sent: u64, back: u64) -> Option<f64> {
     (sent > 0).then(|| 100.0 - back as f64 / sent as f64 * 100.0)
 }
 
+/// A tick's key: its label in whole milliseconds (labels of sub-second
+/// intervals are not whole seconds).
+pub fn tick_key(tick: f64) -> i64 {
+    (tick * 1000.0).round() as i64
+}
+
 /// The smaller of two optional minimums.
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -217,6 +223,17 @@ impl Reporter {
         self.counters.interface()
     }
 
+    /// The flows begin now: the host's counters count from here.
+    pub fn flows_begin(&mut self) {
+        self.counters.rebase();
+    }
+
+    /// The interval ending at `tick` (wall-clock label) ends now: the host's
+    /// counters are sampled for it.
+    pub fn tick_now(&mut self, tick: f64) {
+        self.counters.mark(tick_key(tick));
+    }
+
     fn row(&self, ts: i64, dir: Dir, peer: &str) -> ReportRow {
         ReportRow {
             ts,
@@ -249,7 +266,7 @@ impl Reporter {
         let totals = self.write_tx_rows(ts, &merged, &mut out);
         let serving = self.write_rx_rows(ts, &merged, &mut out);
         let cpu = self.cpu.sample();
-        let host = self.counters.sample();
+        let host = self.counters.sample(tick_key(tick));
         let status = if complete {
             let phase = phase_of(
                 tick,

@@ -532,6 +532,22 @@ fn agent_host_rows_carry_the_interfaces_counts_and_a_firewall_drop_is_their_gap(
         (gap / (0.1 * sent) - 1.0).abs() < 0.3,
         "lo counted {arrived_at_lo} arriving, the agents read {read}: a gap of {gap}, against 10% of {sent} requests"
     );
+    // Interval by interval, what lo sent is what the agents handed it (their
+    // requests and replies, counted by when they were sent): the counters
+    // are sampled at each tick, not when the rows are written, half an
+    // interval later (which put half an interval too many in the first).
+    for h in &h2_hosts {
+        let ts = h.s("ts");
+        let handed = interval(&h1, ts, "tx", "pkts")
+            + interval(&h1, ts, "rx", "rep_pkts")
+            + interval(&h2, ts, "tx", "pkts")
+            + interval(&h2, ts, "rx", "rep_pkts");
+        let sent_by_lo = h.f("nic_tx_pkts").unwrap();
+        assert!(
+            (sent_by_lo / handed - 1.0).abs() < 0.05,
+            "ts {ts}: lo sent {sent_by_lo}, the agents handed it {handed}"
+        );
+    }
     // The round trip's smallest and its jitter, per flow and per host.
     for r in full_rows(&h1, "tx", Some("h2")) {
         let (min, p50) = (r.f("rtt_min_us").unwrap(), r.f("rtt_p50_us").unwrap());
