@@ -120,11 +120,34 @@ pub fn findings(
             );
             return Some(f.blame(fabric));
         }
-        f.text = format!(
-            "{head}, and their agents kept their schedule: queues on their links -- their NIC's rings, their switch ports, the path to them"
-        );
+        // A host whose kernel dropped datagrams on their way out has a full
+        // queue there: the same queue holds the rest up.
+        let queued: Vec<&str> = tailed
+            .iter()
+            .filter(|h| {
+                evidence
+                    .get(h)
+                    .is_some_and(|e| e.sndbuf_errors + e.nic_tx_drops > 0.0)
+            })
+            .map(|&h| set.name(h))
+            .collect();
+        f.text = if queued.is_empty() {
+            format!(
+                "{head}, and their agents kept their schedule: queues on their links -- their NIC's rings, their switch ports, the path to them"
+            )
+        } else {
+            format!(
+                "{head}, and their agents kept their schedule: queues -- {} dropped datagrams on the way out (a full qdisc), and what it did not drop waited in that queue",
+                name_list(&queued)
+            )
+        };
         for name in names {
-            f = f.blame(Blame::host(name, Place::Wire));
+            let place = if queued.contains(&name) {
+                Place::TransmitPath
+            } else {
+                Place::Wire
+            };
+            f = f.blame(Blame::host(name, place));
         }
         return Some(f);
     }
