@@ -11,10 +11,21 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+/// `mx --version`: the version on a line of its own (`mx 2.2.0`, what
+/// scripts parse), then the notice GNU tools print.
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nCopyright (C) 2026 the matrix-orchestrator authors",
+    "\nLicense GPL-3.0-or-later <https://gnu.org/licenses/gpl.html>.",
+    "\nThis is free software: you are free to change and redistribute it.",
+    "\nThere is no warranty, to the extent permitted by law."
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mx",
     version,
+    long_version = LONG_VERSION,
     about = "Run a request/response UDP traffic matrix across a fleet of servers, and get \
              packets per second, loss (forward and return leg) and round-trip time back.",
     disable_help_subcommand = true,

@@ -67,31 +67,74 @@ pub fn who_am_i(matrix: &Matrix, host_flag: Option<&str>) -> Result<u32> {
     }
 }
 
-/// The interface and address `--bind SPEC` names: the first address whose line
-/// `<interface> inet <addr>/<prefix>` (IPv6: `inet6`) contains SPEC, so an
-/// interface name, an address, or a prefix of one all work, as with `ip -o
-/// addr show`. An address of `family` (this host's in the matrix) is taken
-/// before one of the other; IPv6 link-local addresses are never taken (they
-/// need an interface beside the address to be reached).
+/// The interface and address `--bind SPEC` names: the first address whose
+/// line of `ip -o addr show` (`2: eth1    inet 10.0.1.5/24 ...`) contains
+/// SPEC, so an interface name, an address, or a prefix of one all work. An
+/// address of `family` (this host's in the matrix) is taken before one of
+/// the other; IPv6 link-local addresses are never taken (they need an
+/// interface beside the address to be reached). Where `ip` cannot run (no
+/// iproute2), the kernel's own list stands in, each address as the line
+/// `<interface> inet <addr>/<prefix>`.
 pub fn bind_address(spec: &str, family: Ip) -> Result<(String, IpAddr)> {
-    let addrs = nix::ifaddrs::getifaddrs()
-        .map_err(|e| Error::refused(format!("--bind '{spec}': cannot list interfaces: {e}")))?;
+    let addresses = match ip_addr_show() {
+        Some(listed) => listed,
+        None => kernel_addresses()
+            .map_err(|e| Error::refused(format!("--bind '{spec}': cannot list interfaces: {e}")))?,
+    };
     let mut other = None;
-    for ifaddr in addrs {
-        let Some((ip, prefix)) = interface_address(&ifaddr) else {
-            continue;
-        };
-        let kind = if ip.is_ipv4() { "inet" } else { "inet6" };
-        let line = format!("{} {kind} {ip}/{prefix}", ifaddr.interface_name);
+    for (line, interface, ip) in addresses {
         if !line.contains(spec) {
             continue;
         }
         if Ip::of(ip) == family {
-            return Ok((ifaddr.interface_name, ip));
+            return Ok((interface, ip));
         }
-        other.get_or_insert((ifaddr.interface_name, ip));
+        other.get_or_insert((interface, ip));
     }
     other.ok_or_else(|| Error::refused(format!("--bind '{spec}': no interface matched")))
+}
+
+/// An address line, its interface and its address.
+type Listed = (String, String, IpAddr);
+
+/// `ip -o addr show`, one entry per address line (`<n>: <interface>
+/// inet|inet6 <addr>/<prefix> ...`); `None` when it cannot run or fails.
+fn ip_addr_show() -> Option<Vec<Listed>> {
+    let out = std::process::Command::new("ip")
+        .args(["-o", "addr", "show"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(parse_ip_addr_show(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn parse_ip_addr_show(text: &str) -> Vec<Listed> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (interface, kind, address) = (fields.get(1)?, fields.get(2)?, fields.get(3)?);
+            if *kind != "inet" && *kind != "inet6" {
+                return None;
+            }
+            let ip: IpAddr = address.split('/').next()?.parse().ok()?;
+            let link_local = matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local());
+            (!link_local).then(|| (line.to_string(), interface.to_string(), ip))
+        })
+        .collect()
+}
+
+/// The kernel's interface addresses, each as `<interface> inet <addr>/<prefix>`.
+fn kernel_addresses() -> nix::Result<Vec<Listed>> {
+    Ok(nix::ifaddrs::getifaddrs()?
+        .filter_map(|ifaddr| {
+            let (ip, prefix) = interface_address(&ifaddr)?;
+            let kind = if ip.is_ipv4() { "inet" } else { "inet6" };
+            let line = format!("{} {kind} {ip}/{prefix}", ifaddr.interface_name);
+            Some((line, ifaddr.interface_name, ip))
+        })
+        .collect())
 }
 
 /// The interface that holds address `ip`, else the one whose subnet holds
@@ -190,6 +233,28 @@ pub fn check_bind_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_addr_show_lines_give_their_interface_and_address() {
+        let listed = parse_ip_addr_show(
+            "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n\
+             2: eth1    inet6 fe80::1/64 scope link \\       valid_lft forever\n\
+             3: eth1    inet6 2001:db8::5/64 scope global \\       valid_lft forever\n\
+             4: eth2    link/ether 00:11:22:33:44:55\n",
+        );
+        let got: Vec<(&str, String)> = listed
+            .iter()
+            .map(|(_, i, ip)| (i.as_str(), ip.to_string()))
+            .collect();
+        // The link-local address and the line that is no address are skipped.
+        assert_eq!(
+            got,
+            [
+                ("lo", "127.0.0.1".to_string()),
+                ("eth1", "2001:db8::5".to_string())
+            ]
+        );
+    }
 
     #[test]
     fn loopback_addresses_are_lo_s_by_its_subnet() {

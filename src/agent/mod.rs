@@ -336,8 +336,14 @@ fn disk_plan(config: &AgentConfig, matrix: &Matrix) -> Result<Option<disk::DiskP
         return Ok(None);
     }
     let prepared = disk::file::prepare(&config.disk_file, config.run.disk_size)?;
-    say!("{}", prepared.line());
-    say!("disk={}: {sentence}", c.disk.name());
+    for line in prepared.lines() {
+        say!("{line}");
+    }
+    // The workers' devices probe O_DIRECT as this one does.
+    let direct = disk::device::Device::open(&prepared.path, 0)
+        .map_err(|e| Error::io(&prepared.path, "cannot open", &e))?
+        .direct;
+    say!("{}", disk::banner_line(c.disk, sentence, &prepared, direct));
     Ok(Some(disk::DiskPlan {
         path: prepared.path,
         work,

@@ -78,7 +78,7 @@ struct Merged {
 }
 
 /// A host's disk in one interval: rates summed over the workers (each over
-/// its own elapsed time), latencies from the merged work, and the busiest
+/// its own sending time, as its packet rates), latencies from the merged work, and the busiest
 /// worker's share of time in I/O.
 #[derive(Default)]
 struct DiskFigures {
@@ -306,7 +306,10 @@ impl Reporter {
             m.gro_pkts += batch.gro_pkts;
             m.layer = m.layer.or(batch.layer);
             if let Some(disk) = &batch.disk {
-                m.disk.get_or_insert_default().add(disk, elapsed);
+                // Over the seconds the flows sent, as the rows' packet rates
+                // are: each payload read or written is one of their packets.
+                let over = if sending > 0.0 { sending } else { elapsed };
+                m.disk.get_or_insert_default().add(disk, over);
             }
             m.busiest_worker = Some(
                 m.busiest_worker

@@ -23,7 +23,9 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     let config = config(args)?;
     if args.prepare_disk {
         let prepared = agent::disk::file::prepare(&config.disk_file, config.run.disk_size)?;
-        println!("{}", prepared.line());
+        for line in prepared.lines() {
+            println!("{line}");
+        }
         return Ok(0);
     }
     agent::run(&config)

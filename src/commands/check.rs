@@ -13,12 +13,12 @@ use std::io::Write;
 
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
-use crate::matrix::{Host, Ip, MIN_PACKET_BYTES, Matrix, resolve};
+use crate::matrix::{DiskMode, Host, Ip, MIN_PACKET_BYTES, Matrix, resolve};
 use crate::plan::{
     self, Datagram, DiskLoad, MatrixLoad, Mtu, WORKER_EXCHANGES_PER_SECOND, matrix_load,
     workers_needed,
 };
-use crate::units::{self, bits, byte_rate, pps};
+use crate::units::{self, bits, byte_rate, ops, pps};
 
 use super::unpaced_ceiling;
 use crate::plan::fragments_line;
@@ -49,12 +49,16 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
 
     writeln!(
         out,
-        "matrix {}: {} hosts, {} flows, {}, port {}{}",
+        "matrix {}: {} hosts, {} flows, {}, port {}{}{}",
         args.matrix.display(),
         matrix.host_count(),
         matrix.flow_count(),
         matrix.sizes_phrase(),
         matrix.config.port,
+        match matrix.config.disk {
+            DiskMode::Off => String::new(),
+            mode => format!(", disk={}", mode.name()),
+        },
         match matrix.ip() {
             Some(Ip::V4) => "",
             Some(Ip::V6) => ", IPv6",
@@ -421,22 +425,46 @@ fn disk_table(
     }
     let mut order: Vec<usize> = (0..disks.len()).collect();
     order.sort_by(|&a, &b| disks[b].ops().total_cmp(&disks[a].ops()).then(a.cmp(&b)));
-    let width = name_width(matrix);
-    writeln!(
-        out,
-        "  {:<width$}{:>13}{:>12}{:>13}{:>12}",
-        "host", "read IOPS", "read", "write IOPS", "write"
-    )?;
-    for &i in order.iter().take(args.top) {
-        let d = &disks[i];
+    // Each column as wide as its widest cell, two spaces apart: the header
+    // reads `host  read IOPS  read  write IOPS  write` when the cells are
+    // no wider than their titles.
+    let titles = ["host", "read IOPS", "read", "write IOPS", "write"];
+    let rows: Vec<[String; 5]> = order
+        .iter()
+        .take(args.top)
+        .map(|&i| {
+            let d = &disks[i];
+            [
+                matrix.hosts()[i].name.clone(),
+                ops(d.read_iops),
+                byte_rate(d.read_bytes),
+                ops(d.write_iops),
+                byte_rate(d.write_bytes),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..titles.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([titles[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: [&str; 5]| {
+        let mut text = format!("  {:<w$}", cells[0], w = widths[0]);
+        for (cell, w) in cells.iter().zip(&widths).skip(1) {
+            text.push_str(&format!("  {cell:<w$}"));
+        }
+        text.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(titles))?;
+    for row in &rows {
         writeln!(
             out,
-            "  {:<width$}{:>13.0}{:>12}{:>13.0}{:>12}",
-            matrix.hosts()[i].name,
-            d.read_iops,
-            byte_rate(d.read_bytes),
-            d.write_iops,
-            byte_rate(d.write_bytes)
+            "{}",
+            line([&row[0], &row[1], &row[2], &row[3], &row[4]])
         )?;
     }
     if disks.len() > args.top {
@@ -444,7 +472,11 @@ fn disk_table(
     }
     writeln!(
         out,
-        "  whole {}-byte blocks at random offsets; the queue depth is each agent's --workers",
+        "  each agent worker is one I/O in flight at a time, so a host's queue depth is its --workers"
+    )?;
+    writeln!(
+        out,
+        "  (whole {}-byte blocks at random offsets, read and written with O_DIRECT where the filesystem takes it)",
         plan::DISK_BLOCK
     )?;
     Ok(())

@@ -200,6 +200,12 @@ fn local_checks(
         "agent",
         binary.display()
     )?;
+    // Users of the original installed Python on every host for its agent.
+    writeln!(
+        out,
+        "  {:<11} not needed on the hosts: the agent is this one static binary",
+        "Python"
+    )?;
     writeln!(out)?;
     Ok(())
 }

@@ -527,10 +527,10 @@ fn print_disk(out: &mut dyn Write, matrix: &Matrix) -> std::io::Result<()> {
     } else {
         writeln!(
             out,
-            "{INDENT}per host {:.0} IOPS / {} read, {:.0} IOPS / {} written",
-            disk.read_iops,
+            "{INDENT}per host {} IOPS / {} read, {} IOPS / {} written",
+            units::ops(disk.read_iops),
             byte_rate(disk.read_bytes),
-            disk.write_iops,
+            units::ops(disk.write_iops),
             byte_rate(disk.write_bytes)
         )?;
         writeln!(

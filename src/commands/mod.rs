@@ -31,6 +31,7 @@ use std::path::Path;
 
 use crate::cli::{FleetArgs, Via};
 use crate::error::{Error, Result};
+use crate::fleet::session::Sessions;
 use crate::fleet::slurm::{self, Allocation, Slurm};
 use crate::fleet::transport::{Local, Rehearsal, Ssh, Transport};
 use crate::fleet::{self, DEFAULT_MATRIX, DEFAULT_REMOTE_DIR, Fleet};
@@ -119,6 +120,11 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         (Via::Ssh, Some(local), true) => Box::new(Rehearsal::Local(local)),
         (Via::Ssh, Some(local), false) => Box::new(local),
         (Via::Ssh, None, true) => Box::new(Rehearsal::Ssh(ssh)),
+        // Sessions for the system's OpenSSH only (a dry run opens none).
+        (Via::Ssh, None, false) if !fleet::transport::is_openssh(&ssh.ssh) => Box::new(Ssh {
+            sessions: Sessions::none(),
+            ..ssh
+        }),
         (Via::Ssh, None, false) => Box::new(ssh),
     };
     if args.jobs == 0 {

@@ -124,7 +124,7 @@ fn run_saying(
         if late.is_empty() {
             writeln!(
                 out,
-                "[mx] every agent ended at {} as planned",
+                "[mx] every agent ended at {} as planned, and stopped",
                 local_clock(end)
             )?;
         } else {

@@ -174,6 +174,12 @@ pub fn start_fleet(
     };
     print_running(fleet, begin, out)?;
     if code == 0 && end_after.is_none() && scale.is_none() {
+        // A start returns with the flows running (at most a margin and an
+        // interval away): `mx status` straight after it shows them going.
+        let wait = begin - wall_now();
+        if wait > 0.0 && !fleet.dry_run {
+            std::thread::sleep(std::time::Duration::from_secs_f64(wait));
+        }
         fleet.hint_lines(
             out,
             "[mx] next: ",

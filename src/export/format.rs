@@ -35,19 +35,10 @@ pub fn few(names: &[&str]) -> String {
     s
 }
 
-/// A number for the header: whole values as integers (60, not 60.0).
-fn whole(v: f64) -> serde_json::Value {
-    if v.fract() == 0.0 && v.abs() < 9e15 {
-        (v as i64).into()
-    } else {
-        serde_json::json!(v)
-    }
-}
-
 /// What an export says about itself before its samples: the run, the window and
-/// the hosts that are missing. The TSV carries it as `#` comment lines (the
-/// viewer skips them); NDJSON as one object keyed `"!export"` (as overlays are
-/// keyed `"!test"`), so every line of `--json` output parses.
+/// the hosts that are missing, as `#` comment lines, in the TSV and the NDJSON
+/// alike (the original's, which scripts that read its output skip: a header
+/// object would be taken for a sample).
 pub struct Header<'a> {
     pub hosts: usize,
     pub window: f64,
@@ -78,8 +69,8 @@ impl Header<'_> {
         }
     }
 
-    /// The `#` lines (facts.md 6).
-    fn tsv(&self) -> String {
+    /// The `#` lines.
+    fn lines(&self) -> String {
         let mut t = String::new();
         let _ = writeln!(
             t,
@@ -131,53 +122,6 @@ impl Header<'_> {
         }
         t
     }
-
-    /// One object, keys sorted like every line of the NDJSON:
-    /// `{"!export": "mx <version>", "disk", "dscp", "dwell_s", "from", "from_ts", "hosts", "layers",
-    /// "never_reported", "nic_gbps", "rx_size", "samples", "silent", "to", "to_ts",
-    /// "tx_size", "window", "window_s"}`; the optional keys only when they apply, the
-    /// host lists whole.
-    fn json(&self) -> serde_json::Value {
-        use serde_json::{Value, json};
-        let mut obj = serde_json::Map::new();
-        let mut put = |k: &str, v: Value| {
-            obj.insert(k.to_string(), v);
-        };
-        put(
-            "!export",
-            format!("mx {}", env!("CARGO_PKG_VERSION")).into(),
-        );
-        put("hosts", self.hosts.into());
-        put("samples", self.samples.into());
-        put("window", self.window_text().into());
-        put("window_s", whole(self.window.max(0.0)));
-        put("from", local_time(self.from).into());
-        put("to", local_time(self.to).into());
-        put("from_ts", self.from.into());
-        put("to_ts", self.to.into());
-        put("tx_size", self.tx_size.into());
-        put("rx_size", self.rx_size.into());
-        if let Some(r) = self.rotation {
-            put("layers", r.layers.into());
-            put("dwell_s", whole(r.dwell));
-        }
-        if let Some(d) = self.disk {
-            put("disk", d.into());
-        }
-        if let Some(d) = self.dscp {
-            put("dscp", d.value().into());
-        }
-        if let Some(g) = self.nic_gbps {
-            put("nic_gbps", whole(g));
-        }
-        if !self.silent.is_empty() {
-            put("silent", json!(self.silent));
-        }
-        if !self.never.is_empty() {
-            put("never_reported", json!(self.never));
-        }
-        Value::Object(obj)
-    }
 }
 
 /// One way of writing an export: its header, one line per overlay (unless
@@ -196,7 +140,7 @@ pub struct Tsv(String);
 
 impl Format for Tsv {
     fn header(&mut self, header: &Header<'_>) {
-        self.0.push_str(&header.tsv());
+        self.0.push_str(&header.lines());
     }
 
     fn overlay(&mut self, name: &str, meta: &[(&'static str, String)]) {
@@ -217,14 +161,14 @@ impl Format for Tsv {
     }
 }
 
-/// NDJSON: every line one JSON object, keys sorted; the header keyed
-/// `"!export"`, overlays `"!test"`.
+/// NDJSON: the `#` header lines, then every line one JSON object, keys
+/// sorted; overlays keyed `"!test"`.
 #[derive(Default)]
 pub struct Ndjson(String);
 
 impl Format for Ndjson {
     fn header(&mut self, header: &Header<'_>) {
-        let _ = writeln!(self.0, "{}", header.json());
+        self.0.push_str(&header.lines());
     }
 
     fn overlay(&mut self, name: &str, meta: &[(&'static str, String)]) {

@@ -31,7 +31,7 @@ pub fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String
             (
                 set.name(h.id).to_string(),
                 format!(
-                    "{} has no {}: its report holds no rx row in the window (no requests counted arriving from any peer)",
+                    "{} has no {}: its report holds no rx rows in the window (no requests counted arriving from any peer)",
                     set.name(h.id),
                     names(&served)
                 ),

@@ -25,6 +25,12 @@
 //! command that keeps no shell open (an `MX_SSH` wrapper that does not pass
 //! stdin on) is seen on its first step, and the host gets one call per step
 //! from then on; so does a host past the open-file limit.
+//!
+//! Sessions are for the system's OpenSSH alone. Any other command (a wrapper
+//! that maps the paths in the command it is given into a chroot, a container
+//! or a sandbox, or logs it) sees no step of a session on its command line,
+//! so it gets none ([`Sessions::none`]): one call per step, the whole script
+//! its command, as such wrappers are written for.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -385,6 +391,20 @@ impl Default for Sessions {
             idle: Mutex::default(),
             one_call: Mutex::default(),
             cap: session_cap(),
+            opened: Mutex::new(0),
+        }
+    }
+}
+
+impl Sessions {
+    /// None at all: every step is one call, its script whole on the
+    /// command line (a command that is not the system's OpenSSH, see
+    /// [`is_openssh`](super::transport::is_openssh)).
+    pub fn none() -> Self {
+        Sessions {
+            idle: Mutex::default(),
+            one_call: Mutex::default(),
+            cap: 0,
             opened: Mutex::new(0),
         }
     }

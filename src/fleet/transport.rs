@@ -219,6 +219,22 @@ pub struct Ssh {
 /// The command a session opens: a shell reading its steps from stdin.
 const SESSION_SHELL: &str = "exec sh";
 
+/// Whether `ssh` (the command and its own options) is the system's OpenSSH,
+/// which runs a session's shell and passes its stdin on: `ssh -V` says
+/// `OpenSSH_<version>`. Anything else (a wrapper that rewrites the paths in
+/// the command it is given for a chroot, a container or a sandbox, or logs
+/// it) gets one call per step, the whole script on its command line, as it
+/// was written for.
+pub fn is_openssh(ssh: &[String]) -> bool {
+    let Some((program, options)) = ssh.split_first() else {
+        return false;
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(options).arg("-V");
+    let said = run_command(cmd, Duration::from_secs(5));
+    said.ok() && said.text.starts_with("OpenSSH_")
+}
+
 /// Where shared ssh connections live: private to this user.
 pub fn control_dir_path() -> PathBuf {
     let uid = nix::unistd::getuid();

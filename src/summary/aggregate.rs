@@ -607,6 +607,11 @@ impl ReportSet {
     /// only collected a moment before its next row: two intervals behind
     /// is gone.
     fn departures(&self, roster: &Roster) -> BTreeMap<u32, Departure> {
+        // Reports without phase marks read as the original reads them: a
+        // host that went quiet is the loss its peers counted.
+        if !self.span.marked {
+            return BTreeMap::new();
+        }
         let interval = self.interval.unwrap_or(1).max(1);
         let unreachable = |name: &str| roster.unreachable.iter().any(|u| u == name);
         let ended = |marks: &BTreeMap<i64, Mark>| {

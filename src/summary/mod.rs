@@ -227,6 +227,16 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
         return (String::new(), String::new());
     };
     let seconds = count * interval;
+    if !span.marked {
+        return (
+            format!("{seconds}s"),
+            format!(
+                "span: {} to {}, {count} interval(s) of {interval}s, every one in the window: these reports carry no phase marks (the original's agents, or written by hand), so the run's edges are counted as they are",
+                units::local_clock((first - interval) as f64),
+                units::local_clock(last as f64),
+            ),
+        );
+    }
     let mut line = format!(
         "span: {} to {}, {count} interval(s) of {interval}s in which every host {} sending",
         units::local_clock((first - interval) as f64),
@@ -258,12 +268,7 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
         );
     }
     for (&host, gone) in &set.gone {
-        let name = set.name(host);
-        let what = match gone.why {
-            aggregate::Gone::Stopped => format!("{name}'s agent stopped"),
-            aggregate::Gone::Unreachable => format!("{name} was out of reach"),
-            aggregate::Gone::Silent => format!("{name} wrote no report"),
-        };
+        let what = gone_what(set.name(host), gone);
         let _ = match gone.last {
             Some(last) => write!(
                 line,
@@ -277,6 +282,41 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
         };
     }
     (format!("{seconds}s steady"), line)
+}
+
+/// What became of a host that went: `<name>'s agent stopped`, `<name> was
+/// out of reach` or `<name> wrote no report`.
+fn gone_what(name: &str, gone: &aggregate::Departure) -> String {
+    match gone.why {
+        aggregate::Gone::Stopped => format!("{name}'s agent stopped"),
+        aggregate::Gone::Unreachable => format!("{name} was out of reach"),
+        aggregate::Gone::Silent => format!("{name} wrote no report"),
+    }
+}
+
+/// The hosts that reported but have no figures in the span, each with why:
+/// no host vanishes from the table.
+fn outside_span(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], width: usize) {
+    for id in 0..set.names.len() as u32 {
+        if hosts.iter().any(|h| h.id == id) {
+            continue;
+        }
+        let why = match set.gone.get(&id) {
+            Some(gone) => {
+                let what = match gone.why {
+                    aggregate::Gone::Stopped => "its agent stopped",
+                    aggregate::Gone::Unreachable => "it was out of reach",
+                    aggregate::Gone::Silent => "it wrote no report",
+                };
+                match gone.last {
+                    Some(last) => format!("{what} at {}", units::local_clock(last as f64)),
+                    None => what.to_string(),
+                }
+            }
+            None => "it was starting or stopping in every interval it wrote".to_string(),
+        };
+        let _ = writeln!(t, "  {:<width$}not in the span: {why}", set.name(id));
+    }
 }
 
 /// The summary's text above WHAT TO DO NEXT: the header, the fleet lines,
@@ -751,6 +791,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             hosts.len() - top
         );
     }
+    outside_span(t, set, hosts, width);
     if hosts.iter().any(|h| h.nic_egress_bits.is_some()) {
         let _ = writeln!(
             t,

@@ -17,8 +17,11 @@
 //! A host that stopped reporting mid-run (a dead agent, a cut link) or never
 //! came up is not an edge: the intervals after it went quiet stay in, and the
 //! flows into it show as the loss they are (the advice names the host).
-//! Reports without `phase` (the original's, or an older mx) are read the same
-//! way, with each host's first interval taken as its start edge.
+//!
+//! The span is for runs whose agents shared a start instant and marked their
+//! intervals. Reports without a single `phase` (the original's agents, an
+//! older mx, a hand-made file) are read as the original reads them: every
+//! interval of the window counts, the run's edges included.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,6 +83,9 @@ pub struct Span {
     pub late: Vec<(u32, i64)>,
     /// The run ended as planned (some host marked its end).
     pub planned_end: bool,
+    /// Some host marked its intervals' phase: the span is the steady part.
+    /// Otherwise every interval of the window is kept, as it is.
+    pub marked: bool,
 }
 
 impl Span {
@@ -156,6 +162,13 @@ pub fn step_span(span: Span, timeline: &Timeline, step: &Step) -> Span {
 
 /// The span of `timeline`, keeping the newest `window` seconds of it (0: all).
 pub fn span(timeline: &Timeline, window: f64) -> Span {
+    let marked = timeline
+        .iter()
+        .flat_map(BTreeMap::values)
+        .any(|m| matches!(m.host_row, Some(Some(_))));
+    if !marked {
+        return unmarked(timeline, window);
+    }
     let mut statuses: Vec<BTreeMap<i64, Status>> = Vec::with_capacity(timeline.len());
     for marks in timeline {
         let mut first = true;
@@ -247,6 +260,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
             no_steady: true,
             late,
             planned_end,
+            marked,
         };
     }
     let window_start = if window > 0.0 {
@@ -264,6 +278,25 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
         no_steady: false,
         late,
         planned_end,
+        marked,
+    }
+}
+
+/// Reports without phase marks: every interval of the newest `window`
+/// seconds (0: all of them), nothing left out.
+fn unmarked(timeline: &Timeline, window: f64) -> Span {
+    let every_ts: BTreeSet<i64> = timeline.iter().flat_map(|m| m.keys().copied()).collect();
+    let Some(&latest) = every_ts.last() else {
+        return Span::default();
+    };
+    let from = if window > 0.0 {
+        latest - window as i64
+    } else {
+        i64::MIN
+    };
+    Span {
+        keep: every_ts.range(from.saturating_add(1)..).copied().collect(),
+        ..Span::default()
     }
 }
 
@@ -356,17 +389,24 @@ mod tests {
     }
 
     #[test]
-    fn unmarked_reports_lose_each_hosts_first_and_partial_intervals() {
-        let a = host(&[
-            (5, None, true),
-            (10, None, true),
-            (15, None, true),
-            (20, None, false),
-        ]);
-        let b = host(&[(5, None, true), (10, None, true), (15, None, true)]);
-        let span = span(&vec![a, b], 0.0);
-        assert_eq!(span.keep, BTreeSet::from([10, 15]));
-        assert_eq!(span.left_out, 2);
+    fn unmarked_reports_keep_every_interval_of_the_window_as_the_original_reads_them() {
+        // The original's agents (and hand-made files) mark no phase: their
+        // edges cannot be told, so nothing is cut: alpha's 1000 and 1002 and
+        // beta's lone 1000 all count with --window 0.
+        let alpha = host(&[(1000, None, true), (1002, None, true)]);
+        let beta = host(&[(1000, None, true)]);
+        let whole = span(&vec![alpha.clone(), beta.clone()], 0.0);
+        assert_eq!(whole.keep, BTreeSet::from([1000, 1002]));
+        assert_eq!(
+            (whole.left_out, whole.marked, whole.no_steady),
+            (0, false, false)
+        );
+        // A window keeps the newest seconds, from the newest interval.
+        let newest = span(&vec![alpha, beta], 1.0);
+        assert_eq!(newest.keep, BTreeSet::from([1002]));
+        // One marked host makes it a run of ours: the steady span.
+        let ours = host(&[(1000, S, true), (1002, S, true)]);
+        assert!(span(&vec![ours], 0.0).marked);
     }
 
     #[test]

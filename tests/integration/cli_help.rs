@@ -29,7 +29,25 @@ fn bare_mx_prints_usage_and_where_to_start_and_exits_2() {
 fn version() {
     let run = Sandbox::new().mx(&["--version"]);
     assert_eq!(run.code, 0);
-    assert_eq!(run.stdout, format!("mx {}\n", env!("CARGO_PKG_VERSION")));
+    // The version alone on the first line (scripts parse `^mx X.Y.Z$`), then
+    // the license notice; -V is the first line alone.
+    let mut lines = run.stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some(format!("mx {}", env!("CARGO_PKG_VERSION")).as_str())
+    );
+    let notice: Vec<&str> = lines.collect();
+    assert!(notice[0].starts_with("Copyright (C) 2026 "), "{notice:?}");
+    assert!(
+        notice.iter().any(|l| l.contains("GPL-3.0-or-later")),
+        "{notice:?}"
+    );
+    assert!(
+        notice.iter().any(|l| l.contains("no warranty")),
+        "{notice:?}"
+    );
+    let short = Sandbox::new().mx(&["-V"]);
+    assert_eq!(short.stdout, format!("mx {}\n", env!("CARGO_PKG_VERSION")));
 }
 
 /// Every `mx X.Y.Z` in `text`.
@@ -67,7 +85,11 @@ fn one_version_everywhere_and_the_readme_says_what_it_means() {
     // What prints it: --version, mx help's first line (the agent banner and
     // export's header are checked where those run).
     let sb = Sandbox::new();
-    assert_eq!(sb.mx(&["--version"]).stdout, format!("mx {version}\n"));
+    assert!(
+        sb.mx(&["--version"])
+            .stdout
+            .starts_with(&format!("mx {version}\n"))
+    );
     let help = sb.mx(&["help"]).stdout;
     assert!(
         help.starts_with(&format!("mx {version} -- every command, every switch.")),

@@ -77,6 +77,48 @@ fn assert_disk(fleet: &Fleet, host: &str, reads: f64, writes: f64, block_bytes: 
     assert!(mean(&rows, "disk_busy_pct") > 0.0);
 }
 
+/// In every interval with a host row, first and last included, `host`'s
+/// disk operations per second are the payloads per second its tx and rx
+/// rows say it read or wrote, within 5%: reads of the requests it sent
+/// (`requests`) and of the replies it answered with (`replies`); writes of
+/// the requests that arrived and of the replies that came back.
+fn assert_disk_follows_the_rows(fleet: &Fleet, host: &str, mode: &str) {
+    let rows = fleet.report(host);
+    let (requests, replies) = (mode != "replies", mode != "requests");
+    let mut checked = 0;
+    for h in rows.iter().filter(|r| r.s("dir") == "host") {
+        let of = |dir: &str, column: &str| -> f64 {
+            rows.iter()
+                .filter(|r| r.s("ts") == h.s("ts") && r.s("dir") == dir)
+                .filter_map(|r| r.f(column))
+                .sum()
+        };
+        let mut reads = 0.0;
+        let mut writes = 0.0;
+        if requests {
+            reads += of("tx", "pps");
+            writes += of("rx", "pps");
+        }
+        if replies {
+            reads += of("rx", "rep_pps");
+            writes += of("tx", "rep_pps");
+        }
+        for (what, iops, payloads) in [
+            ("reads", h.f("disk_rd_iops").unwrap(), reads),
+            ("writes", h.f("disk_wr_iops").unwrap(), writes),
+        ] {
+            assert!(
+                (iops - payloads).abs() <= 0.05 * payloads.max(20.0),
+                "{host} at {}: {iops} {what}/s for {payloads} payloads/s\n{}",
+                h.s("ts"),
+                fleet.report_text(host)
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "{host}: {checked} host rows");
+}
+
 /// Runs h1 and h2 on `matrix` with [`RUN`] and `extra` flags.
 fn run(matrix: &str, extra: &[&str]) -> Fleet {
     let mut fleet = Fleet::new(matrix);
@@ -90,7 +132,14 @@ fn agent_disk_replies_the_responder_reads_and_the_requester_writes() {
     let fleet = run(&one_way(61, 400, (64, 4096), "replies"), &[]);
     assert_disk(&fleet, "h2", 400.0, 0.0, 4096.0);
     assert_disk(&fleet, "h1", 0.0, 400.0, 4096.0);
-    assert!(fleet.log("h1").contains("disk=replies: every reply's payload is read from the responder's disk and written to the requester's"));
+    for host in ["h1", "h2"] {
+        assert_disk_follows_the_rows(&fleet, host, "replies");
+    }
+    let log = fleet.log("h1");
+    assert!(
+        log.contains("disk: replies -- every reply's payload is read from the responder's disk and written to the requester's at random 4096-byte-aligned offsets in "),
+        "{log}"
+    );
 }
 
 #[test]
@@ -98,6 +147,9 @@ fn agent_disk_requests_the_requester_reads_and_the_responder_writes() {
     let fleet = run(&one_way(62, 400, (4096, 64), "requests"), &[]);
     assert_disk(&fleet, "h1", 400.0, 0.0, 4096.0);
     assert_disk(&fleet, "h2", 0.0, 400.0, 4096.0);
+    for host in ["h1", "h2"] {
+        assert_disk_follows_the_rows(&fleet, host, "requests");
+    }
 }
 
 #[test]
@@ -106,6 +158,9 @@ fn agent_disk_both_every_payload_is_read_by_its_sender_and_written_by_its_receiv
     let fleet = run(&one_way(63, 300, (8192, 8192), "both"), &[]);
     assert_disk(&fleet, "h1", 300.0, 300.0, 8192.0);
     assert_disk(&fleet, "h2", 300.0, 300.0, 8192.0);
+    for host in ["h1", "h2"] {
+        assert_disk_follows_the_rows(&fleet, host, "both");
+    }
 }
 
 #[test]

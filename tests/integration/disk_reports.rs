@@ -525,7 +525,10 @@ fn disk_overlays_are_exported_for_a_disk_run_only() {
     assert_eq!(busy[0].2, "90");
     assert_eq!(busy[0].3, "ts=100");
     let json = export(&sb, &["--json"]);
-    assert!(json.contains("\"disk\":\"replies\""), "{json}");
+    assert!(
+        json.contains("# run shape: 64 bytes out -> 64 bytes back, disk=replies"),
+        "{json}"
+    );
 
     // Without disk: none of them.
     let plain = Sandbox::new();

@@ -1072,16 +1072,13 @@ fn agent_fleet_disk_files_are_written_before_any_agent_starts_kept_by_stop_remov
     let launch = at(out, "[mx] starting agents on 3 hosts\n");
     assert!(at(out, "[mx] deploying agent + matrix on 3 hosts\n") < prepare);
     for h in ["h1", "h2", "h3"] {
-        let wrote = at(
-            out,
-            &format!("  {h}  disk: wrote disk.dat (2.0 MiB of random data"),
-        );
+        let wrote = at(out, &format!("  {h}  disk: wrote 2.0 MiB to disk.dat in "));
         assert!(prepare < wrote && wrote < launch, "{out}");
         assert_eq!(data_file(&sb, h), Some(2 << 20), "{h}");
         // So each agent found its file there when it started.
         let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
         assert!(
-            log.contains("disk: reusing disk.dat (2.0 MiB"),
+            log.contains("disk: reusing disk.dat (2.0 MiB, already prepared)"),
             "{h}: {log}"
         );
         assert!(!log.contains("disk: wrote"), "{h}: {log}");
@@ -1227,7 +1224,10 @@ fn agent_fleet_reload_brings_disk_into_a_running_fleet_files_first() {
     let launch = at(out, "[mx] restarting 3 host(s) on 3 hosts\n");
     assert!(deploy < prepare && prepare < launch, "{out}");
     for (h, mib) in [("h1", 2), ("h2", 2), ("h3", 3)] {
-        let wrote = at(out, &format!("  {h}  disk: wrote disk.dat ({mib}.0 MiB"));
+        let wrote = at(
+            out,
+            &format!("  {h}  disk: wrote {mib}.0 MiB to disk.dat in "),
+        );
         assert!(prepare < wrote && wrote < launch, "{out}");
         assert!(
             out.contains(&format!("  {h}  restarted (was running)\n")),
@@ -1651,4 +1651,152 @@ fn agent_fleet_a_look_forks_the_same_on_a_host_running_two_thousand_processes() 
     let stop = sb.mx(&["stop", "--local", "hosts"]);
     assert_eq!(stop.code, 0, "{}", stop.stdout);
     assert!(agents_under(&sb.file("hosts")).is_empty());
+}
+
+/// An ssh wrapper as chroot, container and sandbox wrappers are written: it
+/// runs the command it is given in a directory of its own for each host,
+/// rewriting the remote directory wherever the command names it, and logs
+/// every command. `scp` likewise maps `host:path`.
+fn path_mapping_wrappers(sb: &Sandbox, remote: &str) -> (String, String) {
+    let root = sb.file("wrapped");
+    let log = sb.file("calls.log");
+    let ssh = format!(
+        r#"#!/bin/bash
+target=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -o) shift 2 ;;
+        -*) shift ;;
+        *) target="$1"; shift; break ;;
+    esac
+done
+host="${{target#*@}}"
+root="{root}/$host"
+remote='{remote}'
+mkdir -p "$root"
+cmd="$*"
+printf 'ssh\t%s\t%s\n' "$host" "$cmd" >> "{log}"
+cmd="${{cmd//$remote/$root$remote}}"
+cd "$root" && exec bash -c "$cmd"
+"#,
+        root = root.display(),
+        log = log.display(),
+    );
+    let scp = format!(
+        r#"#!/bin/bash
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -o) shift 2 ;;
+        -q|-r|-B) shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+n=${{#args[@]}}
+remap() {{
+    case "$1" in
+        *:*) h="${{1%%:*}}"; h="${{h#*@}}"; printf '%s\n' "{root}/$h${{1#*:}}" ;;
+        *) printf '%s\n' "$1" ;;
+    esac
+}}
+dst="$(remap "${{args[$((n-1))]}}")"
+printf 'scp\t%s\n' "${{args[*]}}" >> "{log}"
+case "$dst" in */) mkdir -p "$dst" ;; *) mkdir -p "$(dirname "$dst")" ;; esac
+for s in "${{args[@]:0:$((n-1))}}"; do cp -f "$(remap "$s")" "$dst" || exit 1; done
+"#,
+        root = root.display(),
+        log = log.display(),
+    );
+    std::fs::create_dir_all(sb.file("bin")).unwrap();
+    sb.write("bin/ssh-wrap", &ssh);
+    sb.write("bin/scp-wrap", &scp);
+    for name in ["bin/ssh-wrap", "bin/scp-wrap"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(sb.file(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (
+        sb.file("bin/ssh-wrap").display().to_string(),
+        sb.file("bin/scp-wrap").display().to_string(),
+    )
+}
+
+#[test]
+fn agent_fleet_through_an_ssh_wrapper_that_maps_paths_lands_each_host_in_its_own_directory() {
+    let sb = fleet_dir(74, &["alpha", "beta"]);
+    // A directory no test machine has: were it not mapped, the run would
+    // land there for real, both hosts in one directory.
+    let remote = format!("/var/tmp/mx-wrapped-{}", std::process::id());
+    let (ssh, scp) = path_mapping_wrappers(&sb, &remote);
+    let env = [("MX_SSH", ssh.as_str()), ("MX_SCP", scp.as_str())];
+    let fleet = |cmd: &[&str]| {
+        sb.mx_env(
+            &[cmd, &["--remote-dir", remote.as_str()][..]].concat(),
+            &env,
+        )
+    };
+    let dir_of = |addr: &str| sb.file(&format!("wrapped/{addr}{remote}"));
+
+    let run = fleet(&[
+        "start",
+        "--interval",
+        "1",
+        "--duration",
+        "60",
+        "--streams",
+        "2",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        !Path::new(&remote).exists(),
+        "the wrapper's mapping was bypassed"
+    );
+    for addr in ["127.74.0.1", "127.74.0.2"] {
+        for file in ["mx", "matrix.csv", "agent.pid", "agent.stamp"] {
+            assert!(dir_of(addr).join(file).exists(), "{addr}: no {file}");
+        }
+    }
+    assert_eq!(
+        agents_under(&sb.file("wrapped")).len(),
+        2,
+        "one agent a host"
+    );
+    // Each step was its own call, its script on the wrapper's command line:
+    // the launch's flags are there to see.
+    let calls = sb.read("calls.log");
+    for host in ["alpha", "beta"] {
+        let launches: Vec<&str> = calls
+            .split("\nssh\t")
+            .filter(|call| call.contains(&format!(" agent --matrix matrix.csv --host {host} ")))
+            .collect();
+        assert_eq!(launches.len(), 1, "{calls}");
+        assert!(launches[0].contains("--streams 2"), "{}", launches[0]);
+    }
+    assert!(
+        !calls.contains("exec sh\n"),
+        "a session was opened: {calls}"
+    );
+
+    std::thread::sleep(Duration::from_secs(3));
+    let run = fleet(&["status"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout.matches("tx=").count(), 2, "{}", run.stdout);
+    let run = fleet(&["summarize", "--window", "30"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(sb.file("reports/alpha.csv").exists() && sb.file("reports/beta.csv").exists());
+
+    let run = fleet(&["stop"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        agents_under(&sb.file("wrapped")).is_empty(),
+        "an agent outlived stop"
+    );
+    assert!(
+        dir_of("127.74.0.1").join("report.csv").exists(),
+        "stop keeps the report"
+    );
+    let run = fleet(&["clean", "--yes"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    for addr in ["127.74.0.1", "127.74.0.2"] {
+        assert!(!dir_of(addr).exists(), "{addr}: clean left its directory");
+    }
 }

@@ -687,8 +687,10 @@ fn reports_in_every_state_still_read() {
     let out = summarize(&sb, &[]);
     has_line(
         &out,
-        "mx summarize -- no steady interval in the whole history, 3 hosts, 3 flows, 64 bytes out -> 64 bytes back",
+        "mx summarize -- 2s, 3 hosts, 3 flows, 64 bytes out -> 64 bytes back",
     );
+    // No phase marks anywhere: every interval counts, as the original reads it.
+    assert!(out.contains("these reports carry no phase marks"), "{out}");
     // a file that is not a report at all is named.
     sb.write("reports/notes.csv", "hello,world\r\n1,2\r\n");
     let run = sb.mx(&["summarize", "--no-collect"]);
@@ -1034,4 +1036,124 @@ fn a_host_one_interval_behind_mid_run_is_collected_early_not_gone() {
     // Once the others marked the run's end, one interval short is gone too.
     let doc = summary_doc(&c_ends_at(104, true));
     assert_eq!(blames(&doc), ["c - - agent stopped"], "{}", doc["advice"]);
+}
+
+/// The original's report columns, as its agents (and hand-written files)
+/// give them: no phase, no instant.
+const ORIGINAL_HEAD: &str = "ts,host,dir,peer,size,rep_size,target_pps,pps,mbps,rep_pps,rep_mbps,loss_pct,rtt_avg_us,rtt_p50_us,rtt_p99_us,rtt_max_us,cpu_pct,cpu_max_pct,agent_cpu_pct,workers,layer";
+
+/// alpha reports intervals 1000 and 1002, beta 1000 alone (5% of alpha's
+/// replies missing).
+fn hand_made_reports(sb: &Sandbox) {
+    std::fs::create_dir_all(sb.file("rep")).unwrap();
+    sb.write(
+        "rep/alpha.csv",
+        &format!(
+            "{ORIGINAL_HEAD}\n\
+             1000,alpha,tx,beta,64,64,2000.0,2000.0,1.040,1900.0,0.988,5.000,100,90,400,900,,,,,\n\
+             1000,alpha,rx,beta,64,64,,1000.0,0.520,1000.0,0.520,,,,,,,,,,\n\
+             1000,alpha,host,*,64,64,2000.0,2000.0,1.040,1900.0,0.988,5.000,,90,400,,10.0,20.0,30.0,1,\n\
+             1002,alpha,tx,beta,64,64,2000.0,2000.0,1.040,1900.0,0.988,5.000,100,90,400,900,,,,,\n\
+             1002,alpha,rx,beta,64,64,,1000.0,0.520,1000.0,0.520,,,,,,,,,,\n\
+             1002,alpha,host,*,64,64,2000.0,2000.0,1.040,1900.0,0.988,5.000,,90,400,,,20.0,30.0,1,\n"
+        ),
+    );
+    sb.write(
+        "rep/beta.csv",
+        &format!(
+            "{ORIGINAL_HEAD}\n\
+             1000,beta,tx,alpha,64,64,1000.0,1000.0,0.520,1000.0,0.520,0.000,50,40,80,120,,,,,\n\
+             1000,beta,rx,alpha,64,64,,1950.0,1.014,1950.0,1.014,,,,,,,,,,\n\
+             1000,beta,host,*,64,64,1000.0,1000.0,0.520,1000.0,0.520,0.000,,40,80,,5.0,9.0,12.0,1,\n"
+        ),
+    );
+}
+
+#[test]
+fn reports_without_phase_marks_read_whole_as_the_original_reads_them() {
+    let sb = Sandbox::new();
+    hand_made_reports(&sb);
+    // --window 0 is every interval: alpha's two, beta's one.
+    let run = sb.mx(&[
+        "export",
+        "--no-collect",
+        "--reports",
+        "rep",
+        "--window",
+        "0",
+        "--raw",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let pps: Vec<_> = crate::export::samples(&run.stdout)
+        .into_iter()
+        .filter(|s| s.0 == "mx_pps" && s.3.starts_with("ts="))
+        .map(|s| (s.1, s.3))
+        .collect();
+    assert_eq!(
+        pps,
+        [
+            ("alpha".to_string(), "ts=1000".to_string()),
+            ("alpha".to_string(), "ts=1002".to_string()),
+            ("beta".to_string(), "ts=1000".to_string()),
+        ]
+    );
+    assert_eq!(
+        crate::export::value(&run.stdout, "mx_state", "beta").as_deref(),
+        Some("REPORTING")
+    );
+    // summarize keeps beta in its host table, and leaves nothing out.
+    let run = sb.mx(&[
+        "summarize",
+        "--no-collect",
+        "--reports",
+        "rep",
+        "--window",
+        "0",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("left out"), "{}", run.stdout);
+    assert!(run.stdout.contains("no phase marks"), "{}", run.stdout);
+    let table_row = |host: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{host} ")) && l.contains('%'))
+            .unwrap_or_else(|| panic!("no host row for {host}:\n{}", run.stdout))
+            .to_string()
+    };
+    assert!(table_row("beta").contains("0.00%"), "{}", table_row("beta"));
+    assert!(
+        table_row("alpha").contains("5.00%"),
+        "{}",
+        table_row("alpha")
+    );
+}
+
+#[test]
+fn a_host_outside_a_marked_runs_span_is_listed_with_why() {
+    // c came up, wrote one start interval, and its agent stopped: it has no
+    // interval in the span, and is still in the table, saying so.
+    let sb = Sandbox::new();
+    let mut reports = mesh_reports_over(
+        &[100, 101, 102, 103],
+        &["a", "b"],
+        |_, _| 1.0,
+        |_, _| 1.0,
+        |_, _| {},
+    );
+    let mut c = row(100, "c", Dir::Host, "*");
+    c.pps = Some(10.0);
+    c.phase = Some("start");
+    reports.push(c);
+    reports.write(&sb);
+    let run = sb.mx(&["summarize", "--no-collect", "--window", "0"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("c "))
+        .unwrap_or_else(|| panic!("c vanished:\n{}", run.stdout));
+    assert!(
+        line.contains("not in the span: its agent stopped at"),
+        "{line}"
+    );
 }

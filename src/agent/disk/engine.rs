@@ -26,6 +26,7 @@
 //! block stamped unique (the receive path keeps headers only, and a
 //! deduplicating array must not skip the write).
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -36,7 +37,7 @@ use std::thread::JoinHandle;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use socket2::{SockAddr, Socket};
 
-use super::device::{AlignedBuf, Device};
+use super::device::{AlignedBuf, Device, Op};
 use super::stats::DiskStats;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES};
 use crate::plan::DISK_BLOCK;
@@ -125,7 +126,9 @@ pub enum Done {
         answer: Answer,
         sent: bool,
     },
-    ReadAhead,
+    /// A request payload read ahead, and what the read took: counted when a
+    /// request goes out on it, so an interval's reads are its requests'.
+    ReadAhead(Op),
     WriteReply,
 }
 
@@ -137,7 +140,8 @@ pub struct Disk {
     wake: Arc<EventFd>,
     stats: Arc<Mutex<DiskStats>>,
     in_flight: usize,
-    reads_ready: usize,
+    /// Reads done ahead, oldest first, not yet spent on a request.
+    reads_ready: VecDeque<Op>,
     reads_in_flight: usize,
     thread: Option<JoinHandle<()>>,
 }
@@ -152,13 +156,8 @@ impl Disk {
         responder: Option<&Socket>,
     ) -> std::io::Result<Disk> {
         let seed = (u64::from(std::process::id()) << 16) ^ id as u64;
+        // Buffered or O_DIRECT, the agent's disk line has said which.
         let device = Device::open(path, seed)?;
-        if id == 0 && !device.direct {
-            say!(
-                "disk: {} refuses O_DIRECT: the I/O is buffered, each block dropped from the page cache after use, exact bytes counted",
-                path.display()
-            );
-        }
         let socket = responder.map(Socket::try_clone).transpose()?;
         let wake = Arc::new(EventFd::from_flags(
             EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC,
@@ -195,7 +194,7 @@ impl Disk {
             wake,
             stats,
             in_flight: 0,
-            reads_ready: 0,
+            reads_ready: VecDeque::with_capacity(READ_AHEAD),
             reads_in_flight: 0,
             thread: Some(thread),
         };
@@ -234,13 +233,19 @@ impl Disk {
 
     /// Payload reads done ahead: how many requests may go now.
     pub fn reads_ready(&self) -> usize {
-        self.reads_ready
+        self.reads_ready.len()
     }
 
-    /// `n` requests went, each on a read done for it.
+    /// `n` requests went, each on a read done for it: those reads count now.
     pub fn spend_reads(&mut self, n: usize) {
         if self.work.request_read > 0 {
-            self.reads_ready -= n.min(self.reads_ready);
+            let spent = n.min(self.reads_ready.len());
+            if spent > 0 {
+                let mut stats = self.stats.lock().expect("unpoisoned");
+                for op in self.reads_ready.drain(..spent) {
+                    stats.add_read(&op);
+                }
+            }
             self.read_ahead();
         }
     }
@@ -253,9 +258,9 @@ impl Disk {
             self.in_flight -= 1;
             match done {
                 Done::Answered { answer, sent } => answered(&answer, sent),
-                Done::ReadAhead => {
+                Done::ReadAhead(op) => {
                     self.reads_in_flight -= 1;
-                    self.reads_ready += 1;
+                    self.reads_ready.push_back(op);
                 }
                 Done::WriteReply => {}
             }
@@ -273,7 +278,7 @@ impl Disk {
         if self.work.request_read == 0 {
             return;
         }
-        while self.reads_ready + self.reads_in_flight < READ_AHEAD
+        while self.reads_ready.len() + self.reads_in_flight < READ_AHEAD
             && QUEUE - self.in_flight > ANSWER_ROOM
         {
             self.reads_in_flight += 1;
@@ -327,8 +332,7 @@ impl DiskThread {
                 Done::Answered { answer, sent }
             }
             Job::ReadAhead => {
-                self.read(self.work.request_read);
-                Done::ReadAhead
+                Done::ReadAhead(self.device.read(&mut self.buf, self.work.request_read))
             }
             Job::WriteReply => {
                 self.write(self.work.reply_write);

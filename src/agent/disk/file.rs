@@ -73,35 +73,43 @@ pub fn size_text(bytes: u64) -> String {
 pub struct Prepared {
     pub path: PathBuf,
     pub size: u64,
-    /// An earlier run's file of this size was there, and is used again.
-    pub reused: bool,
+    /// How long writing it took; `None`: an earlier run's file of this size
+    /// was there, and is used again.
+    pub took: Option<std::time::Duration>,
     /// The filesystem keeps its files in memory (tmpfs and the like): the
     /// I/O there is memory, not a device. Its name, when so.
     pub memory_fs: Option<&'static str>,
 }
 
 impl Prepared {
-    /// The log line: what was done, and a memory filesystem called out.
-    pub fn line(&self) -> String {
-        let mut line = if self.reused {
-            format!(
-                "disk: reusing {} ({}, written by an earlier run)",
+    /// The log lines: the original's (`disk: wrote 2.0 MiB to FILE in 0.1s
+    /// (RATE sequential); later runs reuse it`, `disk: reusing FILE (2.0 MiB,
+    /// already prepared)`), then a memory filesystem called out on its own.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![match self.took {
+            None => format!(
+                "disk: reusing {} ({}, already prepared)",
                 self.path.display(),
                 size_text(self.size)
-            )
-        } else {
-            format!(
-                "disk: wrote {} ({} of random data, every block different)",
-                self.path.display(),
-                size_text(self.size)
-            )
-        };
+            ),
+            Some(took) => {
+                let seconds = took.as_secs_f64();
+                format!(
+                    "disk: wrote {} to {} in {:.1}s ({} sequential); later runs reuse it",
+                    size_text(self.size),
+                    self.path.display(),
+                    seconds,
+                    crate::units::byte_rate(self.size as f64 / seconds.max(1e-6))
+                )
+            }
+        }];
         if let Some(fs) = self.memory_fs {
-            line.push_str(&format!(
-                "; it sits on {fs}, a memory filesystem: its I/O is memory, not a device"
+            lines.push(format!(
+                "disk: {} sits on {fs}, a memory filesystem: its I/O is memory, not a device",
+                self.path.display()
             ));
         }
-        line
+        lines
     }
 }
 
@@ -116,10 +124,10 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
         _ => PathBuf::from("."),
     };
     let memory_fs = memory_filesystem(&dir);
-    let prepared = |reused| Prepared {
+    let prepared = |took| Prepared {
         path: path.to_path_buf(),
         size,
-        reused,
+        took,
         memory_fs,
     };
     let existing = std::fs::metadata(path).ok();
@@ -128,7 +136,7 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
         && meta.len() == size
         && meta.blocks() * 512 >= size / 2
     {
-        return Ok(prepared(true));
+        return Ok(prepared(None));
     }
     // The file it replaces frees its blocks: they count as free, and it goes
     // before the new one is written (beside it, both might not fit).
@@ -154,6 +162,7 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
             .map_or("disk.dat".into(), |n| n.to_string_lossy()),
         std::process::id()
     ));
+    let began = std::time::Instant::now();
     let written = write_data(&temp, size).and_then(|()| {
         std::fs::rename(&temp, path).map_err(|e| Error::io(path, "cannot put in place", &e))
     });
@@ -161,7 +170,7 @@ pub fn prepare(path: &Path, size: u64) -> Result<Prepared> {
         let _ = std::fs::remove_file(&temp);
         return Err(e);
     }
-    Ok(prepared(false))
+    Ok(prepared(Some(began.elapsed())))
 }
 
 /// Writes `size` bytes of data to a new file at `path`, and syncs it. Every
@@ -260,7 +269,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("disk.dat");
         let first = prepare(&path, MIN_SIZE).unwrap();
-        assert!(!first.reused);
+        assert!(first.took.is_some());
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len() as u64, MIN_SIZE);
         let block = DISK_BLOCK as usize;
@@ -272,12 +281,12 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         assert!(meta.blocks() * 512 >= MIN_SIZE, "not sparse");
         let modified = meta.modified().unwrap();
-        assert!(prepare(&path, MIN_SIZE).unwrap().reused);
+        assert!(prepare(&path, MIN_SIZE).unwrap().took.is_none());
         assert_eq!(
             std::fs::metadata(&path).unwrap().modified().unwrap(),
             modified
         );
-        assert!(!prepare(&path, 2 * MIN_SIZE).unwrap().reused);
+        assert!(prepare(&path, 2 * MIN_SIZE).unwrap().took.is_some());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * MIN_SIZE);
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "no temp file left behind");
@@ -288,7 +297,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("disk.dat");
         File::create(&path).unwrap().set_len(MIN_SIZE).unwrap();
-        assert!(!prepare(&path, MIN_SIZE).unwrap().reused);
+        assert!(prepare(&path, MIN_SIZE).unwrap().took.is_some());
         assert!(std::fs::metadata(&path).unwrap().blocks() * 512 >= MIN_SIZE);
     }
 
