@@ -178,17 +178,20 @@ impl RunClock {
 
     /// Sets the end: flows stop at wall time `at` (now if past), responders
     /// answer `grace` seconds more, then the agent exits. An end already set
-    /// earlier stands.
-    pub fn set_end(&self, at: f64, grace: f64) {
+    /// stands unless this one comes sooner: `mx stop` ends an agent started
+    /// with `--duration` before its duration is out. Whether it took.
+    pub fn set_end(&self, at: f64, grace: f64) -> bool {
         let at = at.max(wall_now());
-        if self.end_ns.load(Ordering::Acquire) != UNSET {
-            return;
+        let end_ns = ns_of_wall(at);
+        let set = self.end_ns.load(Ordering::Acquire);
+        if set != UNSET && set <= end_ns {
+            return false;
         }
         self.end_wall.store(at.to_bits(), Ordering::Relaxed);
-        let end_ns = ns_of_wall(at);
         self.exit_ns
             .store(end_ns + (grace.max(0.0) * 1e9) as u64, Ordering::Relaxed);
         self.end_ns.store(end_ns, Ordering::Release);
+        true
     }
 
     /// The start, once known.
@@ -372,6 +375,20 @@ mod tests {
             setter.join().unwrap();
             assert!(matches!(seen, Awaited::Begun(_)), "{seen:?}");
         }
+    }
+
+    #[test]
+    fn a_sooner_end_replaces_a_later_one_and_a_later_one_is_refused() {
+        let clock = fresh_clock();
+        clock.set_start(None, 1.0);
+        // --duration's end, then mx stop's sooner one.
+        assert!(clock.set_end(wall_now() + 60.0, 1.0));
+        let later = clock.end_ns().unwrap();
+        assert!(clock.set_end(wall_now() + 2.0, 1.0));
+        let sooner = clock.end_ns().unwrap();
+        assert!(sooner < later);
+        assert!(!clock.set_end(wall_now() + 30.0, 1.0));
+        assert_eq!(clock.end_ns(), Some(sooner));
     }
 
     #[test]

@@ -208,6 +208,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
         end_file,
         rate_file,
         rate_seen: std::cell::Cell::new(None),
+        end_seen: std::cell::Cell::new(None),
         home,
     };
     if !config.armed {
@@ -502,6 +503,9 @@ struct Timing {
     /// it (scale, at), so that each order is taken once.
     rate_file: PathBuf,
     rate_seen: std::cell::Cell<Option<(f64, f64)>>,
+    /// The end file's instant last acted on: a newer, sooner one (`mx stop`
+    /// of an agent started with `--duration`) ends it sooner.
+    end_seen: std::cell::Cell<Option<f64>>,
     /// The directory of the report, pid and control files.
     home: PathBuf,
 }
@@ -560,16 +564,18 @@ impl Timing {
         {
             self.start(clock, Some(at));
         }
-        if clock.end_ns().is_none()
-            && let Some((at, grace)) = clock::read_control(&self.end_file)
+        if let Some((at, grace)) = clock::read_control(&self.end_file)
+            && self.end_seen.get() != Some(at)
         {
+            self.end_seen.set(Some(at));
             let grace = grace.unwrap_or(self.grace);
-            clock.set_end(at, grace);
-            say!(
-                "end: flows end at {at:.3} (in {:.3}s); answering {}s more",
-                (at - wall_now()).max(0.0),
-                units::g(grace)
-            );
+            if clock.set_end(at, grace) {
+                say!(
+                    "end: flows end at {at:.3} (in {:.3}s); answering {}s more",
+                    (at - wall_now()).max(0.0),
+                    units::g(grace)
+                );
+            }
         }
     }
 }

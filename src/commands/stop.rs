@@ -11,6 +11,13 @@ use crate::fleet::transport::Outcome;
 
 fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
     let outcomes = end_fleet(fleet, out, "stopping agents (flows end together)")?;
+    let stopped = outcomes
+        .iter()
+        .filter(|o| o.ok() && matches!(o.text.lines().last(), Some("ended" | "stopped" | "killed")))
+        .count();
+    if stopped > 0 {
+        writeln!(out, "[mx] {stopped} agent(s) stopped")?;
+    }
     // Hosts that answered that nothing of mx is there.
     let bare: Vec<&str> = fleet
         .hosts()

@@ -166,6 +166,60 @@ impl Format for Tsv {
 #[derive(Default)]
 pub struct Ndjson(String);
 
+impl Ndjson {
+    /// One object on a line, spaced as the original's (Python's `json.dumps`:
+    /// `{"a": 1, "b": "x"}`), so text matched against its lines still matches.
+    fn line(&mut self, value: &serde_json::Value) {
+        let mut bytes = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut bytes, PythonSpacing);
+        if serde::Serialize::serialize(value, &mut ser).is_ok() {
+            self.0.push_str(&String::from_utf8_lossy(&bytes));
+            self.0.push('\n');
+        }
+    }
+}
+
+/// JSON spaced as Python's `json.dumps` writes it: `", "` between members
+/// and items, `": "` after a key.
+struct PythonSpacing;
+
+/// `", "` before every member or item but the first.
+fn python_separator<W: ?Sized + std::io::Write>(
+    writer: &mut W,
+    first: bool,
+) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        writer.write_all(b", ")
+    }
+}
+
+impl serde_json::ser::Formatter for PythonSpacing {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        python_separator(writer, first)
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        python_separator(writer, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+}
+
 impl Format for Ndjson {
     fn header(&mut self, header: &Header<'_>) {
         self.0.push_str(&header.lines());
@@ -177,7 +231,7 @@ impl Format for Ndjson {
         for (k, v) in meta {
             obj.insert((*k).into(), v.trim_matches('"').to_string().into());
         }
-        let _ = writeln!(self.0, "{}", serde_json::Value::Object(obj));
+        self.line(&serde_json::Value::Object(obj));
     }
 
     fn sample(&mut self, name: &str, s: &Sample, value: &str) {
@@ -198,7 +252,7 @@ impl Format for Ndjson {
             Err(_) => value.to_string().into(),
         };
         obj.insert("value".into(), json_value);
-        let _ = writeln!(self.0, "{}", serde_json::Value::Object(obj));
+        self.line(&serde_json::Value::Object(obj));
     }
 
     fn finish(self: Box<Self>) -> String {

@@ -1800,3 +1800,34 @@ fn agent_fleet_through_an_ssh_wrapper_that_maps_paths_lands_each_host_in_its_own
         assert!(!dir_of(addr).exists(), "{addr}: clean left its directory");
     }
 }
+
+#[test]
+fn agent_fleet_stop_ends_agents_started_with_a_duration_at_its_own_instant() {
+    let sb = fleet_dir(75, &["h1", "h2"]);
+    let local = ["--local", "hosts"];
+    let run = sb.mx(&[
+        &["start", "--interval", "1", "--duration", "120"][..],
+        &local,
+    ]
+    .concat());
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    std::thread::sleep(Duration::from_secs(2));
+    let began = std::time::Instant::now();
+    let run = sb.mx(&[&["stop"][..], &local].concat());
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // Each agent ended by itself at the stop's instant (its duration was
+    // two minutes away), not when the stop gave up waiting and sent TERM.
+    for host in ["h1", "h2"] {
+        assert!(
+            run.stdout.contains(&format!("  {host}  ended\n")),
+            "{}",
+            run.stdout
+        );
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(agents_under(&sb.file("hosts")).is_empty());
+}
