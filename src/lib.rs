@@ -35,6 +35,7 @@ pub mod fleet;
 pub mod input;
 pub mod matrix;
 pub mod plan;
+pub mod private_dir;
 pub mod report;
 pub mod stamp;
 pub mod summary;

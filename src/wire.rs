@@ -62,13 +62,15 @@ impl Header {
         }
     }
 
-    /// The reply to `request`, sent by the host at `own_index`.
-    pub fn reply_to(request: &Header, own_index: u16) -> Header {
+    /// The reply to `request`, sent by the host at `own_index`, never larger
+    /// than `most` bytes (the matrix's rx_size): a request may ask for any
+    /// size, and a responder that gave it would amplify whatever spoofed it.
+    pub fn reply_to(request: &Header, own_index: u16, most: u32) -> Header {
         Header {
             kind: KIND_REPLY,
             flags: 0,
             src_index: own_index,
-            packet_len: request.reply_size(),
+            packet_len: request.reply_size().min(most.max(MIN_PACKET_BYTES)),
             reply_len: 0,
             seq: request.seq,
             t_send: request.t_send,
@@ -233,7 +235,7 @@ mod tests {
     #[test]
     fn a_reply_echoes_seq_and_t_send() {
         let req = Header::request(7, 64, 512, 99, 123_456);
-        let rep = Header::reply_to(&req, 2);
+        let rep = Header::reply_to(&req, 2, MAX_PACKET_BYTES);
         assert_eq!(
             (rep.kind, rep.src_index, rep.packet_len, rep.reply_len),
             (KIND_REPLY, 2, 512, 0)
@@ -247,6 +249,13 @@ mod tests {
         // The reply size is clamped to what a datagram carries.
         assert_eq!(Header::request(0, 64, 5, 1, 0).reply_size(), 32);
         assert_eq!(Header::request(0, 64, 1 << 20, 1, 0).reply_size(), 65507);
+        // A reply is never larger than the plan's, whatever the request asks.
+        let greedy = Header::request(0, 32, 65_507, 1, 0);
+        assert_eq!(Header::reply_to(&greedy, 1, 64).packet_len, 64);
+        assert_eq!(
+            Header::reply_to(&Header::request(0, 64, 48, 1, 0), 1, 64).packet_len,
+            48
+        );
     }
 
     #[test]
@@ -259,7 +268,7 @@ mod tests {
         assert_eq!(back.interval_tag(), Some((1_796_003_023u64 % 128) as u8));
         // The original's requests (flags 0) carry none, and replies echo none.
         assert_eq!(Header::request(3, 64, 64, 1, 5).interval_tag(), None);
-        assert_eq!(Header::reply_to(&req, 1).flags, 0);
+        assert_eq!(Header::reply_to(&req, 1, MAX_PACKET_BYTES).flags, 0);
     }
 
     #[test]

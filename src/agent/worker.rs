@@ -812,6 +812,8 @@ impl Worker {
         let fd = responder.as_raw_fd();
         let hosts = self.plan.matrix.host_count();
         let me = self.plan.me as u16;
+        // The largest reply the plan has this host send.
+        let most = self.plan.matrix.config.rx_size;
         let pending = self.pending.as_ref().map(|p| p.number);
         let answers_wait = self.disk.as_ref().is_some_and(|d| d.work.answers_wait());
         for _ in 0..MAX_READS_PER_PASS {
@@ -857,8 +859,9 @@ impl Worker {
                         let peer = usize::from(first.src_index);
                         let (slot, late) = request_slot(first.interval_tag(), self.number, pending);
                         let mut reply = [0u8; HEADER_LEN];
-                        Header::reply_to(&first, me).encode(&mut reply);
-                        let reply_size = first.reply_size() as usize;
+                        let header = Header::reply_to(&first, me, most);
+                        header.encode(&mut reply);
+                        let reply_size = header.packet_len as usize;
                         let counts = &mut self.rx[slot][peer];
                         if late {
                             counts.late += n;
@@ -915,7 +918,7 @@ impl Worker {
                     Arrival::OutOfOrder => counts.ooo += 1,
                     Arrival::InOrder => {}
                 }
-                let reply = Header::reply_to(&request, me);
+                let reply = Header::reply_to(&request, me, most);
                 let reply_size = reply.packet_len as usize;
                 if late {
                     counts.late += 1;

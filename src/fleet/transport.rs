@@ -241,13 +241,19 @@ pub fn control_dir_path() -> PathBuf {
     std::env::temp_dir().join(format!("mx-ssh-{uid}"))
 }
 
-/// The directory for shared ssh connections, made (mode 0700) when missing.
+/// The directory for shared ssh connections (mode 0700), when it is this
+/// user's alone ([`make_private`](crate::private_dir::make_private)). One
+/// that another user made or could write to would hand them the master
+/// sockets, and with them a shell on every host: then no connection is
+/// shared, and the warning says why, once.
 pub fn control_dir() -> Option<PathBuf> {
-    let dir = control_dir_path();
-    std::fs::create_dir_all(&dir).ok()?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).ok()?;
-    Some(dir)
+    match crate::private_dir::make_private(&control_dir_path()) {
+        Ok(dir) => Some(dir),
+        Err(why) => {
+            eprintln!("mx: warning: not sharing ssh connections: {why}");
+            None
+        }
+    }
 }
 
 /// Options every ssh and scp call carries: never prompt, give up connecting

@@ -1831,3 +1831,63 @@ fn agent_fleet_stop_ends_agents_started_with_a_duration_at_its_own_instant() {
     );
     assert!(agents_under(&sb.file("hosts")).is_empty());
 }
+
+#[test]
+#[ignore = "needs root: a directory another user owns (chown)"]
+fn a_planted_ssh_control_directory_is_never_used_and_an_own_one_is_tightened() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    crate::util::require_root("planting a directory as another user");
+    let sb = fleet_dir(76, &["h1", "h2"]);
+    let tmp = sb.file("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let tmp_text = tmp.display().to_string();
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let control = tmp.join(format!("mx-ssh-{uid}"));
+    let status = || sb.mx_env(&["status"], &[("TMPDIR", tmp_text.as_str())]);
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+
+    // Another user made it first, open to all: mx shares no connection
+    // there, leaves it as it is, and says why.
+    std::fs::create_dir(&control).unwrap();
+    std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::chown(&control, Some(65534), Some(65534)).unwrap();
+    let run = status();
+    assert!(
+        run.stderr.contains(&format!(
+            "mx: warning: not sharing ssh connections: {} belongs to another user (owner uid 65534, mode 0777)",
+            control.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("not sharing ssh connections").count(),
+        1,
+        "said once"
+    );
+    assert_eq!(mode(&control), 0o777, "mx changed another user's directory");
+    assert_eq!(
+        std::fs::read_dir(&control).unwrap().count(),
+        0,
+        "a socket in another user's directory"
+    );
+
+    // A symlink to a directory: refused, nothing made through it.
+    std::fs::remove_dir(&control).unwrap();
+    let elsewhere = tmp.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &control).unwrap();
+    let run = status();
+    assert!(run.stderr.contains("is a symlink"), "{}", run.stderr);
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // One an earlier mx left at 0755, this user's own: taken, and tightened.
+    std::fs::remove_file(&control).unwrap();
+    std::fs::create_dir(&control).unwrap();
+    std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = status();
+    assert!(!run.stderr.contains("not sharing"), "{}", run.stderr);
+    assert_eq!(mode(&control), 0o700);
+    assert_eq!(std::fs::metadata(&control).unwrap().uid(), uid);
+}

@@ -221,9 +221,10 @@ proptest! {
                 h.encode(&mut again);
                 let want: [u8; HEADER_LEN] = bytes[..HEADER_LEN].try_into().unwrap();
                 prop_assert_eq!(again, want);
-                // Any request asks for a reply the agent can send.
-                let reply = Header::reply_to(&h, 1);
-                prop_assert!((32..=65507).contains(&reply.packet_len));
+                // Any request gets a reply the agent can send, and never
+                // one larger than the plan's (here 1400 bytes).
+                let reply = Header::reply_to(&h, 1, 1400);
+                prop_assert!((32..=1400).contains(&reply.packet_len));
             }
         }
     }

@@ -384,12 +384,13 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
 }
 
 /// An `ssh` (or `scp`) for `lab` that writes a line to `log` each time it is
-/// run, then runs the real one.
+/// run (`ssh -V` for the version asked, which is no login), then runs the
+/// real one.
 fn counting(sb: &Sandbox, lab: &Lab, tool: &str, log: &Path) -> String {
     let path = sb.write(
         &format!("counting-{tool}"),
         &format!(
-            "#!/bin/sh\necho {tool} >> '{}'\nexec {tool} -F '{}' \"$@\"\n",
+            "#!/bin/sh\nif [ \"$1\" = -V ]; then echo '{tool} -V'; else echo {tool}; fi >> '{}'\nexec {tool} -F '{}' \"$@\"\n",
             log.display(),
             lab.dir.join("ssh_config").display()
         ),
@@ -411,9 +412,11 @@ fn agent_lab_a_start_logs_in_once_per_host_and_copies_the_agent_whole_through_it
     let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let start = sb.mx_env(&["start", "--interval", "1"], &pairs);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    // Ready, copy, launch and go on each host: one login a host, no scp.
+    // Ready, copy, launch and go on each host: one login a host, no scp;
+    // before them, one `ssh -V` (no login) that finds it is OpenSSH, which
+    // keeps sessions.
     let calls = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(calls, "ssh\nssh\nssh\n", "{}", start.stdout);
+    assert_eq!(calls, "ssh -V\nssh\nssh\nssh\n", "{}", start.stdout);
     let agent = std::fs::read(env!("CARGO_BIN_EXE_mx")).unwrap();
     for i in 1..=3 {
         let deployed = std::fs::read(lab.var_tmp(i).join("mx/mx")).unwrap();
@@ -424,7 +427,10 @@ fn agent_lab_a_start_logs_in_once_per_host_and_copies_the_agent_whole_through_it
     std::fs::remove_file(&log).unwrap();
     let status = sb.mx_env(&["status"], &pairs);
     assert_eq!(status.code, 0, "{}", status.stdout);
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ssh\nssh\nssh\n");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "ssh -V\nssh\nssh\nssh\n"
+    );
     lab.stop_and_clean(&sb);
 }
 

@@ -516,6 +516,52 @@ mod tests {
     }
 
     #[test]
+    fn a_starved_agent_whose_interface_lags_its_count_is_its_cpu_not_its_egress() {
+        // The replies out of h2 go missing, its interface sent fewer than
+        // its agent counted, its kernel dropped none, and its agent sat
+        // under a CPU quota: it handed them over late.
+        let set = set(4);
+        let grid = mesh(4, |from, _, leg| {
+            if from == 1 && leg == Leg::Replies {
+                0.4
+            } else {
+                0.0
+            }
+        });
+        let lost = lost_where(&grid, |c| c.dst == 1 && c.leg == Leg::Replies);
+        let mut evidence = BTreeMap::new();
+        let starved = HostEvidence {
+            id: 1,
+            tx_gap: Some(lost),
+            throttled_ms: 7941.0,
+            behind_ms: 2481.0,
+            nic: Some("eth0".into()),
+            ..HostEvidence::default()
+        };
+        evidence.insert(1, starved.clone());
+        let f = findings(&set, &grid, &evidence);
+        assert!(
+            blames(&f).iter().all(|b| b.place == Place::Cpu),
+            "{:?}",
+            blames(&f)
+        );
+        // The same gap with the kernel's own drops is its egress.
+        evidence.insert(
+            1,
+            HostEvidence {
+                sndbuf_errors: lost,
+                ..starved
+            },
+        );
+        let f = findings(&set, &grid, &evidence);
+        assert!(
+            blames(&f).iter().any(|b| b.place == Place::TransmitPath),
+            "{:?}",
+            blames(&f)
+        );
+    }
+
+    #[test]
     fn one_sick_path_is_named_with_its_direction() {
         let set = set(5);
         let grid = mesh(

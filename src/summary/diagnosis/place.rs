@@ -366,6 +366,26 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
         figures.push(("egress_bps", bps));
     }
     let unsent = h.tx_gap.unwrap_or(0.0).max(dropped);
+    // A starved agent counts a reply as handed to the kernel when it queues
+    // it, and hands it over when it next gets the CPU, an interval later or
+    // more: its interface's count lags its own. With no drop the kernel
+    // counted, that lag is its CPU, not its egress.
+    if dropped == 0.0
+        && share(unsent, lost)
+        && let Some(why) = h.starvation()
+    {
+        figures.push(("behind_ms", h.behind_ms));
+        return Located::new(
+            vec![Place::Cpu],
+            format!(
+                "{name}'s agent {why}, and its kernel counted no drop on the way out: the {} packets fewer that left {} than its agent counted handing the kernel were handed late, or never, by an agent that did not get the CPU -- its CPU, not the network",
+                count(unsent),
+                h.nic_name(name)
+            ),
+            figures,
+        )
+        .by_the_agent();
+    }
     if share(unsent, lost) {
         let left = h.egress_bps.map_or(String::new(), |bps| {
             format!("; {} sent {}", h.nic_name(name), crate::units::bits(bps))
