@@ -100,18 +100,18 @@ pub struct Packets {
 }
 
 impl Packets {
-    /// A pair's packets: its own counts, and the requests that arrived, by
-    /// the share its receiver counted over the intervals both reported (the
-    /// split of an interval only one side wrote is not measured: the
-    /// intervals that were measured speak for it, as the original reads
-    /// them). With no such interval, what came back is all that is known
-    /// to have arrived.
+    /// A pair's packets: its own counts, and the requests that arrived: what
+    /// its receiver counted over the intervals both reported, and where the
+    /// receiver wrote nothing, what came back (the loss put on the forward
+    /// leg, so no return loss is made up). Reports without phase marks are
+    /// read as the original reads them: the share the receiver counted where
+    /// both reported speaks for the whole.
     fn of_pair(set: &ReportSet, src: u32, dst: u32, p: &TxPair) -> Packets {
         let counted = set.rx.get(&(dst, src)).map_or(0.0, |rx| rx.arrived_seen);
-        let arrived = if p.sent_seen > 0.0 {
+        let arrived = if !set.span.marked && p.sent_seen > 0.0 {
             counted.min(p.sent_seen) / p.sent_seen * p.sent
         } else {
-            p.back
+            counted.min(p.sent_seen) + (p.back - p.back_seen)
         };
         Packets {
             sent: p.sent,
