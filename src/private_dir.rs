@@ -42,6 +42,21 @@ pub fn make_private(path: &Path) -> Result<PathBuf, String> {
     Ok(path.to_path_buf())
 }
 
+/// Whether `path`, an existing directory, is private to this user by the
+/// rules of [`make_private`] (without changing its mode: one that others can
+/// write is refused).
+pub fn check_private(path: &Path) -> Result<(), String> {
+    let meta = owned_here(path)?;
+    if meta.mode() & WRITABLE_BY_OTHERS != 0 {
+        return Err(format!(
+            "{} is writable by other users ({})",
+            path.display(),
+            described(&meta)
+        ));
+    }
+    check_parents(path)
+}
+
 /// The directory at `path`, checked to be a real directory this user owns.
 fn owned_here(path: &Path) -> Result<std::fs::Metadata, String> {
     let meta = std::fs::symlink_metadata(path)
@@ -83,7 +98,7 @@ fn check_parents(dir: &Path) -> Result<(), String> {
         let others_write = meta.mode() & WRITABLE_BY_OTHERS != 0;
         if !trusted_owner || (others_write && meta.mode() & STICKY == 0) {
             return Err(format!(
-                "{} is not safe for mx's files: {} is {}, so another user could replace what is in it",
+                "{} is not safe for mx's files: {} ({}) lets another user replace what is in it",
                 dir.display(),
                 ancestor.display(),
                 described(&meta)

@@ -61,6 +61,8 @@ struct Findings {
     wrong_arch: Mutex<Vec<String>>,
     low_fds: Mutex<Vec<String>>,
     low_disk: Mutex<Vec<String>>,
+    /// Hosts whose remote directory mx would refuse (not this user's alone).
+    unsafe_dir: Mutex<Vec<String>>,
     offsets: Mutex<Vec<instants::Offset>>,
 }
 
@@ -87,13 +89,25 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let low_fds = findings.low_fds.into_inner().expect("unpoisoned");
     let low_disk = findings.low_disk.into_inner().expect("unpoisoned");
     let offsets = findings.offsets.into_inner().expect("unpoisoned");
+    let unsafe_dir = findings.unsafe_dir.into_inner().expect("unpoisoned");
     if ok.len() < all.len() {
-        if slurm {
+        if !unsafe_dir.is_empty() {
+            writeln!(
+                out,
+                "[mx] {} host(s) have a remote directory another user could take over: {} -- {}",
+                unsafe_dir.len(),
+                unsafe_dir.join(", "),
+                scripts::CHOOSE_ANOTHER
+            )?;
+        }
+        // Other failures are a host not reached.
+        let unreached = all.len() - ok.len() > unsafe_dir.len();
+        if unreached && slurm {
             writeln!(
                 out,
                 "[mx] fix those nodes first (`srun --overlap -w NODE true` must work in this allocation)"
             )?;
-        } else {
+        } else if unreached {
             writeln!(
                 out,
                 "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
@@ -248,6 +262,10 @@ fn check_host(fleet: &Fleet, host: &Host, arch: &str, disk: bool, findings: &Fin
         .transport
         .run(host, &scripts::doctor(&fleet.dir(host), disk), LOOK_TIMEOUT);
     let returned = wall_now();
+    if probe.text.ends_with(scripts::CHOOSE_ANOTHER) {
+        let mut refused = findings.unsafe_dir.lock().expect("unpoisoned");
+        refused.push(host.name.clone());
+    }
     if !probe.ok() || fleet.dry_run {
         return probe;
     }

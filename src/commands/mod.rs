@@ -77,10 +77,13 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         .or_else(|| std::env::var("SSH_USER").ok().filter(|u| !u.is_empty()));
     let ssh_words = split(&args.ssh);
     // Share connections unless the user's own ssh command already manages
-    // them. A dry run shows the same options, and creates nothing.
-    let sharing = !ssh_words
-        .iter()
-        .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
+    // them, or no ssh is run (--local, --via slurm). A dry run shows the
+    // same options, and creates nothing.
+    let sharing = args.local.is_none()
+        && args.via == Via::Ssh
+        && !ssh_words
+            .iter()
+            .any(|w| w.contains("ControlPath") || w.contains("ControlMaster"));
     let ssh = Ssh {
         ssh: ssh_words,
         scp: split(&args.scp),

@@ -5,6 +5,7 @@
 //! makes the directory) gets the matrix alone: a start at 1,000 hosts moves
 //! the binary only where it changed.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::Digest;
@@ -28,11 +29,21 @@ pub struct Staged {
 pub const AGENT_UNCHANGED: &str = "agent unchanged (same sha256): matrix copied";
 
 /// Copies the agent binary and the matrix, both under their remote names
-/// (`mx`, `matrix.csv`), into a staging directory. `deploy` is the matrix to
-/// send when it differs from the file (retargeted by --bind).
+/// (`mx`, `matrix.csv`) and with the modes they get on the hosts (0700,
+/// 0600), into a staging directory of this user's alone: a fresh one (mode
+/// 0700) under parents no other user can write, or the agent a root fleet
+/// runs could be swapped on its way. `deploy` is the matrix to send when it
+/// differs from the file (retargeted by --bind).
 pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<Staged> {
-    let staging =
-        tempfile::tempdir().map_err(|e| Error::refused(format!("cannot stage files: {e}")))?;
+    let staging = tempfile::Builder::new()
+        .prefix("mx-stage-")
+        .tempdir()
+        .map_err(|e| Error::refused(format!("cannot stage files: {e}")))?;
+    crate::private_dir::check_private(staging.path()).map_err(|why| {
+        Error::refused(format!(
+            "cannot stage the agent safely: {why} (set TMPDIR to a directory of your own)"
+        ))
+    })?;
     let to_agent = staging.path().join(scripts::AGENT_BIN);
     std::fs::copy(binary, &to_agent)
         .map_err(|e| Error::io(binary, "cannot stage the agent", &e))?;
@@ -43,6 +54,10 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
             std::fs::copy(&fleet.matrix_path, &to_matrix)
                 .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
         }
+    }
+    for (file, mode) in [(&to_agent, 0o700), (&to_matrix, 0o600)] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(file, "cannot stage", &e))?;
     }
     let bytes = std::fs::read(&to_agent).map_err(|e| Error::io(binary, "cannot read", &e))?;
     let agent_sha256 = sha2::Sha256::digest(&bytes)

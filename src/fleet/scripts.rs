@@ -32,16 +32,88 @@ fn agent_pids(dir: &str) -> String {
 /// directory without it, and `start` moves into no one else's.
 pub const OWNED_MARK: &str = ".mx-remote-dir";
 
-/// Makes the directory and marks it mx's; refuses a directory that holds
-/// files mx did not put there (an empty one is taken).
-fn make_owned_dir(dir: &str) -> String {
+/// How a refusal of the remote directory ends: what the operator does.
+pub const CHOOSE_ANOTHER: &str = "choose another --remote-dir";
+
+/// The shell functions that judge the remote directory `dir` (in
+/// `$mx_dir`) as OpenSSH's StrictModes judges `~/.ssh`: `/var/tmp/mx`
+/// belongs to whoever makes it first, and an agent run as root from a
+/// directory another user can write is that user's code run as root.
+///
+/// - `mx_own`: the directory itself is a real directory (never a symlink),
+///   owned by the user the script runs as, writable by no one else.
+/// - `mx_parents DIR`: DIR and every directory above it, by its real path,
+///   are owned by root or that user, and writable by no one else unless
+///   sticky (as `/var/tmp` is: nobody removes or renames another's entry).
+///
+/// Either refuses in one line naming the path, its owner and its mode, and
+/// exits the script. `umask 077` makes every file the script (and an agent
+/// it starts) writes private: logs, reports, control files.
+fn dir_rules(dir: &str) -> String {
     format!(
-        "if [ -d {d} ] && [ ! -e {d}/{OWNED_MARK} ] && [ -n \"$(ls -A {d} 2>/dev/null)\" ]; then echo \"{shown} holds files mx did not put there -- choose another --remote-dir\"; exit 1; fi\n\
-         mkdir -p {d} && : > {d}/{OWNED_MARK} || exit 1",
-        d = q(dir),
-        shown = shown(dir),
+        r#"umask 077
+mx_dir={d}
+mx_me=$(id -u)
+mx_refuse() {{ echo "$1 -- {CHOOSE_ANOTHER}"; exit 1; }}
+mx_stat() {{ mx_st=$(stat -c '%u %a %U' -- "$1" 2>/dev/null) || {{ echo "cannot read the owner and mode of $1 (this host's stat has no -c?)"; exit 1; }}; set -- $mx_st; mx_uid=$1; mx_mode=$((0$2)); mx_said="owner $3 (uid $1), mode $(printf %04o "$mx_mode")"; }}
+mx_own() {{
+  if [ -L "$mx_dir" ]; then mx_stat "$mx_dir"; mx_refuse "$mx_dir is a symlink ($mx_said): mx never runs through one"; fi
+  [ -d "$mx_dir" ] || {{ mx_stat "$mx_dir"; mx_refuse "$mx_dir is not a directory ($mx_said)"; }}
+  mx_stat "$mx_dir"
+  [ "$mx_uid" = "$mx_me" ] || mx_refuse "$mx_dir belongs to another user ($mx_said): whoever owns it could replace the agent"
+  [ $((mx_mode & 022)) = 0 ] || mx_refuse "$mx_dir is writable by other users ($mx_said): any of them could replace the agent"
+}}
+mx_parents() {{
+  mx_p=$(cd -P -- "$1" 2>/dev/null && pwd -P) || {{ echo "cannot enter $1"; exit 1; }}
+  while :; do
+    mx_stat "$mx_p"
+    if {{ [ "$mx_uid" != 0 ] && [ "$mx_uid" != "$mx_me" ]; }} || {{ [ $((mx_mode & 022)) != 0 ] && [ $((mx_mode & 01000)) = 0 ]; }}; then
+      mx_refuse "$mx_dir is not safe: $mx_p ($mx_said) lets another user replace what is in it"
+    fi
+    [ "$mx_p" = / ] && return 0
+    mx_p=${{mx_p%/*}}; [ -n "$mx_p" ] || mx_p=/
+  done
+}}"#,
+        d = q(dir)
     )
 }
+
+/// The head of every script that touches the remote directory: the rules
+/// ([`dir_rules`]) applied to it when it exists (a script that finds none
+/// says so itself), and [`agent_pids`].
+fn head(dir: &str) -> String {
+    format!(
+        "{rules}\n\
+         if [ -e \"$mx_dir\" ] || [ -L \"$mx_dir\" ]; then mx_own; mx_parents \"$mx_dir\"; fi\n\
+         {pids}",
+        rules = dir_rules(dir),
+        pids = agent_pids(dir)
+    )
+}
+
+/// Makes the directory (mode 0700, under parents judged first: nothing is
+/// made in a directory another user controls), or takes it when the rules
+/// allow, tightened to 0700; marks it mx's. A directory that holds files mx
+/// did not put there is refused (an empty one is taken).
+fn make_owned_dir(dir: &str) -> String {
+    format!(
+        "{rules}\n\
+         if [ ! -e \"$mx_dir\" ] && [ ! -L \"$mx_dir\" ]; then {ancestors}; mkdir -p -- \"$mx_dir\" || exit 1; fi\n\
+         mx_own; mx_parents \"$mx_dir\"; chmod 700 \"$mx_dir\" || exit 1\n\
+         if [ ! -e {d}/{OWNED_MARK} ] && [ -n \"$(ls -A {d} 2>/dev/null)\" ]; then echo \"{shown} holds files mx did not put there -- {CHOOSE_ANOTHER}\"; exit 1; fi\n\
+         : > {d}/{OWNED_MARK} || exit 1\n\
+         {pids}",
+        rules = dir_rules(dir),
+        ancestors = JUDGE_NEAREST_ANCESTOR,
+        d = q(dir),
+        shown = shown(dir),
+        pids = agent_pids(dir),
+    )
+}
+
+/// Judges the nearest directory that exists above `$mx_dir` (and all above
+/// it): where a missing remote directory would be made.
+const JUDGE_NEAREST_ANCESTOR: &str = "mx_up=$(dirname -- \"$mx_dir\"); while [ ! -d \"$mx_up\" ]; do mx_up=$(dirname -- \"$mx_up\"); done; mx_parents \"$mx_up\"";
 
 /// `dir` for a message inside double quotes: nothing in it can expand.
 fn shown(dir: &str) -> String {
@@ -61,8 +133,7 @@ pub const ALREADY_RUNNING: &str = "already running";
 /// so, naming `stop`, the command that stops this fleet).
 pub fn prepare(dir: &str, stop: &str) -> String {
     format!(
-        "{pids}\n{make}\nif [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\necho ready",
-        pids = agent_pids(dir),
+        "{make}\nif [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\necho ready",
         make = make_owned_dir(dir),
         running = q(&already_running(stop)),
     )
@@ -143,9 +214,10 @@ pub enum Keep<'a> {
 /// What a held launch script says once its agent runs, before it waits.
 pub const HELD: &str = "mx-held";
 
-/// Starts the agent (see [`Keep`]); waits for its stamp (written once its
-/// workers run, its responders listening) or its death, for at most 5 s;
-/// then prints the host's clock. `wipe` deletes the last run's log and
+/// Starts the agent (see [`Keep`]), from files only its user can read or
+/// write (a copy that kept an earlier file's mode is made so); waits for
+/// its stamp (written once its workers run, its responders listening) or
+/// its death, for at most 5 s; then prints the host's clock. `wipe` deletes the last run's log and
 /// report first. `stop` is the command that stops this fleet, named when an
 /// agent runs.
 pub fn launch(
@@ -168,12 +240,13 @@ pub fn launch(
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
          if [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\n\
+         chmod 700 {AGENT_BIN} 2>/dev/null; chmod 600 matrix.csv 2>/dev/null\n\
          {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log{armed} {flags} </dev/null >/dev/null 2>&1 &\n\
          child=$!\n\
          i=0; while [ $i -lt 50 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; sleep 0.1; i=$((i+1)); done\n\
          if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi\n\
          {CLOCK}{hold}",
-        pids = agent_pids(dir),
+        pids = head(dir),
         d = q(dir),
         exe = q(&format!("{dir}/{AGENT_BIN}")),
         h = match keep {
@@ -234,7 +307,7 @@ fn running_agent(dir: &str, logs: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed'; exit 1; }}\n\
          if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n",
-        pids = agent_pids(dir),
+        pids = head(dir),
         d = q(dir),
         gone = q(&format!(
             "the agent is not running any more (died after it started? {logs})"
@@ -295,12 +368,13 @@ pub fn probe(dir: &str) -> String {
         "{pids}\nif [ ! -d {d} ]; then echo state=absent; exit 0; fi\n\
          if [ -n \"$(agent_pids)\" ]; then echo state=running; else echo state=stopped; fi\n\
          cat {d}/agent.stamp 2>/dev/null; exit 0",
-        pids = agent_pids(dir),
+        pids = head(dir),
         d = q(dir)
     )
 }
 
-/// What doctor reports: architecture, cores, the hard fd limit, agent
+/// What doctor reports (after the remote directory, or where it would be
+/// made, passes the rules of [`dir_rules`]): architecture, cores, the hard fd limit, agent
 /// running, and the host's clock (for its offset from the controller's).
 /// With `disk`, also the space a data file could take in `dir`
 /// ([`disk_room`]).
@@ -311,8 +385,9 @@ pub fn doctor(dir: &str, disk: bool) -> String {
         String::new()
     };
     format!(
-        "{pids}\n{room}echo \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"\n{CLOCK}",
-        pids = agent_pids(dir)
+        "{pids}\nif [ ! -e \"$mx_dir\" ]; then {ancestors}; fi\n{room}echo \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"\n{CLOCK}",
+        pids = head(dir),
+        ancestors = JUDGE_NEAREST_ANCESTOR,
     )
 }
 
@@ -348,7 +423,7 @@ pub fn status(dir: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
          if [ -n \"$(agent_pids)\" ]; then tail -n 1 agent.log 2>/dev/null || echo 'running (no report yet)'; else echo NOT-RUNNING; fi",
-        pids = agent_pids(dir),
+        pids = head(dir),
         d = q(dir)
     )
 }
@@ -366,14 +441,14 @@ pub fn status_row(dir: &str) -> String {
          col=$(head -n 1 report.csv | tr -d '\\r' | tr ',' '\\n' | grep -nxF dir | head -n 1 | cut -d: -f1)\n\
          tac report.csv | awk -F, -v d=\"$col\" '$d == \"host\" {{ print; exit }}'\n\
          fi",
-        pids = agent_pids(dir),
+        pids = head(dir),
         d = q(dir)
     )
 }
 
 /// Stops the agent: TERM, wait up to 10 s, then KILL. Prints what it did.
 pub fn stop(dir: &str) -> String {
-    format!("{pids}\n{STOP_BODY}", pids = agent_pids(dir)).replace("__DIR__", &q(dir))
+    format!("{pids}\n{STOP_BODY}", pids = head(dir)).replace("__DIR__", &q(dir))
 }
 
 /// Ends the agent's flows at the fleet's end instant `at` (Unix seconds): it
@@ -390,7 +465,7 @@ pub fn end(dir: &str, at: f64, grace: f64) -> String {
          while [ -n \"$(agent_pids)\" ] && [ \"$(date +%s)\" -lt {wait_until} ]; do sleep 0.1; done\n\
          if [ -z \"$(agent_pids)\" ]; then rm -f {d}/agent.pid; echo ended; exit 0; fi\n\
          fi\n{STOP_BODY}",
-        pids = agent_pids(dir),
+        pids = head(dir),
         d = q(dir),
         write = write_control("agent.end", &instant_words(at, Some(grace))),
     )

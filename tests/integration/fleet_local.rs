@@ -1849,14 +1849,17 @@ fn a_planted_ssh_control_directory_is_never_used_and_an_own_one_is_tightened() {
 
     // Another user made it first, open to all: mx shares no connection
     // there, leaves it as it is, and says why.
-    std::fs::create_dir(&control).unwrap();
-    std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o777)).unwrap();
-    std::os::unix::fs::chown(&control, Some(65534), Some(65534)).unwrap();
+    // The sandbox is this user's (0700): open it, as /tmp is.
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let other = crate::util::OtherUser::get();
+    other.run(&["mkdir", "-m", "0777", &control.display().to_string()]);
     let run = status();
     assert!(
         run.stderr.contains(&format!(
-            "mx: warning: not sharing ssh connections: {} belongs to another user (owner uid 65534, mode 0777)",
-            control.display()
+            "mx: warning: not sharing ssh connections: {} belongs to another user (owner uid {}, mode 0777)",
+            control.display(),
+            other.uid
         )),
         "{}",
         run.stderr
@@ -1890,4 +1893,103 @@ fn a_planted_ssh_control_directory_is_never_used_and_an_own_one_is_tightened() {
     assert!(!run.stderr.contains("not sharing"), "{}", run.stderr);
     assert_eq!(mode(&control), 0o700);
     assert_eq!(std::fs::metadata(&control).unwrap().uid(), uid);
+}
+
+#[test]
+fn a_remote_directory_others_can_write_or_reached_through_a_symlink_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = fleet_dir(77, &["h1", "h2"]);
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+    let start = |dir: &str| {
+        sb.mx(&[
+            "start",
+            "--local",
+            "hosts",
+            "--interval",
+            "1",
+            "--remote-dir",
+            dir,
+        ])
+    };
+    let var_tmp = sb.file("hosts/h1/var/tmp");
+    std::fs::create_dir_all(&var_tmp).unwrap();
+    let shown = var_tmp.display().to_string();
+
+    let open = var_tmp.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run = start("/var/tmp/open");
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "  h1  {shown}/open is writable by other users (owner "
+        )) && run.stdout.contains(
+            "mode 0777): any of them could replace the agent -- choose another --remote-dir"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0);
+
+    let run = start("/var/tmp/open/mx");
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "  h1  {shown}/open/mx is not safe: {shown}/open (owner "
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(!open.join("mx").exists(), "made under an open parent");
+
+    let elsewhere = sb.file("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, var_tmp.join("link")).unwrap();
+    let run = start("/var/tmp/link");
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains(&format!("  h1  {shown}/link is a symlink (owner ")),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // Nor is the agent staged on this machine where another user could
+    // swap it on its way: a TMPDIR anyone can write, not sticky.
+    let open_tmp = sb.file("open-tmp");
+    std::fs::create_dir(&open_tmp).unwrap();
+    std::fs::set_permissions(&open_tmp, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let run = sb.mx_env(
+        &["start", "--local", "hosts", "--interval", "1"],
+        &[("TMPDIR", &open_tmp.display().to_string())],
+    );
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("cannot stage the agent safely: ")
+            && run
+                .stderr
+                .contains(&format!("{} (owner uid ", open_tmp.display()))
+            && run
+                .stderr
+                .contains("(set TMPDIR to a directory of your own)"),
+        "{}",
+        run.stderr
+    );
+    assert!(!sb.file("hosts/h1/var/tmp/mx").exists());
+
+    // A fresh one is made 0700, its files 0600, the agent 0700.
+    let run = start("/var/tmp/mx");
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    for host in ["h1", "h2"] {
+        let dir = sb.file(&format!("hosts/{host}/var/tmp/mx"));
+        assert_eq!(mode(&dir), 0o700);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let want = if path.ends_with("mx") { 0o700 } else { 0o600 };
+            assert_eq!(mode(&path), want, "{}", path.display());
+        }
+    }
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+    assert_eq!(sb.mx(&["clean", "--yes", "--local", "hosts"]).code, 0);
 }

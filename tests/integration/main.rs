@@ -29,6 +29,7 @@ mod lab_diagnosis;
 mod lab_faults;
 mod lab_pools;
 mod lab_ramp;
+mod lab_security;
 mod lab_slurm;
 mod lab_truth;
 mod malformed_input;

@@ -183,3 +183,69 @@ pub fn wire_bits_per_request(text: &str) -> f64 {
     assert_eq!(words.get(5).map(String::as_str), Some("wire"), "{text}");
     scaled(&words[3], &words[4]) / scaled(&words[1], &words[2])
 }
+
+/// An unprivileged local account, made for the tests that play another user
+/// of a shared machine (planting a directory before mx makes it). Needs
+/// root.
+pub struct OtherUser {
+    pub name: &'static str,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl OtherUser {
+    /// The account `mx-other`, made when this machine has none (tests in
+    /// other processes may race to make it: useradd locks /etc/passwd, and
+    /// the loser finds it made).
+    pub fn get() -> OtherUser {
+        require_root("making another user");
+        const NAME: &str = "mx-other";
+        for _ in 0..100 {
+            if let Some((uid, gid)) = Self::ids(NAME) {
+                return OtherUser {
+                    name: NAME,
+                    uid,
+                    gid,
+                };
+            }
+            let _ = Command::new("useradd")
+                .args([
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                ])
+                .arg(NAME)
+                .output();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("cannot make the user {NAME} (useradd)");
+    }
+
+    fn ids(name: &str) -> Option<(u32, u32)> {
+        let id = |flag: &str| {
+            let out = Command::new("id").args([flag, name]).output().ok()?;
+            String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+        };
+        Some((id("-u")?, id("-g")?))
+    }
+
+    /// Runs `argv` as this user (no supplementary groups); panics unless it
+    /// succeeds.
+    pub fn run(&self, argv: &[&str]) {
+        let out = Command::new("setpriv")
+            .arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .args(argv)
+            .output()
+            .expect("setpriv runs");
+        assert!(
+            out.status.success(),
+            "as {}: {argv:?}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
