@@ -45,11 +45,18 @@ pub struct RxCounts {
     /// Requests tagged with an interval this host had already reported:
     /// answered, but counted here instead of in `requests`.
     pub late: u64,
+    /// Requests left unanswered because their source had spent its budget
+    /// (agent::budget): counted in `requests` (or `late`), never replied to.
+    pub over_plan: u64,
 }
 
 impl RxCounts {
     pub fn is_empty(&self) -> bool {
-        self.requests == 0 && self.replies == 0 && self.dup == 0 && self.late == 0
+        self.requests == 0
+            && self.replies == 0
+            && self.dup == 0
+            && self.late == 0
+            && self.over_plan == 0
     }
 
     pub fn add(&mut self, o: &RxCounts) {
@@ -60,6 +67,7 @@ impl RxCounts {
         self.dup += o.dup;
         self.ooo += o.ooo;
         self.late += o.late;
+        self.over_plan += o.over_plan;
     }
 }
 

@@ -30,6 +30,7 @@ macro_rules! warn {
     }};
 }
 
+pub mod budget;
 pub mod clock;
 pub mod config;
 pub mod counters;
@@ -276,7 +277,9 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
             )));
         }
     }
-    let allowed_sources = peer_addrs.iter().flatten().map(|a| a.ip()).collect();
+    let source_ips: Vec<Option<std::net::IpAddr>> =
+        peer_addrs.iter().map(|a| a.map(|a| a.ip())).collect();
+    let sources = budget::Sources::new(&matrix, me, &source_ips);
     // Requests leave from our matrix address when it is local, so responders
     // recognise the source as a matrix host.
     let local_ip = bound.or_else(|| my_addr.map(|a| a.ip()).filter(|ip| identity::is_local(*ip)));
@@ -301,7 +304,7 @@ fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
         streams: run.streams,
         workers: 1,
         peer_addrs,
-        allowed_sources,
+        sources,
         local_ip,
         listen,
         responder_buffers: Buffers {

@@ -1,10 +1,10 @@
-//! What an agent runs, decided once at startup and shared read-only by its
-//! workers: who it is, where its peers are, which flows each worker holds.
+//! What an agent runs, decided once at startup and shared by its workers:
+//! who it is, where its peers are, which flows each worker holds, and how
+//! much each source is answered (the one part written to, by atomics).
 
 use std::net::{IpAddr, SocketAddr};
 
-use rustc_hash::FxHashSet;
-
+use super::budget::Sources;
 use super::udp::Buffers;
 use crate::matrix::Matrix;
 use crate::matrix::schedule::Schedule;
@@ -27,8 +27,11 @@ pub struct AgentPlan {
     pub workers: usize,
     /// Resolved address of every matrix host (`None` when it did not resolve).
     pub peer_addrs: Vec<Option<SocketAddr>>,
-    /// Source addresses whose requests are answered: the matrix hosts.
-    pub allowed_sources: FxHashSet<IpAddr>,
+    /// Source addresses whose requests are answered (the matrix hosts'),
+    /// each as far as its budget goes. Its budgets are the one part of the
+    /// plan the workers write to (atomics, shared: one source's streams land
+    /// on several workers).
+    pub sources: Sources,
     /// Address client sockets bind to (this host's matrix or --bind address).
     pub local_ip: Option<IpAddr>,
     /// Where the responders listen (the family of this host's address).

@@ -104,6 +104,13 @@ impl DiskFigures {
     }
 }
 
+impl Merged {
+    /// Requests left unanswered by plan, from every peer.
+    fn over_plan(&self) -> u64 {
+        self.rx.values().map(|r| r.counts.over_plan).sum()
+    }
+}
+
 /// The tx rows' totals, for the host row.
 #[derive(Default)]
 struct Totals {
@@ -421,6 +428,7 @@ impl Reporter {
             r.pkts = Some(row.counts.requests);
             r.rep_pkts = Some(row.counts.replies);
             r.late_pkts = Some(row.counts.late);
+            r.over_plan = Some(row.counts.over_plan);
             r.write_csv(out);
             serving += row.pps;
         }
@@ -459,6 +467,7 @@ impl Reporter {
         r.workers = Some(self.workers as u32);
         r.layer = m.layer;
         r.stray_pkts = Some(m.stray);
+        r.over_plan = Some(m.over_plan());
         r.pkts = Some(sum.pkts);
         r.rep_pkts = Some(sum.rep_pkts);
         r.late_pkts = Some(sum.late);
@@ -540,6 +549,10 @@ impl Reporter {
         }
         if m.stray > 0 {
             line.push_str(&format!(" stray={}", m.stray));
+        }
+        let over_plan = m.over_plan();
+        if over_plan > 0 {
+            line.push_str(&format!(" over_plan={over_plan}"));
         }
         if sum.send_errors > 0 {
             line.push_str(&format!(" send_errors={}", sum.send_errors));

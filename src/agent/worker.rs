@@ -30,6 +30,7 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 use rustc_hash::FxHashMap;
 use socket2::Socket;
 
+use super::budget::Budget;
 use super::clock::{ARMED_TIMEOUT, Awaited, RunClock, Start};
 use super::counters::{Batch, FlowReport, RxCounts, SocketDrops, TxCounts};
 use super::disk::engine::{Answer, Disk};
@@ -816,6 +817,7 @@ impl Worker {
         let most = self.plan.matrix.config.rx_size;
         let pending = self.pending.as_ref().map(|p| p.number);
         let answers_wait = self.disk.as_ref().is_some_and(|d| d.work.answers_wait());
+        let scale = self.scale;
         for _ in 0..MAX_READS_PER_PASS {
             let n = match self.requests_in.recv(fd) {
                 Ok(n) => n,
@@ -824,22 +826,22 @@ impl Worker {
             if n == 0 {
                 return;
             }
+            // When this batch arrived, for the budgets: one clock read a batch.
+            let now_ns = udp::monotonic_ns();
             self.send.clear();
             // The datagrams of a GRO message share one sender: whether it is
-            // a peer, and its sequence window, are looked up once per
-            // message, not hashed again for each of its (up to 64)
+            // a peer (and its budget), and its sequence window, are looked up
+            // once per message, not hashed again for each of its (up to 64)
             // datagrams; and its replies after the first go where the first
             // goes, without writing the address again.
             let mut window: Option<&mut SeqWindow> = None;
+            let mut budget: Option<&Budget> = None;
             let mut joined = false;
             let mut datagrams = self.requests_in.datagrams();
             while let Some(d) = datagrams.next() {
                 if d.starts_message {
-                    window = self
-                        .plan
-                        .allowed_sources
-                        .contains(&d.from.ip())
-                        .then(|| self.request_windows.entry(d.from).or_default());
+                    budget = self.plan.sources.get(&d.from.ip());
+                    window = budget.map(|_| self.request_windows.entry(d.from).or_default());
                     joined = false;
                 }
                 // A GRO message of requests from one send batch of a peer's,
@@ -848,6 +850,7 @@ impl Worker {
                 if !answers_wait
                     && d.starts_message
                     && let Some(window) = window.as_deref_mut()
+                    && let Some(budget) = budget
                     && let Some(m) = datagrams.message()
                     && let Some(first) =
                         wire::decode_run(m.bytes, m.segment, m.count, KIND_REQUEST, false)
@@ -856,6 +859,9 @@ impl Worker {
                     window.restart_if_renumbered(first.seq);
                     if window.observe_run(first.seq, m.count as u64) {
                         let n = m.count as u64;
+                        // The first `answered` of the run, as far as the
+                        // source's budget goes; the rest counted, unanswered.
+                        let answered = budget.take(now_ns, n, scale);
                         let peer = usize::from(first.src_index);
                         let (slot, late) = request_slot(first.interval_tag(), self.number, pending);
                         let mut reply = [0u8; HEADER_LEN];
@@ -863,13 +869,18 @@ impl Worker {
                         header.encode(&mut reply);
                         let reply_size = header.packet_len as usize;
                         let counts = &mut self.rx[slot][peer];
+                        counts.over_plan += n - answered;
                         if late {
                             counts.late += n;
                         } else {
                             counts.requests += n;
                             counts.request_bytes += n * m.segment as u64;
-                            counts.replies += n;
-                            counts.reply_bytes += n * reply_size as u64;
+                            counts.replies += answered;
+                            counts.reply_bytes += answered * reply_size as u64;
+                        }
+                        if answered == 0 {
+                            datagrams.skip_message();
+                            continue;
                         }
                         self.replies.answer(
                             fd,
@@ -880,7 +891,7 @@ impl Worker {
                             reply_size,
                             d.from,
                             &mut joined,
-                            m.count,
+                            answered as usize,
                             |k, h| {
                                 let request = &m.bytes[k * m.segment..];
                                 h.copy_from_slice(&reply);
@@ -891,19 +902,20 @@ impl Worker {
                         continue;
                     }
                 }
-                let (request, window) = match (Header::decode(d.head), window.as_deref_mut()) {
-                    (Some(h), Some(window))
-                        if h.kind == KIND_REQUEST
-                            && d.len >= HEADER_LEN
-                            && usize::from(h.src_index) < hosts =>
-                    {
-                        (h, window)
-                    }
-                    _ => {
-                        self.stray += 1;
-                        continue;
-                    }
-                };
+                let (request, window, budget) =
+                    match (Header::decode(d.head), window.as_deref_mut(), budget) {
+                        (Some(h), Some(window), Some(budget))
+                            if h.kind == KIND_REQUEST
+                                && d.len >= HEADER_LEN
+                                && usize::from(h.src_index) < hosts =>
+                        {
+                            (h, window, budget)
+                        }
+                        _ => {
+                            self.stray += 1;
+                            continue;
+                        }
+                    };
                 let peer = usize::from(request.src_index);
                 window.restart_if_renumbered(request.seq);
                 let (slot, late) = request_slot(request.interval_tag(), self.number, pending);
@@ -920,17 +932,22 @@ impl Worker {
                 }
                 let reply = Header::reply_to(&request, me, most);
                 let reply_size = reply.packet_len as usize;
+                let answered = budget.take(now_ns, 1, scale) == 1;
                 if late {
                     counts.late += 1;
                 } else {
                     counts.requests += 1;
                     counts.request_bytes += d.len as u64;
-                    if !answers_wait {
-                        // Counted as sent now, taken back by the flush if the
-                        // kernel refuses it: no second pass per datagram.
-                        counts.replies += 1;
-                        counts.reply_bytes += reply_size as u64;
-                    }
+                }
+                if !answered {
+                    counts.over_plan += 1;
+                    continue;
+                }
+                if !late && !answers_wait {
+                    // Counted as sent now, taken back by the flush if the
+                    // kernel refuses it: no second pass per datagram.
+                    counts.replies += 1;
+                    counts.reply_bytes += reply_size as u64;
                 }
                 if answers_wait && let Some(disk) = self.disk.as_mut() {
                     let mut header = [0u8; HEADER_LEN];

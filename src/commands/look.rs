@@ -41,6 +41,9 @@ pub struct RowStatus {
     pub cpu_core_pct: Option<f64>,
     pub agent_cpu_pct: Option<f64>,
     pub workers: Option<u32>,
+    /// Requests it left unanswered because their source sent past its plan
+    /// here (refused by plan, not lost); null in reports without the column.
+    pub over_plan: Option<u64>,
 }
 
 /// Asks every host in `hosts` at once; returns when the look was taken
@@ -101,6 +104,7 @@ fn host_status(host: String, text: &str, now: f64) -> HostStatus {
             cpu_core_pct: r.num(Column::CpuMaxPct),
             agent_cpu_pct: r.num(Column::AgentCpuPct),
             workers: r.num(Column::Workers).map(|w| w as u32),
+            over_plan: r.num(Column::OverPlan).map(|n| n as u64),
         });
     });
     HostStatus {

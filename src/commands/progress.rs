@@ -52,9 +52,12 @@ pub struct Reading {
     pub steady_hosts: usize,
     pub sent_pps: f64,
     pub back_pps: f64,
-    /// Round-trip loss over those rows, weighted by what each host sent;
-    /// None when nothing was sent in them.
+    /// Round-trip loss over those rows, weighted by what each host sent,
+    /// less the requests refused by plan; None when nothing was sent in them.
     pub loss_pct: Option<f64>,
+    /// Requests per second the responders left unanswered by plan (their
+    /// sources sent past the matrix rate): refused, not lost.
+    pub refused_pps: f64,
 }
 
 /// The worst host seen so far: its name, its loss, and when (seconds into
@@ -66,9 +69,9 @@ pub struct Worst {
     pub at: f64,
 }
 
-/// Sums the hosts' newest rows; only rows of steady intervals at or after
-/// the start instant count.
-pub fn reading(hosts: &[HostStatus], begin: f64) -> Reading {
+/// Sums the hosts' newest rows (of `interval` seconds); only rows of steady
+/// intervals at or after the start instant count.
+pub fn reading(hosts: &[HostStatus], begin: f64, interval: f64) -> Reading {
     let mut r = Reading::default();
     let mut lost = 0.0;
     for row in hosts.iter().filter_map(|h| steady_row(h, begin)) {
@@ -77,8 +80,11 @@ pub fn reading(hosts: &[HostStatus], begin: f64) -> Reading {
         r.sent_pps += sent;
         r.back_pps += row.back_pps.unwrap_or(0.0);
         lost += sent * row.loss_pct.unwrap_or(0.0) / 100.0;
+        r.refused_pps += row.over_plan.unwrap_or(0) as f64 / interval;
     }
-    r.loss_pct = (r.sent_pps > 0.0).then(|| 100.0 * lost / r.sent_pps);
+    let subject = r.sent_pps - r.refused_pps;
+    r.loss_pct =
+        (subject > 0.0).then(|| (100.0 * (lost - r.refused_pps) / subject).clamp(0.0, 100.0));
     r
 }
 
@@ -128,8 +134,13 @@ pub fn figures(r: &Reading, hosts: usize, worst: Option<&Worst>) -> String {
     } else {
         String::new()
     };
+    let refused = if r.refused_pps > 0.0 {
+        format!(", {} refused by plan (not lost)", units::pps(r.refused_pps))
+    } else {
+        String::new()
+    };
     format!(
-        "sent {}, back {}{of}, {loss}, {worst}",
+        "sent {}, back {}{of}, {loss}{refused}, {worst}",
         units::pps(r.sent_pps),
         units::pps(r.back_pps)
     )
@@ -184,7 +195,11 @@ pub fn hold(
             let (at, hosts) = look(fleet, &all);
             let into = at - span.begin;
             worst = worse(worst, &hosts, span.begin, into);
-            let line = figures(&reading(&hosts, span.begin), all.len(), worst.as_ref());
+            let line = figures(
+                &reading(&hosts, span.begin, span.interval),
+                all.len(),
+                worst.as_ref(),
+            );
             match &bar {
                 Some(bar) => {
                     bar.set_position(elapsed() as u64);
@@ -231,8 +246,26 @@ mod tests {
                 cpu_core_pct: None,
                 agent_cpu_pct: None,
                 workers: None,
+                over_plan: None,
             }),
         }
+    }
+
+    #[test]
+    fn requests_refused_by_plan_are_said_apart_and_never_as_loss() {
+        // h1 sent 10 kpps to h2, whose plan answers 1.25 kpps of them: h1's
+        // row reads 87.5% lost, h2's counts the 8.75 k refused a second.
+        let mut h2 = host("h2", 110, "steady", 1000.0, 0.0);
+        h2.row.as_mut().unwrap().over_plan = Some(17_500);
+        let hosts = [host("h1", 110, "steady", 10_000.0, 87.5), h2];
+        let r = reading(&hosts, 100.0, 2.0);
+        assert_eq!(r.refused_pps, 8750.0);
+        assert!(r.loss_pct.unwrap().abs() < 1e-9, "{r:?}");
+        assert!(
+            figures(&r, 2, None).contains("loss 0.00%, 8.8 kpps refused by plan (not lost)"),
+            "{}",
+            figures(&r, 2, None)
+        );
     }
 
     #[test]
@@ -244,7 +277,7 @@ mod tests {
             host("h3", 110, "start", 5000.0, 50.0),
             host("h4", 90, "steady", 5000.0, 50.0),
         ];
-        let r = reading(&hosts, 100.0);
+        let r = reading(&hosts, 100.0, 1.0);
         assert_eq!(r.steady_hosts, 2);
         assert_eq!(r.sent_pps, 4000.0);
         assert_eq!(r.back_pps, 3960.0);
@@ -270,13 +303,13 @@ mod tests {
         let clean = [host("h1", 110, "steady", 1000.0, 0.0)];
         assert_eq!(worse(None, &clean, 100.0, 10.0), None);
         assert_eq!(
-            figures(&reading(&clean, 100.0), 1, None),
+            figures(&reading(&clean, 100.0, 1.0), 1, None),
             "sent 1.0 kpps, back 1.0 kpps, loss 0.00%, no host losing"
         );
         // No steady row yet: said, not 0 pps.
         let armed = [host("h1", 110, "start", 1000.0, 0.0)];
         assert_eq!(
-            figures(&reading(&armed, 100.0), 1, None),
+            figures(&reading(&armed, 100.0, 1.0), 1, None),
             "waiting for the first whole interval's rows"
         );
     }

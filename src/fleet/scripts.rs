@@ -373,11 +373,11 @@ pub fn probe(dir: &str) -> String {
     )
 }
 
-/// What doctor reports (after the remote directory, or where it would be
-/// made, passes the rules of [`dir_rules`]): architecture, cores, the hard fd limit, agent
-/// running, and the host's clock (for its offset from the controller's).
-/// With `disk`, also the space a data file could take in `dir`
-/// ([`disk_room`]).
+/// What doctor reports, once the remote directory (or where it would be
+/// made) passes the rules every script applies: architecture, cores, the
+/// hard fd limit, agent running, and the host's clock (for its offset from
+/// the controller's). With `disk`, also the space a data file could take in
+/// `dir`.
 pub fn doctor(dir: &str, disk: bool) -> String {
     let room = if disk {
         format!("{}\n", disk_room(dir))

@@ -39,7 +39,11 @@
 //!   CPU time its hypervisor gave to others;
 //! - `rtt_min_us` and `jitter_us` (tx and host rows): the smallest round trip
 //!   of the interval, and the mean absolute difference between successive
-//!   round trips of a flow socket (RFC 3550's measure, unsmoothed).
+//!   round trips of a flow socket (RFC 3550's measure, unsmoothed);
+//! - `over_plan` (rx and host rows): requests that arrived and were left
+//!   unanswered because their source sent past what the matrix plans for it
+//!   here, and its headroom (agent::budget). They count in `pkts`, never in
+//!   `rep_pkts`: refused by plan, not lost.
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -193,6 +197,7 @@ columns! {
     StealPct = "steal_pct",
     RttMinUs = "rtt_min_us",
     JitterUs = "jitter_us",
+    OverPlan = "over_plan",
 }
 
 /// Columns of the original tool's reports (ours add the rest).

@@ -94,6 +94,7 @@ pub struct ReportRow {
     pub steal_pct: Option<f64>,
     pub rtt_min_us: Option<f64>,
     pub jitter_us: Option<f64>,
+    pub over_plan: Option<u64>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -191,6 +192,7 @@ impl ReportRow {
             C::StealPct => fixed(out, self.steal_pct, 1),
             C::RttMinUs => fixed(out, self.rtt_min_us, 0),
             C::JitterUs => fixed(out, self.jitter_us, 1),
+            C::OverPlan => int(out, self.over_plan),
         }
     }
 }
@@ -236,13 +238,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 61);
+        assert_eq!(header_line().trim_end().split(',').count(), 62);
     }
 
     #[test]
@@ -262,6 +264,7 @@ mod tests {
             req_drops: Some(17),
             behind_ms: Some(19.5),
             rtt_hist: Some("1000:2".into()),
+            over_plan: Some(23),
             ..ReportRow::default()
         };
         let dir = tempfile::tempdir().unwrap();
@@ -281,6 +284,7 @@ mod tests {
             assert_eq!(r.text(Column::RttHist), "1000:2");
             assert_eq!(r.num(Column::RepSize), Some(512.0));
             assert_eq!(r.num(Column::DiskBusyPct), None);
+            assert_eq!(r.num(Column::OverPlan), Some(23.0));
         })
         .unwrap();
         assert_eq!(seen, 1);

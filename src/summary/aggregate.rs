@@ -190,6 +190,10 @@ pub struct RxPair {
     /// Requests read after their interval was written (an agent that could
     /// not keep up): arrived, but counted as lost in their interval.
     pub late: f64,
+    /// Requests that arrived and were left unanswered by plan (their sender
+    /// sent past its matrix rate here), over the intervals in which their
+    /// sender reported too: part of `arrived_seen`, and never of the loss.
+    pub over_plan_seen: f64,
 }
 
 /// One direction of a host's disk (reads or writes) over the span, from the
@@ -275,6 +279,9 @@ pub struct HostAgg {
     pub host_rows: u64,
     pub workers: Option<u32>,
     pub stray: f64,
+    /// Requests it left unanswered by plan, as a responder; `None` in
+    /// reports that do not count them.
+    pub over_plan: Option<f64>,
     /// Merged RTT histograms of its host rows, and how many rows had one.
     pub rtt: MergedRtt,
     pub rtt_rows: u64,
@@ -851,6 +858,7 @@ impl ReportSet {
         let p = self.rx.entry((host, peer)).or_default();
         if sender_reported {
             p.arrived_seen += arrived;
+            p.over_plan_seen += row.num(Column::OverPlan).unwrap_or(0.0);
         }
         let late = row.num(Column::LatePkts).unwrap_or(0.0);
         let dup = row.num(Column::DupPkts).unwrap_or(0.0);
@@ -886,6 +894,9 @@ impl ReportSet {
         h.agent_cpu.add(row.num(Column::AgentCpuPct));
         h.workers = row.num(Column::Workers).map(|w| w as u32).or(h.workers);
         h.stray += row.num(Column::StrayPkts).unwrap_or(0.0);
+        if let Some(n) = row.num(Column::OverPlan) {
+            h.over_plan = Some(h.over_plan.unwrap_or(0.0) + n);
+        }
         h.layer = layer.or(h.layer);
         h.disk.add(row);
         let hist = row.text(Column::RttHist);

@@ -92,6 +92,11 @@ pub struct FleetDoc {
     pub dup_pkts: f64,
     #[serde(default)]
     pub ooo_pkts: f64,
+    /// Requests the receivers left unanswered by plan (their senders sent
+    /// past the matrix rate): packets, never counted as loss; null when no
+    /// report counts them.
+    #[serde(default)]
+    pub refused_pkts: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,6 +178,10 @@ pub struct HostDoc {
     pub tx_unsent_pkts: Option<f64>,
     #[serde(default)]
     pub rx_unread_pkts: Option<f64>,
+    /// Requests it left unanswered by plan, as a responder (packets); null
+    /// when its report does not count them.
+    #[serde(default)]
+    pub over_plan_pkts: Option<f64>,
     #[serde(flatten)]
     pub arrival: ArrivalDoc,
 }
@@ -345,6 +354,7 @@ fn fleet_doc(f: &figures::Fleet, ctx: &Context) -> FleetDoc {
         },
         dup_pkts: r(f.dup),
         ooo_pkts: r(f.ooo),
+        refused_pkts: ro(f.refused_counted.then_some(f.packets.refused)),
     }
 }
 
@@ -385,6 +395,7 @@ fn host_doc(h: &HostFigures, host: String) -> HostDoc {
         nic_egress_bps: ro(h.nic_egress_bits),
         tx_unsent_pkts: ro(h.tx_unsent),
         rx_unread_pkts: ro(h.rx_unread),
+        over_plan_pkts: ro(h.over_plan),
         arrival: ArrivalDoc::of(h.rtt_min, h.jitter, h.dup, h.ooo),
     }
 }

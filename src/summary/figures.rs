@@ -97,6 +97,11 @@ pub struct Packets {
     pub sent: f64,
     pub back: f64,
     pub arrived: Option<f64>,
+    /// Requests that arrived and were left unanswered by plan (their sender
+    /// sent past its matrix rate at the receiver): left out of `sent` and
+    /// `arrived`, so that no loss figure counts them; the rates of replies
+    /// and arrivals count them ([`Packets::returned`], [`Packets::arrival`]).
+    pub refused: f64,
 }
 
 impl Packets {
@@ -105,24 +110,32 @@ impl Packets {
     /// receiver wrote nothing, what came back (the loss put on the forward
     /// leg, so no return loss is made up). Reports without phase marks are
     /// read as the original reads them: the share the receiver counted where
-    /// both reported speaks for the whole.
-    fn of_pair(set: &ReportSet, src: u32, dst: u32, p: &TxPair) -> Packets {
-        let counted = set.rx.get(&(dst, src)).map_or(0.0, |rx| rx.arrived_seen);
+    /// both reported speaks for the whole. Requests refused by plan are
+    /// taken out of both legs.
+    pub fn of_pair(set: &ReportSet, src: u32, dst: u32, p: &TxPair) -> Packets {
+        let rx = set.rx.get(&(dst, src));
+        let counted = rx.map_or(0.0, |rx| rx.arrived_seen);
         let arrived = if !set.span.marked && p.sent_seen > 0.0 {
             counted.min(p.sent_seen) / p.sent_seen * p.sent
         } else {
             counted.min(p.sent_seen) + (p.back - p.back_seen)
         };
+        let refused = rx
+            .map_or(0.0f64, |rx| rx.over_plan_seen)
+            .min(arrived - p.back.min(arrived))
+            .max(0.0);
         Packets {
-            sent: p.sent,
+            sent: p.sent - refused,
             back: p.back,
-            arrived: Some(arrived),
+            arrived: Some(arrived - refused),
+            refused,
         }
     }
 
     fn add(&mut self, o: Packets) {
         self.sent += o.sent;
         self.back += o.back;
+        self.refused += o.refused;
         self.arrived = match (self.arrived, o.arrived) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
@@ -139,6 +152,21 @@ impl Packets {
         let arrived = self.arrived?;
         let delivery = self.delivery()?;
         Some((arrived / self.sent).clamp(delivery, 1.0))
+    }
+
+    /// Replies back / every request sent, refused ones included, 0..=1:
+    /// what a rate of replies follows from (None when nothing was sent).
+    pub fn returned(&self) -> Option<f64> {
+        let all = self.sent + self.refused;
+        (all > 0.0).then(|| (self.back / all).min(1.0))
+    }
+
+    /// Requests arrived / every request sent, refused ones included (they
+    /// arrived): what a rate of arrivals follows from.
+    pub fn arrival(&self) -> Option<f64> {
+        let all = self.sent + self.refused;
+        let arrived = self.arrived? + self.refused;
+        (all > 0.0).then(|| (arrived / all).clamp(self.returned().unwrap_or(0.0), 1.0))
     }
 }
 
@@ -172,6 +200,9 @@ pub struct Fleet {
     pub ooo: f64,
     /// The disks of a disk run (`None` when no host row has `disk_busy_pct`).
     pub disk: Option<FleetDisk>,
+    /// Whether any host's report counts requests refused by plan (the
+    /// `over_plan` column): else `packets.refused` is not measured.
+    pub refused_counted: bool,
 }
 
 impl Fleet {
@@ -216,6 +247,7 @@ pub fn fleet(set: &ReportSet, ctx: &Context) -> Fleet {
         ))
     });
     f.disk = FleetDisk::of(set);
+    f.refused_counted = set.hosts.values().any(|h| h.over_plan.is_some());
     f
 }
 
@@ -263,11 +295,9 @@ fn fleet_where(set: &ReportSet, ctx: &Context, keep: &dyn Fn(u32, u32) -> bool) 
         }
     }
     // What came back and what arrived follow from the counts' ratios.
-    let delivery = packets.delivery().unwrap_or(0.0);
-    f.replies = f.requests * delivery;
+    f.replies = f.requests * packets.returned().unwrap_or(0.0);
     f.reply_payload = f.replies * f64::from(ctx.rx_size) * 8.0;
-    f.delivered =
-        (!set.rx.is_empty()).then(|| packets.forward().map_or(0.0, |fwd| f.requests * fwd));
+    f.delivered = (!set.rx.is_empty()).then(|| packets.arrival().map_or(0.0, |a| f.requests * a));
     let (mut weighted, mut weight) = (0.0, 0.0);
     let (mut jitter_weighted, mut jitter_weight) = (0.0, 0.0);
     for (&(src, dst), p) in kept() {
@@ -518,6 +548,9 @@ pub struct HostFigures {
     pub dup: f64,
     pub ooo: f64,
     pub stray: f64,
+    /// Requests it left unanswered by plan, as a responder (`None`: its
+    /// report does not count them).
+    pub over_plan: Option<f64>,
     /// Datagrams the kernel dropped at this host's full sockets over the span
     /// (requests and replies; `None` in reports that do not count them).
     pub dropped: Option<f64>,
@@ -584,6 +617,7 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
         cpu_core: own.and_then(|h| h.cpu_core.get()),
         agent_cpu: own.and_then(|h| h.agent_cpu.get()),
         stray: own.map_or(0.0, |h| h.stray),
+        over_plan: own.and_then(|h| h.over_plan),
         dropped: own.and_then(|h| match (h.req_drops, h.rep_drops) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
@@ -638,7 +672,7 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
         h.sent = own.pps.mean();
         h.target = own.target.mean();
     }
-    h.back = h.sent * packets.delivery().unwrap_or(0.0);
+    h.back = h.sent * packets.returned().unwrap_or(0.0);
     for (_, p) in set.rx.range((id, 0)..=(id, u32::MAX)) {
         h.has_rx = true;
         if ctx.layered {
@@ -722,14 +756,14 @@ pub fn flows(set: &ReportSet, _ctx: &Context) -> Vec<FlowFigures> {
         let delivery = packets.delivery().unwrap_or(0.0);
         let reported = set.wrote_rx_rows(peer);
         let arrived = reported
-            .then(|| packets.forward())
+            .then(|| packets.arrival())
             .flatten()
-            .map(|fwd| sent * fwd);
+            .map(|a| sent * a);
         out.push(FlowFigures {
             host,
             peer,
             sent,
-            back: sent * delivery,
+            back: sent * packets.returned().unwrap_or(0.0),
             delivery,
             arrived,
             p99: p.p99,

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::collections::BTreeMap;
 
 use super::aggregate::ReportSet;
-use super::figures::{Context, FlowFigures};
+use super::figures::{Context, FlowFigures, Packets};
 
 /// Host ids in grid order: pool by pool when the matrix has pools (so the
 /// cross-pool flows make blocks), then the matrix's order, else sorted by
@@ -125,9 +125,10 @@ pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32], flows: &[FlowFigur
             set.rx.get(&(d, s)).and_then(|p| p.pps.get())
         }),
         Grid::of(order, "loss_grid.csv", "% lost (round trip)", |s, d| {
-            // Of the requests sent, the share whose replies never came back.
-            let p = set.tx.get(&(s, d))?;
-            (p.sent > 0.0).then(|| (1.0 - p.back / p.sent).max(0.0) * 100.0)
+            // Of the requests sent, the share whose replies never came back
+            // (less those refused by plan: not lost).
+            let p = Packets::of_pair(set, s, d, set.tx.get(&(s, d))?);
+            p.delivery().map(|d| (1.0 - d).max(0.0) * 100.0)
         }),
         Grid::of(
             order,

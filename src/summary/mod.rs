@@ -326,6 +326,7 @@ fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) -> Str
     header_lines(&mut t, set, ctx, figs, opts);
     t.push('\n');
     fleet_lines(&mut t, ctx, &figs.fleet);
+    refused_line(&mut t, set, &figs.fleet);
     let _ = writeln!(t, "  {:<10}{}", "RTT", rtt_text(set, &figs.fleet));
     extra_rtt_lines(&mut t, &figs.fleet);
     spread_lines(&mut t, "  ", ctx, &figs.fleet, &figs.spread);
@@ -455,6 +456,39 @@ fn fleet_lines(t: &mut String, ctx: &Context, fleet: &figures::Fleet) {
         "  {:<10}{:>13}   round trip {legs}",
         "LOSS",
         format!("{:.2}%", fleet.round_trip_loss())
+    );
+}
+
+/// Requests the receivers left unanswered by plan, when some were: how many,
+/// and the pairs that sent them (most first): refused, not lost.
+fn refused_line(t: &mut String, set: &ReportSet, fleet: &figures::Fleet) {
+    if fleet.packets.refused <= 0.0 {
+        return;
+    }
+    let mut pairs: Vec<(f64, u32, u32)> = set
+        .rx
+        .iter()
+        .filter(|(_, rx)| rx.over_plan_seen > 0.0)
+        .map(|(&(dst, src), rx)| (rx.over_plan_seen, src, dst))
+        .collect();
+    pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let named: Vec<String> = pairs
+        .iter()
+        .take(3)
+        .map(|&(n, src, dst)| format!("{} -> {} {}", set.name(src), set.name(dst), units::ops(n)))
+        .collect();
+    let more = if pairs.len() > 3 {
+        format!(" and {} more pairs", pairs.len() - 3)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        t,
+        "  {:<10}{:>13}   requests refused by plan, not lost: sent past the receiver's matrix rate +{:.0}% ({}{more})",
+        "REFUSED",
+        units::ops(fleet.packets.refused),
+        crate::agent::budget::HEADROOM * 100.0,
+        named.join(", ")
     );
 }
 
@@ -717,6 +751,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
     let dup = hosts.iter().any(|h| h.dup > 0.0);
     let ooo = hosts.iter().any(|h| h.ooo > 0.0);
     let stray = hosts.iter().any(|h| h.stray > 0.0);
+    let refused = hosts.iter().any(|h| h.over_plan.is_some_and(|n| n > 0.0));
     let dropped = hosts.iter().any(|h| h.dropped.is_some_and(|d| d > 0.0));
     // Lost inside a host, between its agent and its interface: worth a
     // column when some host lost a few packets that way.
@@ -739,6 +774,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
         (dup, "dup"),
         (ooo, "reorder"),
         (stray, "stray"),
+        (refused, "refused"),
         (dropped, "dropped"),
         (unsent, "unsent"),
         (unread, "unread"),
@@ -773,6 +809,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
             (dup, Some(h.dup)),
             (ooo, Some(h.ooo)),
             (stray, Some(h.stray)),
+            (refused, h.over_plan),
             (dropped, Some(h.dropped.unwrap_or(0.0))),
             (unsent, h.tx_unsent),
             (unread, h.rx_unread),
@@ -796,6 +833,13 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
         let _ = writeln!(
             t,
             "  (egress: what the host's interface sent, by its byte counter; where that is not known, the wire rate of what its agent sent)"
+        );
+    }
+    if refused {
+        let _ = writeln!(
+            t,
+            "  (refused: requests the host left unanswered because their source sent past what the matrix plans for it there, +{:.0}%: refused by plan, not lost)",
+            crate::agent::budget::HEADROOM * 100.0
         );
     }
     if unsent || unread {

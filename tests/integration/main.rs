@@ -34,6 +34,7 @@ mod lab_slurm;
 mod lab_truth;
 mod malformed_input;
 mod manual;
+mod over_plan;
 mod pools;
 mod progress;
 mod properties;

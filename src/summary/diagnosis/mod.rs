@@ -15,7 +15,7 @@
 //! - [`place`]: what each host's kernel counted (its interface, its
 //!   sockets, its qdisc) and whether its agent had the CPU, which puts the
 //!   loss on the wire or in the host;
-//! - [`loss`], [`rate`], [`latency`], [`departures`]: the findings.
+//! - [`loss`], [`rate`], [`latency`], [`departures`], [`plan`]: the findings.
 
 pub mod cells;
 pub mod departures;
@@ -23,6 +23,7 @@ pub mod latency;
 pub mod loss;
 pub mod pattern;
 pub mod place;
+pub mod plan;
 pub mod rate;
 
 use std::collections::BTreeMap;
@@ -48,6 +49,8 @@ pub enum Kind {
     Coverage,
     /// The round trip's tail.
     Latency,
+    /// Requests a receiver refused: their source sent past its plan there.
+    Plan,
     /// Nothing to fix.
     Clear,
 }
@@ -102,6 +105,10 @@ pub enum Place {
     /// Everywhere at once: no host or pair stands out.
     #[serde(rename = "fabric-wide")]
     FabricWide,
+    /// Past the receiver's plan: the source runs another matrix, or its
+    /// address is spoofed.
+    #[serde(rename = "plan")]
+    Plan,
 }
 
 impl Place {
@@ -116,6 +123,7 @@ impl Place {
             Place::AgentStopped => "agent stopped",
             Place::Unreachable => "unreachable",
             Place::FabricWide => "fabric-wide",
+            Place::Plan => "plan",
         }
     }
 }
@@ -149,6 +157,10 @@ impl Blame {
             Place::AgentStopped => format!("{host}'s agent, stopped"),
             Place::Unreachable => format!("{host}, out of reach"),
             Place::FabricWide => "the fabric as a whole".to_string(),
+            Place::Plan => format!(
+                "{host} sending past {}'s plan",
+                self.peer.as_deref().unwrap_or("its receiver")
+            ),
         }
     }
 
@@ -242,6 +254,7 @@ pub fn diagnose(
     out.extend(departures::findings(set, ctx));
     out.extend(rate::disk_bound(set, &figs.hosts));
     out.extend(coverage.and_then(rate::coverage));
+    out.extend(plan::findings(set, &figs.flows));
     let grid = cells::Cells::of(set, &figs.flows);
     out.extend(loss::findings(set, &grid, &evidence));
     out.extend(rate::findings(set, &figs.hosts, &evidence));

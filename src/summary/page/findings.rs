@@ -78,6 +78,7 @@ fn kind_class(kind: Kind) -> &'static str {
         Kind::Disk => "disk",
         Kind::Coverage => "coverage",
         Kind::Latency => "latency",
+        Kind::Plan => "plan",
         Kind::Clear => "clear",
     }
 }
