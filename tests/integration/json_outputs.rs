@@ -88,6 +88,8 @@ fn agent_status_json_reads_each_hosts_newest_row_and_its_state() {
         assert!((sent - 1000.0).abs() < 100.0, "{h}");
         assert!(row["rtt_p99_us"].as_f64().unwrap() > 0.0, "{h}");
         assert!(row["age_s"].as_f64().unwrap() < 10.0, "{h}");
+        // Counted, and a clean run at its plan refuses nothing.
+        assert_eq!(row["over_plan"], 0, "{h}");
     }
     assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
     let doc = status(&sb);
