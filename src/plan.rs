@@ -23,6 +23,13 @@ use crate::matrix::schedule::Schedule;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES, Matrix, Rate};
 use crate::units::{FRAMING_BYTES, Ip};
 
+/// How far past its plan a source is still answered: a responder answers
+/// each source at most the rate the matrix has it send there times
+/// `1 + ANSWER_HEADROOM` (sustained; the agent's budget also holds a
+/// second's burst). A quarter: never cut a clean run, and still cut a
+/// tenfold flood to an eighth.
+pub const ANSWER_HEADROOM: f64 = 0.25;
+
 /// Requests one agent worker sends or answers per second, each an exchange of two
 /// datagrams through that worker (request out + reply in, or request in + reply
 /// out). Measured by `bench/agent_vs_ceiling.py` (README, Performance): one
@@ -60,7 +67,7 @@ pub struct DiskLoad {
 
 impl DiskLoad {
     /// The disk work of a host that sends `load.out_pps` requests and answers
-    /// `load.in_pps` (facts.md 7): with `requests`, it reads the payload of
+    /// `load.in_pps`: with `requests`, it reads the payload of
     /// every request it sends and writes the payload of every request it
     /// answers; with `replies`, it reads the payload of every reply it sends
     /// and writes the payload of every reply it gets back. A header-only

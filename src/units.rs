@@ -1,6 +1,6 @@
 //! Units and the number formats every human-readable output of mx shares.
 //!
-//! The formats are the original tool's (facts.md 0.1), so operators read the same
+//! The formats are the original tool's, so operators read the same
 //! figures the same way: `1.0 kpps`, `3.12 Gbps`, `2m00s`. Rust's `{:.N}` rounds the
 //! exact binary value with ties to even, exactly as Python's `%.Nf` does, so the
 //! same input prints the same text.
@@ -112,6 +112,13 @@ pub fn ops(value: f64) -> String {
     } else {
         format!("{value:.0}")
     }
+}
+
+/// A figure rounded to 6 decimal places, as the JSON documents carry it:
+/// nothing mx measures is finer, and `3995.8500000000004` is noise a reader
+/// should not see.
+pub fn six_places(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
 }
 
 /// A time in microseconds: `-` when not measured, `X.XXs`, `X.Xms` or `Xus`.

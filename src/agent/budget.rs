@@ -24,8 +24,8 @@ use rustc_hash::FxHashMap;
 use crate::matrix::Matrix;
 use crate::matrix::schedule::Schedule;
 
-/// Answered beyond the plan: 25% over the planned rate, sustained.
-pub const HEADROOM: f64 = 0.25;
+/// Answered beyond the plan, sustained: the plan's own headroom.
+pub const HEADROOM: f64 = crate::plan::ANSWER_HEADROOM;
 /// And bursts up to one second of that rate (at least 64 packets: a GRO run).
 pub const DEPTH_NS: u64 = 1_000_000_000;
 /// The least a bucket holds, in packets: a whole GRO run of requests.

@@ -31,9 +31,9 @@ use std::path::Path;
 
 use crate::cli::{FleetArgs, Via};
 use crate::error::{Error, Result};
-use crate::fleet::session::Sessions;
-use crate::fleet::slurm::{self, Allocation, Slurm};
-use crate::fleet::transport::{Local, Rehearsal, Ssh, Transport};
+use crate::fleet::transport::session::Sessions;
+use crate::fleet::transport::slurm::{self, Allocation};
+use crate::fleet::transport::{Local, Rehearsal, Slurm, Ssh, Transport};
 use crate::fleet::{self, DEFAULT_MATRIX, DEFAULT_REMOTE_DIR, Fleet};
 use crate::matrix::servers::{parse_servers, read_servers};
 use crate::matrix::{HostToken, Matrix};

@@ -1,7 +1,7 @@
 //! Moving files and processes to the hosts of a matrix: every host reached
 //! through one [`transport::Transport`] (ssh, a local directory per host, or a
 //! dry run that prints instead), in parallel up to `--jobs`, each step's output
-//! printed afterwards in matrix order, one line per host (facts.md 4.0). A
+//! printed afterwards in matrix order, one line per host. A
 //! host that fails (unreachable, refused, timed out) gets its own line and
 //! makes the command exit 1; it never stops the others.
 //!
@@ -18,8 +18,6 @@ pub mod end;
 pub mod instants;
 pub mod launch;
 pub mod scripts;
-pub mod session;
-pub mod slurm;
 pub mod transport;
 
 use std::sync::Mutex;

@@ -155,7 +155,7 @@ pub fn agent_sha256(dir: &str) -> String {
 }
 
 /// Receives a file of `len` bytes on stdin as `dir/name` (a session's copy,
-/// `fleet::session`): says `ready` once it reads, takes exactly `len` bytes
+/// `fleet::transport::session`): says `ready` once it reads, takes exactly `len` bytes
 /// whatever happens to them, and gives the file its name and `mode` only
 /// when their count and SHA-256 (`sha`, where the host has `sha256sum`) are
 /// the ones sent.
@@ -205,11 +205,15 @@ pub enum Keep<'a> {
     /// runs on (ssh, local).
     Detached(&'a str),
     /// Held: the script runs as the host its transport names
-    /// ([`HELD_HOST`](super::transport::HELD_HOST)), says [`HELD`] once the
+    /// ([`HELD_HOST`]), says [`HELD`] once the
     /// agent runs, then waits for it (Slurm: an agent lives as long as the
     /// step that started it).
     Held,
 }
+
+/// The shell word a held script names its host by: the transport sets it
+/// on each node before the script runs.
+pub const HELD_HOST: &str = "\"$MX_HOST\"";
 
 /// What a held launch script says once its agent runs, before it waits.
 pub const HELD: &str = "mx-held";
@@ -251,7 +255,7 @@ pub fn launch(
         exe = q(&format!("{dir}/{AGENT_BIN}")),
         h = match keep {
             Keep::Detached(host) => q(host),
-            Keep::Held => super::transport::HELD_HOST.to_string(),
+            Keep::Held => HELD_HOST.to_string(),
         },
         flags = shell_join(agent_flags),
         running = q(&already_running(stop)),

@@ -18,6 +18,7 @@ use super::diagnosis::Finding;
 use super::figures::{self, Context, Figures, FlowFigures, HostFigures, percent};
 use super::spread::{FlowSpread, Spread};
 use crate::report::rtt::MergedRtt;
+use crate::units;
 
 /// The `schema` of this version of the document.
 pub const SCHEMA: &str = "mx.summary/1";
@@ -437,10 +438,9 @@ pub fn to_json(doc: &Document) -> String {
     text
 }
 
-/// A figure rounded to 6 decimal places: nothing mx measures is finer, and
-/// `3995.8500000000004` is noise a reader of the JSON should not see.
+/// A figure as the documents carry it ([`units::six_places`]).
 pub fn r(v: f64) -> f64 {
-    (v * 1e6).round() / 1e6
+    units::six_places(v)
 }
 
 pub fn ro(v: Option<f64>) -> Option<f64> {

@@ -1,5 +1,5 @@
-//! The numbers of a summary, computed once from a [`ReportSet`] by the rules of
-//! facts.md 5 (the export reuses them, so both print the same figures).
+//! The numbers of a summary, computed once from a [`ReportSet`] (the export
+//! reuses them, so both print the same figures).
 //!
 //! Rates: on a fixed matrix a pair's rate is the mean of its rows; on a
 //! layered one most pairs are idle most of the window, so rates come from the
@@ -393,7 +393,12 @@ pub fn pools(set: &ReportSet, ctx: &Context, flows: &[FlowFigures]) -> Vec<PoolF
                 receivers: pools.pools[to].members.len(),
                 flows: set.tx.keys().filter(|(s, d)| keep(*s, *d)).count(),
                 fleet,
-                spread: FlowSpread::of(flows.iter().filter(|f| keep(f.host, f.peer))),
+                spread: FlowSpread::of(
+                    flows
+                        .iter()
+                        .filter(|f| keep(f.host, f.peer))
+                        .map(|f| (f.arrived, f.back)),
+                ),
             }
         })
         .collect()
@@ -421,7 +426,7 @@ impl DiskDir {
     }
 }
 
-/// A host's disk over the span (host means; facts.md 7).
+/// A host's disk over the span (means of its host rows).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HostDisk {
     pub read: DiskDir,
@@ -443,7 +448,8 @@ impl HostDisk {
 }
 
 /// The fleet's disks: Σ of the host means, the IOPS-weighted mean of their
-/// latencies, the worst host's p99 (facts.md 7), and the busiest host.
+/// latencies, the worst host's p99 (percentiles are not averaged), and the
+/// busiest host.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FleetDisk {
     pub read: DiskDir,
@@ -806,7 +812,7 @@ impl Figures {
             fleet: fleet(set, ctx),
             hosts: hosts(set, ctx),
             pools: pools(set, ctx, &flows),
-            spread: FlowSpread::of(flows.iter()),
+            spread: FlowSpread::of(flows.iter().map(|f| (f.arrived, f.back))),
             flows,
         }
     }

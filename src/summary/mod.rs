@@ -1,13 +1,13 @@
 //! `mx summarize`: turn a directory of report.csv files into the answer.
 //!
-//! The text is the original's, line for line (facts.md 5): the fleet lines
-//! (and in a disk run the DISK lines, facts.md 7), the per-host table (worst
-//! delivery first; a `disk` column in disk runs only), the worst flows, the
-//! layered sections, and WHAT TO DO NEXT. Where it departs, it departs
-//! towards honesty: a blank is never averaged as zero, percentiles are never
-//! averaged (the fleet's come exactly from histograms when the reports carry
-//! them, else the worst flow's worst interval is shown and said to be, as is
-//! the worst host's disk p99), and `--window 0` means the whole history.
+//! The text is the original tool's, line for line: the fleet lines (and in a
+//! disk run the DISK lines), the per-host table (worst delivery first; a
+//! `disk` column in disk runs only), the worst flows, the layered sections,
+//! and WHAT TO DO NEXT. Where it departs, it departs towards honesty: a blank
+//! is never averaged as zero, percentiles are never averaged (the fleet's
+//! come exactly from histograms when the reports carry them, else the worst
+//! flow's worst interval is shown and said to be, as is the worst host's disk
+//! p99), and `--window 0` means the whole history.
 //!
 //! [`aggregate`] reads the reports in one streaming pass, [`figures`] computes
 //! the numbers, [`diagnosis`] reads them into findings (WHAT TO DO NEXT),
@@ -487,7 +487,7 @@ fn refused_line(t: &mut String, set: &ReportSet, fleet: &figures::Fleet) {
         "  {:<10}{:>13}   requests refused by plan, not lost: sent past the receiver's matrix rate +{:.0}% ({}{more})",
         "REFUSED",
         units::ops(fleet.packets.refused),
-        crate::agent::budget::HEADROOM * 100.0,
+        crate::plan::ANSWER_HEADROOM * 100.0,
         named.join(", ")
     );
 }
@@ -685,9 +685,10 @@ fn extra_rtt_lines(t: &mut String, fleet: &figures::Fleet) {
     }
 }
 
-/// DISK READ, DISK WRITE and DISK BUSY (facts.md 7), and which disk I/O the
-/// RTT holds: a disk run's responder answers only once its disk has done
-/// its part, so the round trip is a storage client's, not the network's alone.
+/// DISK READ, DISK WRITE and DISK BUSY, the lines of a disk run, and which
+/// disk I/O the RTT holds: a disk run's responder answers only once its disk
+/// has done its part, so the round trip is a storage client's, not the
+/// network's alone.
 fn disk_lines(t: &mut String, set: &ReportSet, ctx: &Context, disk: &figures::FleetDisk) {
     for (label, d, host) in [
         ("DISK READ", disk.read, disk.read_p99_host),
@@ -758,7 +759,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
     let counted = |v: Option<f64>| v.is_some_and(|n| n >= diagnosis::cells::MIN_LOST);
     let unsent = hosts.iter().any(|h| counted(h.tx_unsent));
     let unread = hosts.iter().any(|h| counted(h.rx_unread));
-    // Disk runs only (facts.md 5): any host measured its disk's busy time.
+    // A `disk` column in disk runs only: any host measured its disk's busy time.
     let disk = hosts
         .iter()
         .any(|h| h.disk.is_some_and(|d| d.busy.is_some()));
@@ -839,7 +840,7 @@ fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], t
         let _ = writeln!(
             t,
             "  (refused: requests the host left unanswered because their source sent past what the matrix plans for it there, +{:.0}%: refused by plan, not lost)",
-            crate::agent::budget::HEADROOM * 100.0
+            crate::plan::ANSWER_HEADROOM * 100.0
         );
     }
     if unsent || unread {

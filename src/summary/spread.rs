@@ -1,11 +1,10 @@
 //! Spread across flows: how evenly one direction's flows were served.
 //!
-//! This is the netperf users' "mean and standard deviation" of a fabric test
-//! (netperf-fabric-test.md), computed on what mx measured instead of by awk
-//! over per-pair outputs: per flow its delivered rate (requests that reached
-//! the receiver, and replies that came back), then across flows the mean,
-//! the standard deviation, the minimum, the median, the maximum and Jain's
-//! fairness index.
+//! This is the "mean and standard deviation" netperf users take of a fabric
+//! test, computed on what mx measured instead of by awk over per-pair
+//! outputs: per flow its delivered rate (requests that reached the receiver,
+//! and replies that came back), then across flows the mean, the standard
+//! deviation, the minimum, the median, the maximum and Jain's fairness index.
 //!
 //! The flows are the whole population of the run (not a sample of it), so the
 //! standard deviation is the population's (divided by n). Jain's index is
@@ -13,8 +12,6 @@
 //! got everything. A flow whose receiver wrote no rx rows has no forward
 //! figure: it is left out of the forward spread and the count says so,
 //! never counted as 0.
-
-use super::figures::FlowFigures;
 
 /// The spread of one figure across flows.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,12 +78,14 @@ pub struct FlowSpread {
 }
 
 impl FlowSpread {
-    /// The spread of `flows` (those that sent in the span).
-    pub fn of<'a>(flows: impl Iterator<Item = &'a FlowFigures>) -> FlowSpread {
+    /// The spread of the flows that sent in the span, each given as the
+    /// requests per second that reached its receiver (`None`: its receiver
+    /// did not count them) and the replies per second that came back.
+    pub fn of(flows: impl Iterator<Item = (Option<f64>, f64)>) -> FlowSpread {
         let (mut delivered, mut back) = (Vec::new(), Vec::new());
-        for f in flows {
-            back.push(f.back);
-            if let Some(arrived) = f.arrived {
+        for (arrived, came_back) in flows {
+            back.push(came_back);
+            if let Some(arrived) = arrived {
                 delivered.push(arrived);
             }
         }

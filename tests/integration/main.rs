@@ -32,6 +32,7 @@ mod lab_ramp;
 mod lab_security;
 mod lab_slurm;
 mod lab_truth;
+mod layering;
 mod malformed_input;
 mod manual;
 mod over_plan;

@@ -212,7 +212,7 @@ impl Finding {
 
     pub fn figure(mut self, name: &str, value: f64) -> Finding {
         self.figures
-            .insert(name.to_string(), super::document::r(value));
+            .insert(name.to_string(), crate::units::six_places(value));
         self
     }
 

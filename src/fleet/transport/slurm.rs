@@ -36,12 +36,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::scripts::{self, q};
-use super::shell_join;
-use super::transport::{
+use super::{
     CANNOT_RUN, Copy, HeldLaunch, Outcome, TIMED_OUT, Transport, run_command, run_command_into,
 };
 use crate::error::{Error, Result};
+use crate::fleet::scripts::{self, q};
+use crate::fleet::shell_join;
 use crate::matrix::Host;
 use crate::matrix::resolve::lookup;
 use crate::units::wall_now;

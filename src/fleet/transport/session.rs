@@ -45,8 +45,8 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use sha2::Digest;
 
-use super::scripts::{self, q};
-use super::transport::{CANNOT_RUN, Outcome, TIMED_OUT};
+use super::{CANNOT_RUN, Outcome, TIMED_OUT};
+use crate::fleet::scripts::{self, q};
 
 /// Why a session stopped answering a step.
 #[derive(Debug, PartialEq, Eq)]
@@ -399,7 +399,7 @@ impl Default for Sessions {
 impl Sessions {
     /// None at all: every step is one call, its script whole on the
     /// command line (a command that is not the system's OpenSSH, see
-    /// [`is_openssh`](super::transport::is_openssh)).
+    /// [`is_openssh`](super::is_openssh)).
     pub fn none() -> Self {
         Sessions {
             idle: Mutex::default(),
