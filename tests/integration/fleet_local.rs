@@ -1544,50 +1544,6 @@ fn agent_fleet_start_copies_the_agent_only_where_it_differs() {
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
-/// The release build of mx (built here when it is not already: `.ci/run`
-/// builds it before the tests).
-fn release_binary() -> std::path::PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let built = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--release", "--quiet"])
-        .current_dir(root)
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "cargo build --release");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), Into::into);
-    target.join("x86_64-unknown-linux-gnu/release/mx")
-}
-
-#[test]
-fn the_agent_start_deploys_is_the_stripped_release_binary_under_6_mib() {
-    let release = release_binary();
-    let sb = fleet_dir(65, &["h1", "h2"]);
-    // `mx start` run from the release binary deploys that very file.
-    let start = std::process::Command::new(&release)
-        .args(["start", "--local", "hosts", "--interval", "1"])
-        .current_dir(sb.path())
-        .output()
-        .unwrap();
-    assert!(start.status.success(), "{start:?}");
-    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
-    let deployed = sb.file("hosts/h1/var/tmp/mx/mx");
-    let size = std::fs::metadata(&deployed).unwrap().len();
-    assert_eq!(size, std::fs::metadata(&release).unwrap().len());
-    assert!(size < 6 * 1024 * 1024, "{size} bytes deployed");
-    // No debug sections, no symbol table: what runs, not what debugs.
-    let sections = std::process::Command::new("readelf")
-        .args(["-S", "-W"])
-        .arg(&deployed)
-        .output()
-        .expect("readelf (binutils) runs");
-    let sections = String::from_utf8_lossy(&sections.stdout);
-    assert!(sections.contains(".text"), "{sections}");
-    assert!(!sections.contains(".debug_"), "{sections}");
-    assert!(!sections.contains(".symtab"), "{sections}");
-    println!("deployed agent: {size} bytes");
-    assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
-}
-
 /// A number the kernel keeps in /proc/sys/kernel.
 fn kernel_number(name: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
