@@ -66,7 +66,7 @@ fn refuses_gen(servers: &str, args: &[&str], want: &str) {
     assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
 }
 
-const THREE: &str = "h1\nh2\nh3\n";
+const THREE: &str = "h1=10.0.0.1\nh2=10.0.0.2\nh3=10.0.0.3\n";
 
 // ---- matrix.csv ----
 
