@@ -220,9 +220,14 @@ def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
 # The mx rows read against the raw paced loop's ceiling searched the same way.
 SAME_SEARCH = (("B", "S"), ("C", "S"), ("E", "R"))
 
-# How late an agent's loop may wake and lose no tokens (pacing.rs: the
-# epoll's whole-millisecond rounding and the bucket's 5 ms of lateness).
-FORGIVEN_MS = 6.0
+def forgiven_ms():
+    """How late an agent's loop may wake and lose no tokens, in ms: read from
+    its one definition, src/report/mod.rs (FORGIVEN_BEHIND_MS)."""
+    text = open(os.path.join(ROOT, "src", "report", "mod.rs")).read()
+    return float(re.search(r"pub const FORGIVEN_BEHIND_MS: f64 = ([0-9.]+);", text).group(1))
+
+
+FORGIVEN_MS = forgiven_ms()
 
 
 def clean(pair, rate, failures=None):

@@ -10,23 +10,25 @@
 //! least one packet): at 1 kpps that is 2 packets every 2 ms rather than 1
 //! every 1 ms, which halves the worker's wakeups (and its replies arrive
 //! together, to be read in one pass) while the rate stays exact. A batch is
-//! never more than [`MAX_BATCH`], the most a worker's pass sends on one flow:
-//! past 256 kpps, 2 ms of traffic is more than a pass sends, and a flow
-//! would wait (an epoll tick, rounded up to 1 ms) for tokens it could
-//! already send.
+//! never more than [`MAX_BATCH`] (2 ms of traffic at 256 kpps), well inside
+//! what a worker's pass sends on one flow ([`MAX_PER_PASS`]): a batch larger
+//! than a pass sends would have the flow wait (an epoll tick, rounded up to
+//! 1 ms) for tokens it could already send.
 //!
 //! The burst is the batch, plus the 1 ms the epoll wait rounds up to, plus
 //! [`LATENESS_SECONDS`] (5 ms): a loop that wakes up to 5 ms late loses no
-//! tokens, as in the original, whose bucket held 5 ms and sent a packet as
-//! soon as it had one (facts.md 3.4). A bucket of 5 ms alone, with 2 ms
-//! batches and the rounding, kept 2 ms of slack: a 2-core VM that loses its
-//! vCPU 4 ms at a time made 2 kpps flows send 93% of their rate.
+//! tokens, as in the original tool, whose bucket held 5 ms and sent a packet
+//! as soon as it had one. A bucket of 5 ms alone, with 2 ms batches and the
+//! rounding, keeps only 2 ms of slack: on a 2-core VM that loses its vCPU
+//! 4 ms at a time, 2 kpps flows send 93% of their rate.
 
 use std::time::{Duration, Instant};
 
 /// How late a loop may wake and lose no tokens, in seconds of the target
-/// rate (the original's 5 ms bucket) ...
-const LATENESS_SECONDS: f64 = 0.005;
+/// rate (the original's 5 ms bucket): what the report says an agent may fall
+/// behind, less the wake-up's rounding ...
+const LATENESS_SECONDS: f64 =
+    crate::report::FORGIVEN_BEHIND_MS / 1000.0 - WAKE_ROUNDING_SECONDS;
 /// ... and never less than this many packets.
 const MIN_LATENESS: f64 = 2.0;
 /// What the epoll wait adds to a due send: its timeout is whole milliseconds,
@@ -42,11 +44,11 @@ pub const MAX_BATCH: usize = 512;
 /// core for a few ms (a 2-core VM's vCPU loses 4 ms at a time) comes back to
 /// a full bucket, and it must send that backlog faster than tokens accrue,
 /// or the bucket overflows and the flow falls short of its rate for good.
-/// At 3 Mpps a pass of ~200 us earns 600 tokens: 512 a pass never caught
-/// up (the 2-flow bench sent 91-98% of 3 Mpps in 3 trials of 4); 4,096 a
-/// pass drains a 4 ms stall in 3 passes (4 of 4 trials sent >= 99.9%).
-/// (The original sent 512 a pass; design.md has a late loop send its backlog
-/// in one go.)
+/// At 3 Mpps a pass of ~200 us earns 600 tokens: 512 a pass never catches
+/// up (a 2-flow bench at 3 Mpps sent 91-98% of its rate in 3 trials of 4);
+/// 4,096 a pass drains a 4 ms stall in 3 passes (>= 99.9% in 4 trials of 4).
+/// (The original tool sent 512 a pass; a loop that wakes late is to send its
+/// backlog in one go, not spread it over later passes.)
 pub const MAX_PER_PASS: usize = 8 * MAX_BATCH;
 
 /// The batch a flow at `rate` (positive, finite) waits for and the most its

@@ -1,7 +1,7 @@
 //! `report.csv`: the per-interval rows every agent appends, one file per host.
 //!
-//! The original's 30 columns in its order and formats (facts.md 3.9), then ours,
-//! appended so that readers of the original format keep working (design.md):
+//! The original tool's 30 columns in its order and formats, then ours, appended
+//! after them so that readers of the original format keep working:
 //!
 //! - `dup_pkts, ooo_pkts, rtt_p999_us, stray_pkts`; `send_errors` (tx and
 //!   host rows): requests the kernel refused to send (a firewall's EPERM, an
@@ -57,6 +57,15 @@ pub mod row;
 pub mod rtt;
 
 pub use row::{Dir, ReportRow};
+
+/// How far behind its send schedule an agent may fall (the host row's
+/// `behind_ms`, counted from the moment a batch was due, its tokens already
+/// in) and lose no send: its pacer's bucket holds the epoll wait's
+/// whole-millisecond rounding and 5 ms of lateness. Further behind, an
+/// interval that ran short of its rate lost those sends to the agent's CPU,
+/// not to the network. The one definition: the pacer, the ramp's verdict,
+/// the tests and the benches read it from here.
+pub const FORGIVEN_BEHIND_MS: f64 = 6.0;
 
 /// How long after its tick an interval's rows are written: the replies to
 /// its last requests, and the requests of peers whose clocks run a little

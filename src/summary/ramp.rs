@@ -40,13 +40,11 @@ pub const DEFAULT_STEPS: f64 = 10.0;
 /// loaded box or a stolen vCPU starves an agent for a few seconds, and a
 /// step judged then would put the host's hiccup where the limit goes.
 pub const MAX_TRIES: usize = 3;
-/// How far behind its send schedule an agent falls and loses no sends: its
-/// token bucket (`agent::pacing`) holds a batch (2 ms of traffic), the epoll
-/// wait's rounding (1 ms) and 5 ms of lateness, and `behind_ms` counts from
-/// the moment the batch was due, with the batch's tokens already in: 6 ms
-/// from ~400 pps a flow up (more below). An agent further behind than this,
-/// that sent short of its rate, lost those sends to its CPU.
-const BUCKET_FORGIVES_MS: f64 = 6.0;
+/// How far behind its send schedule an agent falls and loses no sends (from
+/// ~400 pps a flow up; more below, where the bucket holds two packets): an
+/// agent further behind than this, that sent short of its rate, lost those
+/// sends to its CPU.
+const BUCKET_FORGIVES_MS: f64 = crate::report::FORGIVEN_BEHIND_MS;
 /// A host that sent under this share of its target was short of its rate
 /// (over whole intervals the pacing is exact to 0.02%).
 const SHORT_OF_RATE: f64 = 0.995;

@@ -319,9 +319,9 @@ pub fn full_rows<'a>(rows: &'a [Row], dir: &str, peer: Option<&str>) -> Vec<&'a 
         .collect()
 }
 
-/// How late an agent's loop may wake and lose no tokens, in ms: the epoll's
-/// whole-millisecond rounding and the bucket's 5 ms of lateness (pacing.rs).
-pub const FORGIVEN_MS: f64 = 6.0;
+/// How late an agent's loop may wake and lose no tokens, in ms (the report
+/// schema's one definition).
+pub const FORGIVEN_MS: f64 = matrix_orchestrator::report::FORGIVEN_BEHIND_MS;
 
 /// How far behind its send schedule an agent said it fell in the interval
 /// `ts` (the host row of its report `rows`), if further than its bucket
