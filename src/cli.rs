@@ -378,7 +378,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub mtu: MtuArg,
 
-    /// Print one JSON document (schema mx.check/1, in the README) instead of the text
+    /// Print one JSON document (schema mx.check/1, in docs/json.md) instead of the text
     #[arg(long)]
     pub json: bool,
 }
@@ -500,7 +500,7 @@ pub struct AgentFlags {
 
 impl AgentFlags {
     /// These flags as agent arguments: every one that differs from its default,
-    /// `--interval` always (facts.md 4.1).
+    /// `--interval` always.
     pub fn to_args(&self) -> Vec<String> {
         let mut flags = vec!["--interval".to_string(), crate::units::g(self.interval)];
         if self.duration != 0.0 {
@@ -752,7 +752,7 @@ pub struct StatusArgs {
     #[arg(long, value_name = "S", default_value_t = 0.0)]
     pub watch: f64,
 
-    /// Print one JSON document per look (schema mx.status/1, in the README) instead of lines
+    /// Print one JSON document per look (schema mx.status/1, in docs/json.md) instead of lines
     #[arg(long)]
     pub json: bool,
 }
@@ -951,7 +951,7 @@ pub struct SummarizeArgs {
     #[arg(long)]
     pub no_collect: bool,
 
-    /// Print one JSON document (schema mx.summary/1, in the README) instead of the text
+    /// Print one JSON document (schema mx.summary/1, in docs/json.md) instead of the text
     #[arg(long)]
     pub json: bool,
 }
@@ -1026,7 +1026,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
 
-    /// Print one JSON document (schema mx.compare/1, in the README) instead of the text
+    /// Print one JSON document (schema mx.compare/1, in docs/json.md) instead of the text
     #[arg(long)]
     pub json: bool,
 }

@@ -32,7 +32,7 @@ pub const ANSWER_HEADROOM: f64 = 0.25;
 
 /// Requests one agent worker sends or answers per second, each an exchange of two
 /// datagrams through that worker (request out + reply in, or request in + reply
-/// out). Measured by `bench/agent_vs_ceiling.py` (README, Performance): one
+/// out). Measured by `bench/agent_vs_ceiling.py` (docs/performance.md): one
 /// worker per agent, 64-byte packets, loopback, 2-core VM: the highest loss-free
 /// rate was 140.6 kpps per flow (median of 3 rounds) while also answering the
 /// peer's 140.6 kpps, i.e. ~280,000 exchanges per second per worker. (The

@@ -25,8 +25,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::matrix::{Dscp, MAX_PACKET_BYTES};
 use crate::wire::HEADER_LEN;
 
-/// Datagrams per recvmmsg/sendmmsg call. 64 amortises the syscall to a few
-/// percent of the per-packet cost (lab-notes.md measured batches of 64).
+/// Datagrams per recvmmsg/sendmmsg call: the syscall's cost spread over many
+/// datagrams. 256 is four full GSO messages ([`GSO_MAX_SEGMENTS`] each) in
+/// one sendmmsg, and the most a `u8` index can name.
 pub const BATCH: usize = 256;
 // (A send batch names a datagram's address by its index in a u8.)
 const _: () = assert!(BATCH <= 256);
@@ -568,8 +569,8 @@ impl SendBatch {
     /// replies to a GRO message of requests, a flow's batch of requests.
     ///
     /// Why: at a few Mpps per flow a worker's core is the limit; queued
-    /// this way, the agents' user time per round trip at 2-6 Mpps fell by a
-    /// third (0.045 to 0.030 us, README "A run of replies queued once").
+    /// this way, the agents' user time per round trip at 2-6 Mpps is a third
+    /// less than queued one by one (docs/performance.md).
     pub fn push_joined_run(
         &mut self,
         n: usize,

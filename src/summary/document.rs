@@ -6,7 +6,7 @@
 //! version. Units are in the key names (`_pps`, `_bps` bits per second,
 //! `_pct` 0..=100, `_us` microseconds, `_ts` Unix seconds of an interval's
 //! end). A figure that was not measured is `null`, never 0, as blank is in
-//! the text. The README documents every key.
+//! the text. docs/json.md documents every key.
 //!
 //! `intervals` is the fleet per interval of the span: what `compare`
 //! resamples to tell a real change from interval-to-interval noise.
