@@ -106,7 +106,7 @@ pub struct HelpArgs {
 /// `--servers`, shared by the commands that read the server list.
 #[derive(Debug, Args)]
 pub struct ServersArg {
-    /// Server list: one host token per line (name[=addr[:port]]), # comments
+    /// Server list: one host token per line (`name[=addr[:port]]`), # comments
     /// allowed; `slurm`: the nodes of the Slurm allocation this shell is in
     /// (./slurm reads a file so named)
     #[arg(
@@ -800,7 +800,7 @@ pub struct DoctorArgs {
 pub struct LogsArgs {
     #[command(flatten)]
     pub fleet: FleetArgs,
-    /// Where the logs go (<host>.log)
+    /// Where the logs go (`<host>.log`)
     #[arg(
         short = 'o',
         long = "output",
@@ -912,7 +912,7 @@ pub struct DemoArgs {
 /// `--reports`: where collected reports live, one `<host>.csv` per host.
 #[derive(Debug, Clone, Args)]
 pub struct ReportsDir {
-    /// Directory of report files (<host>.csv)
+    /// Directory of report files (`<host>.csv`)
     #[arg(
         long = "reports",
         value_name = "DIR",

@@ -1,6 +1,6 @@
 //! The one error type of mx and its exit-code contract.
 //!
-//! mx keeps the original tool's exit codes (facts.md 0.2):
+//! mx keeps the original tool's exit codes:
 //! - 0: success;
 //! - 1: mx ran and found a problem (a host over its NIC caps, a fleet step that
 //!   failed on some host);

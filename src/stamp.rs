@@ -1,8 +1,8 @@
 //! The stamp an agent leaves beside its report: a fingerprint of what it loaded
 //! and the flags it was started with. `mx reload` compares fingerprints to
 //! restart only the hosts an edit touched, and restarts them with the same
-//! flags (facts.md 4.9). The terms are the original's, so stamps compare across
-//! the two implementations.
+//! flags. The terms are the original tool's, so stamps compare across the two
+//! implementations.
 
 use sha2::{Digest, Sha256};
 

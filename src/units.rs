@@ -151,7 +151,7 @@ pub fn g(value: f64) -> String {
 }
 
 /// C's and Python's `%.<digits>g`: `digits` significant digits (at least 1),
-/// trailing zeros stripped, exponent form below 1e-4 and from 1e<digits> up.
+/// trailing zeros stripped, exponent form below 1e-4 and from `1e<digits>` up.
 pub fn g_digits(value: f64, digits: u32) -> String {
     #[allow(clippy::cast_possible_wrap)]
     let precision = digits.max(1) as i32;

@@ -1,5 +1,5 @@
 //! The MXO1 header every request and reply starts with: 32 bytes, network byte
-//! order, byte for byte the original tool's (facts.md 2), so our agents and the
+//! order, byte for byte the original tool's, so our agents and the
 //! original's share a fleet and count each other correctly.
 //!
 //! | offset | size | field        | request                 | reply                  |

@@ -213,9 +213,9 @@ impl RunClock {
     /// agent that starts at once sets its start and then, with `--duration`,
     /// its end, from the reporter thread. Read the other way round, a worker
     /// preempted between the two reads could see no start, then the end, and
-    /// finish a run that had just begun: its report held only a header (one
-    /// agent of four in a CI run). The end's Acquire makes a start stored
-    /// before it visible to the read that follows.
+    /// finish a run that had just begun, leaving a report of only a header.
+    /// The end's Acquire makes a start stored before it visible to the read
+    /// that follows.
     pub fn awaited(&self) -> Awaited {
         let ended = self.end_ns().is_some() || self.stopping();
         match self.start() {
@@ -356,7 +356,7 @@ mod tests {
     fn a_worker_racing_the_start_and_its_end_sees_the_start() {
         // The reporter thread sets the start, then the end; a worker polls
         // meanwhile. Whatever it reads between, it must never take the pair
-        // for an end without a start (CI lost one agent's run to that).
+        // for an end without a start (that agent's run would be lost).
         for _ in 0..10_000 {
             let clock = Arc::new(fresh_clock());
             let setter = {

@@ -1,4 +1,4 @@
-//! CPU numbers for the host row (facts.md 3.10): the whole box and its busiest
+//! CPU numbers for the host row: the whole box and its busiest
 //! core from /proc/stat, sampled by the reporter each interval, and the
 //! share of the box's time its hypervisor gave to other guests (steal): a
 //! VM whose vCPUs are taken away runs its agent late, and that shows in the

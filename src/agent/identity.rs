@@ -1,5 +1,5 @@
 //! Who this agent is in the matrix, where its peers are, and what `--bind` means
-//! on this host (facts.md 3.2, 3.11).
+//! on this host.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 

@@ -16,7 +16,7 @@
 //! 1 ms) for tokens it could already send.
 //!
 //! The burst is the batch, plus the 1 ms the epoll wait rounds up to, plus
-//! [`LATENESS_SECONDS`] (5 ms): a loop that wakes up to 5 ms late loses no
+//! `LATENESS_SECONDS` (5 ms): a loop that wakes up to 5 ms late loses no
 //! tokens, as in the original tool, whose bucket held 5 ms and sent a packet
 //! as soon as it had one. A bucket of 5 ms alone, with 2 ms batches and the
 //! rounding, keeps only 2 ms of slack: on a 2-core VM that loses its vCPU
@@ -27,8 +27,7 @@ use std::time::{Duration, Instant};
 /// How late a loop may wake and lose no tokens, in seconds of the target
 /// rate (the original's 5 ms bucket): what the report says an agent may fall
 /// behind, less the wake-up's rounding ...
-const LATENESS_SECONDS: f64 =
-    crate::report::FORGIVEN_BEHIND_MS / 1000.0 - WAKE_ROUNDING_SECONDS;
+const LATENESS_SECONDS: f64 = crate::report::FORGIVEN_BEHIND_MS / 1000.0 - WAKE_ROUNDING_SECONDS;
 /// ... and never less than this many packets.
 const MIN_LATENESS: f64 = 2.0;
 /// What the epoll wait adds to a due send: its timeout is whole milliseconds,

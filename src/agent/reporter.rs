@@ -1,6 +1,6 @@
 //! The reporter: merges the workers' batches for one tick into report rows (one
 //! per peer, whatever the worker and stream count), appends them to report.csv,
-//! flushes, and prints the interval's status line (facts.md 3.7, 3.9, 3.13).
+//! flushes, and prints the interval's status line.
 //! The host row also says where the interval sat in the run (`phase`), and
 //! what the host's kernel counted about packets the agent never saw.
 
@@ -120,8 +120,8 @@ struct Totals {
 }
 
 /// Round-trip loss of a count: `None` when nothing was sent. Not clamped
-/// (facts.md 3.9), though with requests and replies counted in the same
-/// interval it cannot go below 0.
+/// (the original tool wrote a negative loss as it was), though with requests
+/// and replies counted in the same interval it cannot go below 0.
 fn loss_pct(sent: u64, back: u64) -> Option<f64> {
     (sent > 0).then(|| 100.0 - back as f64 / sent as f64 * 100.0)
 }
@@ -507,7 +507,7 @@ impl Reporter {
         r
     }
 
-    /// The interval's status line (facts.md 3.13, and what we add to it).
+    /// The interval's status line: the original tool's, and what we add to it.
     fn status_line(
         &self,
         r: &ReportRow,

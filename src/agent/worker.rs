@@ -4,7 +4,7 @@
 //! Each pass of the loop: report an interval whose late packets have had their
 //! time; close the interval in progress if its tick is due (and switch layers
 //! on a layered matrix); send what every flow's pacer allows, in batches; wait
-//! on epoll until the next thing is due (at most [`MAX_WAIT`]); then read every
+//! on epoll until the next thing is due (at most `MAX_WAIT`); then read every
 //! ready socket in batches: requests are answered in one sendmmsg per batch,
 //! replies are timed and counted. Nothing on this path allocates, locks or
 //! formats.
@@ -18,7 +18,7 @@
 //! request carries), and every reply in the interval of its request. An
 //! interval is therefore reported only after a hold, when the replies
 //! to its last requests are back ([`crate::report::hold_seconds`], and
-//! [`slots`](super::slots)).
+//! [`slots`]).
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -46,7 +46,8 @@ use crate::wire::{self, HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
 const MAX_SENDS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
-/// Batches read from one socket per pass (16 x 64 = 1024 datagrams).
+/// recvmmsg calls on one socket per pass: 16 x 256 (`udp::BATCH`) = 4,096
+/// datagrams, or with GRO 16 x 16 messages of up to 64 (16,384).
 const MAX_READS_PER_PASS: usize = 16;
 /// Longest epoll wait: how quickly a worker notices the stop flag.
 const MAX_WAIT: Duration = Duration::from_millis(50);

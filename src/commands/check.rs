@@ -1,5 +1,5 @@
 //! `mx check`: will the NICs carry this matrix? Per-host packet and wire rates
-//! against the caps the user gives; exit 1 when a host is over (facts.md 4.10).
+//! against the caps the user gives; exit 1 when a host is over.
 //!
 //! Requests or replies larger than the path MTU (`--mtu`) are called out, one
 //! line a direction, and the packet rates count their fragments.

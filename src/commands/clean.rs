@@ -1,5 +1,5 @@
 //! `mx clean`: stop every agent and delete its directory, verifying both;
-//! asks first unless `--yes` (facts.md 4.4).
+//! asks first unless `--yes`.
 
 use std::io::{IsTerminal, Write};
 

@@ -1,5 +1,5 @@
 //! `mx collect`: every host's report.csv into `reports/<host>.csv`, without
-//! summarizing (facts.md 4.6).
+//! summarizing.
 
 use std::io::Write;
 

@@ -1,5 +1,5 @@
 //! `mx gen`: build matrix.csv from the server list, then say what it holds and
-//! what to run next (facts.md 1.7-1.10), fragments included: requests or
+//! what to run next, fragments included: requests or
 //! replies larger than the path MTU (`--mtu`) are called out, and the wire
 //! and packet rates count every fragment.
 
@@ -192,7 +192,7 @@ fn pools_of(pools: &[(String, Vec<HostToken>)], between: Between) -> Pools {
     }
 }
 
-/// The shape the flags ask for, checked in the original's order (facts.md 1.7).
+/// The shape the flags ask for, checked in the original tool's order.
 fn shape(args: &GenArgs, n: usize) -> Result<Shape> {
     shape_flags(args)?;
     let Some(peers) = args.peers else {
@@ -257,7 +257,7 @@ fn dwell_flags(seed: i64, dwell: f64) -> Result<()> {
     Ok(())
 }
 
-/// The per-pair rate, rounded to what the file will hold (facts.md 1.8), so the
+/// The per-pair rate, rounded to what the file will hold, so the
 /// matrix in memory is the matrix on disk.
 fn pair_rate(args: &GenArgs, (tx_size, ip): (u32, Option<Ip>), peers: usize) -> Result<Rate> {
     let pps = match (args.pps, args.gbps) {
@@ -310,7 +310,7 @@ fn random_seed() -> Result<i64> {
     Ok(i64::from(u32::from_le_bytes(bytes)))
 }
 
-/// The console summary (facts.md 1.10), over a path of `mtu`.
+/// The console summary, over a path of `mtu`.
 fn print_summary(
     out: &mut dyn Write,
     matrix: &Matrix,

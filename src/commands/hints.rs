@@ -1,5 +1,5 @@
 //! `mx hints`: goal -> command. Without a sizing switch, a cheat sheet; with one,
-//! the arithmetic for that rate across the server list (facts.md 8), using our own
+//! the arithmetic for that rate across the server list, using our own
 //! agent's per-worker figure ([`WORKER_EXCHANGES_PER_SECOND`]). Requests or
 //! replies larger than the path MTU (`--mtu`) are called out, and the NIC's
 //! figures count their fragments.

@@ -1,6 +1,6 @@
 //! `mx reload`: push an edited matrix onto a running fleet and restart only the
 //! hosts the edit changed, with the flags each was started with (read off its
-//! stamp), keeping their reports (facts.md 4.9).
+//! stamp), keeping their reports.
 //!
 //! | probe                          | action                                   |
 //! |--------------------------------|------------------------------------------|

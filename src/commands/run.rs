@@ -1,5 +1,5 @@
-//! `mx run --for S`: start, hold, summarize, stop, in one command (facts.md
-//! 4.8). The flows begin at one instant and end at one, S seconds later.
+//! `mx run --for S`: start, hold, summarize, stop, in one command. The flows
+//! begin at one instant and end at one, S seconds later.
 
 use std::io::Write;
 use std::sync::Arc;

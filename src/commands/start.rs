@@ -1,6 +1,7 @@
 //! `mx start`: deploy, launch every agent armed (listening and answering,
 //! sending nothing), then give every host the one start instant, with margins
-//! the clocks and the ssh fan-out allow (facts.md 4.1; design: one start).
+//! the clocks and the ssh fan-out allow: every agent listens before any flow
+//! sends, so the run's beginning is nobody's loss.
 
 use std::io::Write;
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! `mx status`: one line per host, the agent's latest status row with its
-//! age and its target labelled; `--watch` looks again and again (facts.md 4.2).
+//! age and its target labelled; `--watch` looks again and again.
 
 use std::io::Write;
 use std::time::Duration;

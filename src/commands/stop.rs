@@ -1,5 +1,5 @@
 //! `mx stop`: every agent's flows end together, and the reports and logs stay
-//! on the hosts for `summarize` and `logs` (facts.md 4.3).
+//! on the hosts for `summarize` and `logs`.
 
 use std::io::Write;
 

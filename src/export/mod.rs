@@ -1,13 +1,13 @@
 //! `mx export`: a run as overlays for the datacenter floor-plan viewer, one
 //! sample per host per overlay: `test <TAB> target <TAB> value [<TAB> k=v ...]`,
 //! with `!test` lines that carry each overlay's unit, direction, decimals,
-//! pinned scale and preset aggregation (facts.md 6).
+//! pinned scale and preset aggregation.
 //!
 //! The numbers are summarize's ([`crate::summary::figures`]), by the same rules:
 //! an overlay is emitted only when the number behind it was measured, never as
 //! a zero that a rack average would swallow.
 //!
-//! [`samples`] builds the samples, [`format`] writes them (TSV or NDJSON),
+//! [`samples`] builds the samples, [`mod@format`] writes them (TSV or NDJSON),
 //! [`notes`] says which host lost which overlay and why, [`names`] checks what
 //! a results line may hold.
 

@@ -1,5 +1,5 @@
 //! What a results line may hold, and the `--names` file that maps mx host
-//! names to floor-plan targets (facts.md 6).
+//! names to floor-plan targets.
 
 use std::collections::HashMap;
 use std::path::Path;

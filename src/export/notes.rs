@@ -1,5 +1,5 @@
 //! Which host lost which overlays, and why: the notes on stderr after the
-//! export's summary line (facts.md 6).
+//! export's summary line.
 
 use super::format::{few, local_time};
 use super::overlays::{self, Overlay};
@@ -10,7 +10,7 @@ use crate::summary::figures::HostFigures;
 /// Notes of one kind past this many are summed up in one line.
 const NOTES_PER_KIND: usize = 10;
 
-/// Which host lost which overlays, and why (after the summary line, facts.md 6):
+/// Which host lost which overlays, and why (after the summary line):
 /// no rx rows of its own (served, egress, line utilization); the loss split,
 /// naming the peers that left it unknown; in a disk run, no disk figures;
 /// nothing but a SILENT or NO-DATA state.

@@ -1,4 +1,4 @@
-//! The overlay catalogue of `mx export` (facts.md 6): for each overlay its
+//! The overlay catalogue of `mx export`: for each overlay its
 //! unit, palette direction, pinned scale, preset aggregation, decimals, short
 //! name and label, so that every overlay arrives in the floor-plan viewer ready
 //! to read.
@@ -257,7 +257,7 @@ pub const AGENT_CPU: Overlay = agg(
 const MBS: Option<&str> = Some("MB/s");
 const IOPS: Option<&str> = Some("IOPS");
 
-// A host's disk in a disk run (facts.md 6): rates are host means, summed
+// A host's disk in a disk run: rates are host means, summed
 // over a rack; p99 is the host's worst interval's.
 pub const DISK_READ_MBS: Overlay = agg(
     overlay("disk_read_mbs", MBS, GOOD, Some(1), "DRD", "Disk read"),

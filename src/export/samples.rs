@@ -64,7 +64,7 @@ impl Builder<'_> {
     }
 }
 
-/// A host's own overlays: the summary's per-host figures (facts.md 6).
+/// A host's own overlays: the summary's per-host figures.
 pub fn host_samples(
     b: &mut Builder<'_>,
     set: &ReportSet,

@@ -1,5 +1,6 @@
-//! `--bind` the two-NIC way (mx-original.md, "How --bind really works"): the
-//! pattern is resolved on every host over ssh, and a matrix retargeted at the
+//! `--bind` the two-NIC way (an agent bound to its data-plane address is
+//! reached there only if the matrix gives peers that address): the pattern
+//! is resolved on every host over ssh, and a matrix retargeted at the
 //! data-plane addresses is deployed, so the traffic rides the bound NIC end to
 //! end while ssh keeps using the login addresses. A host with no match aborts
 //! the command before anything starts, named.

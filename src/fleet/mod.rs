@@ -8,8 +8,9 @@
 //! The steps: [`deploy`] (the agent and the matrix), [`launch`] (the
 //! agents), [`scripts`] (what runs on a host), [`instants`] (the fleet's one
 //! start and end instant), [`end`], [`collect`]. The transports:
-//! [`transport`] (ssh, local, dry run) and [`slurm`]. Which steps a command takes, and what it prints
-//! around them, is the command's business (`crate::commands`).
+//! [`transport`] (ssh, local, dry run) and [`slurm`](transport::slurm).
+//! Which steps a command takes, and what it prints around them, is the
+//! command's business (`crate::commands`).
 
 pub mod bind;
 pub mod collect;

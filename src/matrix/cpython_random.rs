@@ -5,8 +5,8 @@
 //! with ours, so our draws must be CPython 3's exactly: MT19937 seeded through
 //! `init_by_array` with the 32-bit words of |seed|, `_randbelow` by rejection on
 //! `getrandbits(bit_length(n))`, and the `shuffle` and `sample` algorithms of
-//! `Lib/random.py` (3.6 to 3.13 draw identically for these calls). facts.md 1.11
-//! has the recipe; `tests/cpython_vectors.rs` checks it against real CPython output.
+//! `Lib/random.py` (3.6 to 3.13 draw identically for these calls).
+//! `tests/integration/cpython_vectors.rs` checks it against real CPython output.
 
 use rand_mt::Mt;
 

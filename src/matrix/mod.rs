@@ -12,7 +12,7 @@
 //!
 //! Rows send, columns receive. A cell is a packet rate; blank or 0 is no flow and
 //! `max` is unpaced. `# key=value` lines anywhere in the file configure the run.
-//! [`read`] parses it (tolerating hand edits), [`write`] writes it as the original
+//! [`read`] parses it (tolerating hand edits), [`mod@write`] writes it as the original
 //! tool does, [`build`] makes the shapes `mx gen` offers, and [`schedule`] tells an
 //! agent which flows it holds at a given moment of a layered run.
 
@@ -151,7 +151,7 @@ pub struct ShuffleKey {
     pub seed: i64,
 }
 
-/// Where disks sit in the round trip (the original's `--disk`, disk.md): every
+/// Where disks sit in the round trip (the original tool's `--disk`): every
 /// request's payload, every reply's, or both, is read from its sender's disk
 /// and written to its receiver's. The 32-byte header is never on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -197,8 +197,7 @@ impl DiskMode {
         matches!(self, DiskMode::Replies | DiskMode::Both)
     }
 
-    /// What the mode means, in the words the matrix comment and the logs use
-    /// (facts.md 7).
+    /// What the mode means, in the words the matrix comment and the logs use.
     pub fn sentence(self) -> Option<&'static str> {
         match self {
             DiskMode::Off => None,

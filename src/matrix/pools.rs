@@ -1,7 +1,7 @@
 //! Pools: named groups of hosts (the servers behind one top-of-rack switch),
 //! and the pool-to-pool shapes `mx gen --pool A=a.txt --pool B=b.txt
-//! --between A B` draws, the way a fabric is qualified (netperf-fabric-test.md:
-//! one TOR's nodes stream to the other's, simplex or duplex).
+//! --between A B` draws, the way a fabric is qualified (one TOR's nodes
+//! stream to the other's, simplex or duplex).
 //!
 //! The matrix records its pools as comment lines that name hosts, so hand
 //! edits to the grid, the rates or the column order leave them intact:

@@ -1,6 +1,6 @@
 //! Reading `matrix.csv`, including files edited by hand.
 //!
-//! The rules are the original's (facts.md 1.1-1.5): every line is trimmed; blank
+//! The rules are the original tool's: every line is trimmed; blank
 //! lines are skipped; a line starting with `#` is a comment wherever it stands, and
 //! its `key=value` tokens set the config (later ones win); every other line is a
 //! CSV row (standard quoting, CRLF or LF). The first row is the header of host
@@ -12,7 +12,7 @@
 //! Stricter than the original in two places, where its forgiveness hides a
 //! mistake that quietly changes the run:
 //! - a row host written twice is refused, naming both lines (the original merges
-//!   the rows, facts.md 1.4: a row copy-pasted for another host and not renamed
+//!   the rows: a row copy-pasted for another host and not renamed
 //!   would silently drop that host's flows);
 //! - two hosts at one address and UDP port are refused (one agent would answer
 //!   for both, and the summary would still call every flow on target).
@@ -206,7 +206,7 @@ impl<'a> GridReader<'a> {
         }
     }
 
-    /// One line of the file, classified (facts.md 1.1).
+    /// One line of the file, classified.
     fn line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
         if memchr::memchr(0, line).is_some() {
             return Err(self.refuse_at(line_no, "binary data (a NUL byte): not a matrix"));
@@ -660,7 +660,7 @@ impl<'a> GridReader<'a> {
         Ok(matrix)
     }
 
-    /// Validates the rotation keys of a layered matrix (facts.md 1.5).
+    /// Validates the rotation keys of a layered matrix.
     fn rotation(
         &self,
         hosts: usize,

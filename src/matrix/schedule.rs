@@ -2,7 +2,8 @@
 //!
 //! A layered matrix has no control channel. Every agent derives the same layers
 //! from the seed and switches on its own clock: `layer = floor((t + 0.01) / dwell)
-//! mod L`, t in Unix seconds (facts.md 1.12). The 10 ms nudge makes a timer that
+//! mod L`, t in Unix seconds, as the original tool computes it, so agents of
+//! both switch together. The 10 ms nudge makes a timer that
 //! fires a hair early on a layer boundary land in the new layer, not the old one.
 //! In every layer a host sends at its row's rate (the first cell of its grid row).
 

@@ -6,7 +6,7 @@
 //! permutation give exactly K flows out and K in per host, no self-loops and no
 //! repeated pair. The N-1 possible shifts together are the complete digraph, so
 //! dealing them K at a time gives ceil((N-1)/K) edge-disjoint layers that measure
-//! every ordered pair exactly once per cycle (facts.md 1.11-1.12).
+//! every ordered pair exactly once per cycle.
 
 use super::cpython_random::PyRandom;
 
@@ -155,7 +155,8 @@ fn shuffled_hosts(rng: &mut PyRandom, hosts: usize) -> Vec<u32> {
 mod tests {
     use super::*;
 
-    // The vectors of facts.md 1.11-1.12.
+    // Draws of the original tool (CPython's `random.Random`): ours must repeat
+    // them exactly.
     #[test]
     fn sparse_vector_n11_k3_seed5() {
         let g = KRegular::new(11, 3, 5);
@@ -186,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_sparse_graph_and_layer_zero_differ_for_one_seed() {
-        // Different draws follow the same relabelling (facts.md 1.12 note).
+        // Different draws follow the same relabelling.
         let sparse = KRegular::new(11, 3, 5);
         let layered = LayerPlan::new(11, 3, 5, false);
         assert_eq!(sparse.graph, layered.graph);

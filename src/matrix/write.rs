@@ -1,4 +1,4 @@
-//! Writing `matrix.csv` exactly as the original tool does (facts.md 1.9): `#` header
+//! Writing `matrix.csv` exactly as the original tool does: `#` header
 //! lines ending in LF, then the grid through a CSV writer, so its lines end in CRLF.
 //! Files are written to a temporary name beside the target and renamed into place,
 //! so a crash or a full disk never leaves half a matrix behind.

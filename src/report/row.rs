@@ -1,5 +1,6 @@
-//! One report row and its formatting (facts.md 3.9: rates 1 dp, Mbit/s and loss
-//! 3 dp, microseconds 0 dp, CPU 1 dp; `None` is written as a blank cell).
+//! One report row and its formatting (the original tool's: rates 1 dp, Mbit/s
+//! and loss 3 dp, microseconds 0 dp, CPU 1 dp; `None` is written as a blank
+//! cell).
 
 use std::fmt::Write as _;
 
@@ -124,7 +125,7 @@ impl ReportRow {
         out.push_str("\r\n");
     }
 
-    /// One cell, in the column's format (facts.md 3.9 for the original's).
+    /// One cell, in the column's format (the original tool's, for its columns).
     fn write_cell(&self, column: Column, out: &mut String) {
         use Column as C;
         match column {
@@ -151,7 +152,7 @@ impl ReportRow {
             C::AgentCpuPct => fixed(out, self.agent_cpu_pct, 1),
             C::Workers => int(out, self.workers.map(u64::from)),
             C::Layer => int(out, self.layer.map(u64::from)),
-            // Host rows of disk runs only (facts.md 7): blank otherwise.
+            // Host rows of disk runs only: blank otherwise.
             C::DiskRdIops => fixed(out, self.disk_rd_iops, 1),
             C::DiskRdMbS => fixed(out, self.disk_rd_mb_s, 3),
             C::DiskRdAvgUs => fixed(out, self.disk_rd_avg_us, 0),

@@ -22,9 +22,9 @@
 //! forward leg reads true; a request that finds the queue full goes
 //! unanswered and is counted as such (its reply is missing on the way back,
 //! and the host's disk figures say why). Reads ahead and reply writes keep
-//! [`ANSWER_ROOM`] free for answers. Writes carry the payload's length of file data with every
-//! block stamped unique (the receive path keeps headers only, and a
-//! deduplicating array must not skip the write).
+//! `ANSWER_ROOM` free for answers. Writes carry the payload's length of file
+//! data with every block stamped unique (the receive path keeps headers only,
+//! and a deduplicating array must not skip the write).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! The data file every disk read and write lands in (`disk.dat`, disk.md):
+//! The data file every disk read and write lands in (`disk.dat`):
 //! real, incompressible data, never sparse (a sparse file reads back for
 //! free), written once and reused by later runs, and refused, with nothing
 //! written, when it would all but fill its filesystem.

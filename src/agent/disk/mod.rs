@@ -1,5 +1,5 @@
 //! Disks in the round trip (`disk=` in the matrix): the data file
-//! ([`file`]), block I/O on it ([`device`]), the thread beside each worker
+//! ([`mod@file`]), block I/O on it ([`device`]), the thread beside each worker
 //! that does the I/O so the worker never waits on a device ([`engine`]), and
 //! what the I/O did per interval ([`stats`]).
 

@@ -572,7 +572,7 @@ impl Sessions {
 
 impl Drop for Sessions {
     /// Every shell sees the end of its input at once; then each is waited
-    /// for (killed past [`CLOSE_WAIT`]), so no ssh outlives the command.
+    /// for (killed past `CLOSE_WAIT`), so no ssh outlives the command.
     fn drop(&mut self) {
         let mut idle: Vec<Session> = self
             .idle

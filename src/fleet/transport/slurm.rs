@@ -598,7 +598,7 @@ impl Transport for Slurm {
     }
 
     /// One step per chunk of hosts whose script fits an argument (see
-    /// [`held_chunks`]): all launched at once, their output read until every
+    /// `held_chunks`): all launched at once, their output read until every
     /// node has answered, its step has ended, or the launch's timeout.
     fn run_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> Vec<(Outcome, f64)> {
         let deadline = Instant::now() + launch.timeout;
