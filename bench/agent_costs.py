@@ -3,7 +3,8 @@
 
   bench/agent_costs.py [--rounds N] [--baseline MX_BINARY]
 
-Rows, interleaved per round (paired-bench.md):
+Rows, interleaved per round (paired: each round measures every row, so
+ratios compare figures taken minutes apart, never hours):
 
   latency   RTT p50 at 1,000 pps, 64-byte messages, loopback: sockperf
             ping-pong (its reported p50 is half the round trip, so x2), mx in

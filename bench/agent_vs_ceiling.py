@@ -4,7 +4,8 @@
   bench/agent_vs_ceiling.py [--rounds N] [--seconds S] [--size BYTES] [--rx-size BYTES]
                             [--baseline MX_BINARY]
 
-Rows measured in the same run, interleaved A S B C D R E, A S B C ... (paired-bench.md);
+Rows measured in the same run, interleaved A S B C D R E, A S B C ... (paired: ratios
+against a baseline measured in the same round);
 the ceiling searches of S, B and C go side by side, one rate of each in turn,
 and so do R and E (and, with --baseline, the baseline build's beside each):
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What a disk in the round trip costs, side by side (paired-bench.md).
+"""What a disk in the round trip costs, side by side (paired and interleaved: a
+baseline measured in the same run).
 
   bench/disk_cost.py [--rounds N] [--rate PPS] [--rx-size BYTES] [--dir DIR]
 

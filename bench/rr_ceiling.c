@@ -1,6 +1,6 @@
 /*
  * rr_ceiling: the kernel's request/response ceiling on this machine, for mx's
- * benchmarks to be measured against (paired-bench.md: a baseline in the same run).
+ * benchmarks to be measured against (a baseline measured in the same run).
  *
  * One process per peer, one thread each, doing exactly the work of an mx agent
  * with one worker and one unpaced flow, and nothing else: it sends 64-byte
@@ -198,7 +198,7 @@ static int paced_loop(int server, int client, int size, int reply_size, double r
     epoll_ctl(ep, EPOLL_CTL_ADD, client, &ev);
     uint64_t sent = 0, replies = 0;
     double batch = rate * 0.002 < 1 ? 1 : (double)(uint64_t)(rate * 0.002);
-    /* The bucket mx's pacer keeps (pacing.rs; facts.md 3.4): tokens accrue at
+    /* The bucket mx's pacer keeps (src/agent/pacing.rs; the original tool's 5 ms bucket): tokens accrue at
      * the rate, capped at the batch, the 1 ms the epoll timeout rounds up to
      * and 5 ms of lateness (at least 2 packets). A loop that wakes later loses
      * what it missed, as mx's flows do, rather than bursting to catch up: so a

@@ -1,4 +1,4 @@
-//! Disks in the round trip (`disk=`, disk.md), seen from the agents: who
+//! Disks in the round trip (`disk=`, docs/disks.md), seen from the agents: who
 //! reads and who writes in each mode, header-only packets costing nothing,
 //! and (root) the I/O reaching a real block device, or the buffered path
 //! where O_DIRECT is refused.

@@ -63,7 +63,7 @@ fn the_diagonal_and_cells_past_the_header_are_ignored() {
 
 #[test]
 fn a_repeated_row_is_refused_naming_both_lines() {
-    // The original merges it into the first (facts.md 1.4); we refuse it, since
+    // The original merges it into the first; we refuse it, since
     // a row pasted for another host and not renamed drops that host's flows.
     let err = Matrix::parse(b"src\\dst,a,b,c\na,,5,\nb,1,,\na,,,9\na,,6,\n", "m.csv").unwrap_err();
     assert_eq!(

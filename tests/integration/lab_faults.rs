@@ -1,6 +1,6 @@
 //! Faults injected in the lab (nftables drops and duplicates, a tbf rate cap,
 //! a killed agent, a cut link, broken ssh), and what mx says about them. The
-//! truth of each is known per leg: drops are scoped by port (lab-notes.md).
+//! truth of each is known per leg: drops are scoped by port.
 //!
 //! The agents run with `--no-gso` here: on a real wire every datagram is its
 //! own packet, but over veth a GSO run stays one buffer, and nftables would

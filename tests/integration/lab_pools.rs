@@ -1,4 +1,4 @@
-//! Two pools in the lab, as a fabric is qualified (netperf-fabric-test.md):
+//! Two pools in the lab, as a fabric is qualified (docs/pools.md):
 //! three hosts behind one "top-of-rack" bridge, three behind another, the
 //! bridges joined by one uplink capped with tbf, and the pool-to-pool run
 //! over the data NICs (`--bind eth1`). The summary's pool lines must show

@@ -12,7 +12,7 @@
 # is node<i> at 198.18.<net>.<i> (host h<i> of lab.sh), with its own
 # hostname, /var/tmp (the same one its sshd sees) and slurmd spool.
 #
-# The catch (lab-notes.md): `ip netns exec` mounts a fresh /sys, which hides
+# The catch: `ip netns exec` mounts a fresh /sys, which hides
 # the cgroup mounts, and slurmd will not start without its cgroup plugin; so
 # each node mounts the v1 hierarchies again inside its own mount namespace.
 #
