@@ -128,7 +128,7 @@ fn host_line<'a>(text: &'a str, host: &str) -> &'a str {
 
 /// A matrix for hosts a, b, c whose header says `disk=<mode>`.
 fn gen_disk_matrix(sb: &Sandbox, mode: &str) {
-    sb.write("servers.txt", "a\nb\nc\n");
+    sb.write("servers.txt", "a=198.18.0.1\nb=198.18.0.2\nc=198.18.0.3\n");
     let run = sb.mx(&["gen", "--disk", mode, "--rx-size", "4096"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
 }

@@ -109,7 +109,10 @@ fn overlays_not_measured_are_absent_not_zero() {
 #[test]
 fn silent_and_never_reporting_hosts_have_a_state() {
     let sb = Sandbox::new();
-    sb.write("servers.txt", "a\nb\nc\nd\n");
+    sb.write(
+        "servers.txt",
+        "a=198.18.0.1\nb=198.18.0.2\nc=198.18.0.3\nd=198.18.0.4\n",
+    );
     assert_eq!(sb.mx(&["gen"]).code, 0);
     let mut r = Reports::default();
     // c reported only early on; d never did.
@@ -222,7 +225,10 @@ fn json_lines(out: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
 #[test]
 fn json_every_line_past_the_header_parses_and_overlays_are_objects_too() {
     let sb = Sandbox::new();
-    sb.write("servers.txt", "a\nb\nc\nd\n");
+    sb.write(
+        "servers.txt",
+        "a=198.18.0.1\nb=198.18.0.2\nc=198.18.0.3\nd=198.18.0.4\n",
+    );
     assert_eq!(sb.mx(&["gen"]).code, 0);
     let mut r = Reports::default();
     // c reported only early on; d never did.
@@ -404,7 +410,10 @@ fn export_says_which_host_lost_which_overlay_and_why() {
 #[test]
 fn export_notes_the_silent_hosts_and_a_layered_peers_counts_give_the_split() {
     let sb = Sandbox::new();
-    sb.write("servers.txt", "a\nb\nc\nd\n");
+    sb.write(
+        "servers.txt",
+        "a=198.18.0.1\nb=198.18.0.2\nc=198.18.0.3\nd=198.18.0.4\n",
+    );
     let mut r = Reports::default();
     r.tx(10, "c", "a", Some(1000.0), 1000.0, 1000.0, 50.0, 100.0);
     for ts in [100, 101] {
@@ -454,7 +463,9 @@ fn export_notes_the_silent_hosts_and_a_layered_peers_counts_give_the_split() {
 #[test]
 fn export_notes_past_ten_of_a_kind_are_summed_up() {
     let sb = Sandbox::new();
-    let servers: String = (1..=14).map(|i| format!("h{i:02}\n")).collect();
+    let servers: String = (1..=14)
+        .map(|i| format!("h{i:02}=198.18.0.{i}\n"))
+        .collect();
     sb.write("servers.txt", &servers);
     assert_eq!(sb.mx(&["gen"]).code, 0);
     mesh_reports(&["h01", "h02"], |_, _| 1.0, |_, _| 1.0).write(&sb);

@@ -26,8 +26,10 @@ fn gen_golden_with(name: &str, files: &[(&str, &str)], args: &[&str]) {
     assert_golden(&format!("{name}.csv"), &sb.read(output));
 }
 
+/// A server list of `n` hosts named `h1`..`hn`, each with its address
+/// (`name=addr`), so no test waits on the resolver.
 fn hosts(n: usize) -> String {
-    (1..=n).map(|i| format!("h{i}\n")).collect()
+    (1..=n).map(|i| format!("h{i}=198.18.0.{i}\n")).collect()
 }
 
 const THREE_IPS: &str = "10.0.0.10\n10.0.0.11\n10.0.0.12\n";
@@ -266,11 +268,11 @@ fn check_a_mixed_matrix_checks_the_paced_flows_and_names_the_rest() {
     // Two unpaced flows from b, one from c: the loads are the paced flows', each
     // host an unpaced flow touches is marked, and the verdict says what it covers.
     let matrix = "# tx_size=64 rx_size=1400 port=5300\n\
-                  src\\dst,a,b,c,d\n\
-                  a,,1000,1000,1000\n\
-                  b,max,,1000,max\n\
-                  c,90000,max,,1000\n\
-                  d,1000,1000,1000,\n";
+                  src\\dst,a=198.18.0.1,b=198.18.0.2,c=198.18.0.3,d=198.18.0.4\n\
+                  a=198.18.0.1,,1000,1000,1000\n\
+                  b=198.18.0.2,max,,1000,max\n\
+                  c=198.18.0.3,90000,max,,1000\n\
+                  d=198.18.0.4,1000,1000,1000,\n";
     check_golden("check_mixed", matrix, &["--nic-gbps", "10"], 0);
 
     // A big unpaced part is named in a few lines, the rest counted.
