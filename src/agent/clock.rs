@@ -368,7 +368,9 @@ mod tests {
             };
             let seen = loop {
                 match clock.awaited() {
-                    Awaited::Start => std::hint::spin_loop(),
+                    // Yield, not spin: on a busy machine a spinning poller
+                    // can keep the setter off the core for a whole slice.
+                    Awaited::Start => std::thread::yield_now(),
                     other => break other,
                 }
             };
