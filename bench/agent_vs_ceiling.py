@@ -171,6 +171,27 @@ class Pair:
         self.tx, self.behind_ms, self.steal_pct = tx, behind_ms, steal_pct
 
 
+def launch_pair(d, cell, seconds, size, extra, mx, port):
+    """Starts agents a (127.0.0.1) and b (127.0.0.2) in folders of `d`, one
+    flow each way at matrix cell `cell`, requests and replies of `size`
+    (tx, rx) bytes, one worker and a 1 s interval for `seconds`; returns the
+    two processes. Each writes `d`/HOST/report.csv."""
+    matrix = os.path.join(d, "matrix.csv")
+    with open(matrix, "w") as f:
+        tx, rx = size
+        f.write(f"# tx_size={tx} rx_size={rx} port={port}\n")
+        f.write("src\\dst,a=127.0.0.1,b=127.0.0.2\n")
+        f.write(f"a,,{cell}\nb,{cell},\n")
+    procs = []
+    for host in ("a", "b"):
+        os.makedirs(os.path.join(d, host))
+        procs.append(subprocess.Popen(
+            [mx, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
+             "--interval", "1", "--duration", str(seconds)] + list(extra),
+            cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
 def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
     """Runs two agents, one flow each way at matrix cell `cell` (a rate, or
     `max`: unpaced); returns a Pair, or None if an agent wrote fewer than two
@@ -178,19 +199,7 @@ def run_pair(cell, seconds, size, extra, mx=MX, cpu=None):
     (cpu_share)."""
     stolen0, all0 = steal_ticks()
     with tempfile.TemporaryDirectory() as d:
-        matrix = os.path.join(d, "matrix.csv")
-        with open(matrix, "w") as f:
-            tx, rx = size
-            f.write(f"# tx_size={tx} rx_size={rx} port=7200\n")
-            f.write("src\\dst,a=127.0.0.1,b=127.0.0.2\n")
-            f.write(f"a,,{cell}\nb,{cell},\n")
-        procs = []
-        for host in ("a", "b"):
-            os.makedirs(os.path.join(d, host))
-            procs.append(subprocess.Popen(
-                [mx, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
-                 "--interval", "1", "--duration", str(seconds)] + extra,
-                cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs = launch_pair(d, cell, seconds, size, extra, mx, port=7200)
         if cpu is not None:
             cpu.append(cpu_share(procs, seconds))
         for p in procs:

@@ -52,18 +52,7 @@ def run(mx, rate, seconds):
     """One pair at `rate` per flow: (cpu us per round trip, round trips per
     second per flow, requests refused by plan or None)."""
     with tempfile.TemporaryDirectory() as d:
-        matrix = os.path.join(d, "matrix.csv")
-        with open(matrix, "w") as f:
-            f.write("# tx_size=64 rx_size=64 port=7300\n")
-            f.write("src\\dst,a=127.0.0.1,b=127.0.0.2\n")
-            f.write(f"a,,{rate}\nb,{rate},\n")
-        procs = []
-        for host in ("a", "b"):
-            os.makedirs(os.path.join(d, host))
-            procs.append(subprocess.Popen(
-                [mx, "agent", "--matrix", matrix, "--host", host, "--workers", "1",
-                 "--interval", "1", "--duration", str(seconds)],
-                cwd=os.path.join(d, host), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs = avc.launch_pair(d, rate, seconds, (64, 64), (), mx, port=7300)
         cores = avc.cpu_share(procs, seconds)
         for p in procs:
             p.wait()
