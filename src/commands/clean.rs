@@ -35,14 +35,21 @@ pub fn run(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
         out.flush()?;
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
-        if !answer.trim().eq_ignore_ascii_case("yes") {
+        let answer = answer.trim();
+        if !answer.eq_ignore_ascii_case("yes") {
+            let without_asking = format!("`{} --yes` cleans without asking", fleet.hint("clean"));
             if terminal {
                 writeln!(out, "[mx] nothing done")?;
+            } else if answer.is_empty() {
+                writeln!(
+                    out,
+                    "[mx] nothing done: standard input is not a terminal, so no one can answer -- {without_asking}"
+                )?;
             } else {
                 writeln!(
                     out,
-                    "[mx] nothing done: standard input is not a terminal, so no one can answer -- `{} --yes` cleans without asking",
-                    fleet.hint("clean")
+                    "[mx] nothing done: standard input answered '{}', and only 'yes' cleans -- {without_asking}",
+                    answer.escape_debug()
                 )?;
             }
             return Ok(EXIT_PROBLEMS);

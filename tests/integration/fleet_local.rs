@@ -1010,8 +1010,17 @@ fn stop_and_clean_say_what_is_true_and_name_the_way_back_to_this_fleet() {
         &portable(&sb, &clean.stdout),
     );
     assert!(dir.exists());
+    // An answer piped in that is not `yes` is the answer, not a missing one.
     let clean = sb.mx_input(&with(&["clean"]), "no\n");
     assert_eq!(clean.code, 1, "{}", clean.stdout);
+    assert!(
+        clean.stdout.ends_with(
+            "[mx] nothing done: standard input answered 'no', and only 'yes' cleans -- \
+             `mx clean --local hosts --matrix m2.csv --remote-dir '/srv/mx run' --yes` cleans without asking\n"
+        ),
+        "{}",
+        clean.stdout
+    );
     assert!(dir.exists());
     // A `yes` piped in is an answer, as it always was.
     let clean = sb.mx_input(&with(&["clean"]), "yes\n");
