@@ -93,3 +93,43 @@ fn man_prints_mx_1_and_writes_a_page_per_command() {
     }
     assert!(sb.file("man1/mx.1").exists());
 }
+
+#[test]
+fn man_pages_say_exit_status_environment_and_examples() {
+    let sb = Sandbox::new();
+    let dir = sb.mx(&["man", "-o", "man1"]);
+    assert_eq!(dir.code, 0, "{}", dir.stderr);
+    // Every page: the statuses scripts test.
+    for entry in std::fs::read_dir(sb.file("man1")).unwrap() {
+        let page = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let status = page.find(".SH \"EXIT STATUS\"").expect("EXIT STATUS");
+        for code in ["0", "1", "2"] {
+            assert!(
+                page[status..].contains(&format!("\\fB{code}\\fR")),
+                "{code}"
+            );
+        }
+    }
+    // A fleet command's page names the variables its switches read, with
+    // the switch; one with no such switch has no ENVIRONMENT.
+    let run = sb.read("man1/mx-run.1");
+    let env = &run[run.find(".SH ENVIRONMENT").expect("ENVIRONMENT")..];
+    for (var, switch) in [
+        ("MX_SSH", "\\-\\-ssh"),
+        ("MX_SCP", "\\-\\-scp"),
+        ("MX_MATRIX", "\\-\\-matrix"),
+        ("MX_REMOTE_DIR", "\\-\\-remote\\-dir"),
+        ("MX_USER", "\\-\\-user"),
+    ] {
+        assert!(
+            env.contains(&format!("\\fB{var}\\fR\n{switch}: ")),
+            "{var} in\n{env}"
+        );
+    }
+    assert!(!sb.read("man1/mx-completions.1").contains(".SH ENVIRONMENT"));
+    // Examples, before the version.
+    let top = sb.read("man1/mx.1");
+    let examples = top.find(".SH EXAMPLES").expect("EXAMPLES");
+    assert!(examples < top.find(".SH VERSION").unwrap());
+    assert!(top[examples..].contains("\\fBmx run \\-\\-for 60\\fR"));
+}
