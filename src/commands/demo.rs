@@ -1,7 +1,8 @@
-//! `mx demo`: the whole lifecycle (gen, start, status, summarize, stop, clean)
-//! on a fleet of local agents on 127.77.0.x, through the local transport: no
-//! ssh, no root, one command, a summary at the end. Each step is this very mx
-//! run as a user would type it, printed before it runs.
+//! `mx demo`: the whole lifecycle (gen, start, status, summarize, report,
+//! stop, clean) on a fleet of local agents on 127.77.0.x, through the local
+//! transport: no ssh, no root, one command, a summary at the end and the
+//! report page left behind. Each step is this very mx run as a user would
+//! type it, printed before it runs.
 
 use std::io::Write;
 use std::path::Path;
@@ -51,19 +52,17 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
             units::g(args.pps)
         )));
     }
-    let temp;
+    // The directory stays: the report page is what the demo leaves the user.
     let dir = match &args.dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", &e))?;
             dir.clone()
         }
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("mx-demo-")
-                .tempdir()
-                .map_err(|e| Error::refused(format!("cannot make a demo directory: {e}")))?;
-            temp.path().to_path_buf()
-        }
+        None => tempfile::Builder::new()
+            .prefix("mx-demo-")
+            .tempdir()
+            .map_err(|e| Error::refused(format!("cannot make a demo directory: {e}")))?
+            .keep(),
     };
     let servers: String = (1..=args.hosts)
         .map(|i| format!("h{i}={}.{}.{}.{i}\n", DEMO_NET[0], DEMO_NET[1], DEMO_NET[2]))
@@ -87,7 +86,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
     let pps = units::g(args.pps);
     let window = units::g((args.seconds - 3.0).floor().max(1.0));
     let local = ["--local", "hosts"];
-    let lifecycle: [(Vec<&str>, Option<f64>); 6] = [
+    let lifecycle: [(Vec<&str>, Option<f64>); 7] = [
         (vec!["gen", "--servers", "servers.txt", "--pps", &pps], None),
         (
             [&["start"][..], &local, &["--interval", "1"]].concat(),
@@ -96,6 +95,18 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
         ([&["status"][..], &local].concat(), Some(args.seconds / 2.0)),
         (
             [&["summarize"][..], &local, &["--window", &window]].concat(),
+            None,
+        ),
+        (
+            [
+                "report",
+                "--no-collect",
+                "--window",
+                &window,
+                "-o",
+                REPORT_PAGE,
+            ]
+            .to_vec(),
             None,
         ),
         ([&["stop"][..], &local].concat(), None),
@@ -116,5 +127,19 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
             std::thread::sleep(Duration::from_secs_f64(*seconds));
         }
     }
+    let page = dir.join(REPORT_PAGE);
+    if page.exists() {
+        let path = dir.to_string_lossy();
+        let removal = format!("rm -r {}", shlex::try_quote(&path).unwrap_or(path.clone()));
+        writeln!(
+            out,
+            "\n[mx] the demo's report page: {} (open it in a browser); the fleet is gone, its directory stays ({} removes it)",
+            page.display(),
+            removal
+        )?;
+    }
     Ok(failed.map_or(0, |c| c.clamp(1, 255) as u8))
 }
+
+/// The page `mx demo` leaves in its directory.
+const REPORT_PAGE: &str = "report.html";

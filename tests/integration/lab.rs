@@ -518,6 +518,15 @@ fn agent_demo_runs_the_whole_lifecycle_for_a_new_user() {
     }
     assert!(out.contains("s steady, 3 hosts, 6 flows"), "{out}");
     assert!(out.contains("[mx] nothing of mx remains on the fleet"));
+    // It leaves the report page, and says where.
+    let said = out
+        .lines()
+        .find_map(|l| l.strip_prefix("[mx] the demo's report page: "))
+        .unwrap_or_else(|| panic!("no report page named:\n{out}"));
+    let page = std::path::Path::new(said.split(' ').next().unwrap());
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..80]);
+    std::fs::remove_dir_all(page.parent().unwrap()).unwrap();
 }
 
 /// Bytes sent and received on `dev` inside host `i`'s namespace.
