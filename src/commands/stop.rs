@@ -18,6 +18,23 @@ fn stop_fleet(fleet: &Fleet, out: &mut dyn Write) -> Result<bool> {
     if stopped > 0 {
         writeln!(out, "[mx] {stopped} agent(s) stopped")?;
     }
+    // A host that did not answer was told nothing: its agent, if one runs
+    // there, sends on until its own end (or forever, started without one).
+    let unanswered: Vec<&str> = fleet
+        .hosts()
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| !o.ok())
+        .map(|(h, _)| h.name.as_str())
+        .collect();
+    if !unanswered.is_empty() {
+        writeln!(
+            out,
+            "[mx] not stopped: {} -- an agent there may still be sending; `{}` again retries (hosts already stopped say so and stay stopped)",
+            unanswered.join(", "),
+            fleet.hint("stop")
+        )?;
+    }
     // Hosts that answered that nothing of mx is there.
     let bare: Vec<&str> = fleet
         .hosts()

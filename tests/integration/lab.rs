@@ -471,6 +471,14 @@ fn agent_lab_an_unreachable_host_gets_its_own_line_and_exit_1() {
         h2[0]
     );
     assert!(stop.stdout.contains("h1  not-deployed"));
+    // The host that was told nothing is named, with the way to retry it.
+    assert!(
+        stop.stdout.contains(
+            "[mx] not stopped: h2 -- an agent there may still be sending; `mx stop` again retries"
+        ),
+        "{}",
+        stop.stdout
+    );
     let start = lab.mx(&sb, &["start"]);
     assert_eq!(start.code, 1);
     assert!(
