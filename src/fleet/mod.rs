@@ -20,6 +20,7 @@ pub mod instants;
 pub mod launch;
 pub mod scripts;
 pub mod transport;
+pub mod unreachable;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
