@@ -199,6 +199,20 @@ pub fn local_clock(t: f64) -> String {
     local(t).format("%H:%M:%S").to_string()
 }
 
+/// How an agent's log line says when (interval `ts`, Unix seconds):
+/// `ts=<ts>` for whoever parses it (`mx status` shows its age), then
+/// `time=HH:MM:SS`, local, for whoever reads it.
+pub fn log_stamp(ts: i64) -> String {
+    format!("ts={ts} time={}", local_clock(ts as f64))
+}
+
+/// Wall time `t` (Unix seconds) as local `HH:MM:SS.mmm`: an instant the
+/// user compares with another to the millisecond (a start, a lateness).
+pub fn local_clock_ms(t: f64) -> String {
+    let millis = ((t - t.floor()) * 1e3).floor().min(999.0);
+    format!("{}.{millis:03.0}", local_clock(t))
+}
+
 fn local(t: f64) -> chrono::DateTime<chrono::Local> {
     use chrono::TimeZone;
     chrono::Local

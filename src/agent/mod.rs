@@ -521,14 +521,16 @@ impl Timing {
         let begins = clock.started_wall().unwrap_or_else(wall_now);
         match at {
             Some(at) if late > 0.0 => say!(
-                "start: flows begin now, {:.3}s after the fleet's start instant {at:.3} (this host was late: its first interval is left out of summaries)",
-                late
+                "start: flows begin now, {:.3}s after the fleet's start instant {} (this host was late: its first interval is left out of summaries)",
+                late,
+                units::local_clock_ms(at)
             ),
             Some(at) => say!(
-                "start: flows begin at {at:.3} (in {:.3}s), all hosts together",
+                "start: flows begin at {} (in {:.3}s), all hosts together",
+                units::local_clock_ms(at),
                 (at - wall_now()).max(0.0)
             ),
-            None => say!("start: flows begin now ({begins:.3})"),
+            None => say!("start: flows begin now ({})", units::local_clock_ms(begins)),
         }
         if self.duration > 0.0 {
             clock.set_end(begins + self.duration, self.grace);
@@ -698,7 +700,10 @@ fn report_loop(
     if last.iter().any(|b| !b.flows.is_empty() || !b.rx.is_empty()) {
         let ts = last.iter().map(|b| b.tick).fold(0.0, f64::max).ceil() as i64;
         write(reporter, &last, false);
-        say!("ts={ts} final partial interval written (per-peer rows, no host totals)");
+        say!(
+            "{} final partial interval written (per-peer rows, no host totals)",
+            units::log_stamp(ts)
+        );
     }
     Ok(())
 }

@@ -288,7 +288,8 @@ impl Reporter {
             self.status_line(&row, &merged, &totals, serving, phase)
         } else {
             format!(
-                "ts={ts} partial interval: {} of {} workers reported -- per-peer rows written, host totals skipped",
+                "{} partial interval: {} of {} workers reported -- per-peer rows written, host totals skipped",
+                units::log_stamp(ts),
                 batches.len(),
                 self.workers
             )
@@ -528,8 +529,8 @@ impl Reporter {
             _ => "cpu=n/a".to_string(),
         };
         let mut line = format!(
-            "ts={} tx={}/{target} rx={} serving={} loss={loss:.2}% rtt_p50={} rtt_p99={} {cpu_text} workers={} peers={}",
-            r.ts,
+            "{} tx={}/{target} rx={} serving={} loss={loss:.2}% rtt_p50={} rtt_p99={} {cpu_text} workers={} peers={}",
+            units::log_stamp(r.ts),
             units::pps(sum.pps),
             units::pps(sum.rep_pps),
             units::pps(serving),
@@ -605,7 +606,8 @@ impl Reporter {
         if self.unwritten.len() + rows.len() > MAX_UNWRITTEN {
             self.dropped += 1;
             self.news = Some(format!(
-                "ts={ts} report: {} MiB already held for a refusing disk -- this interval's rows are dropped",
+                "{} report: {} MiB already held for a refusing disk -- this interval's rows are dropped",
+                units::log_stamp(ts),
                 MAX_UNWRITTEN >> 20
             ));
         } else {
@@ -631,16 +633,21 @@ impl Reporter {
         match (error, self.stalled.take()) {
             (Some(e), None) => {
                 self.news = Some(format!(
-                    "ts={ts} cannot write the report ({e}): its rows are held in memory and written when the disk takes them; the traffic goes on"
+                    "{} cannot write the report ({e}): its rows are held in memory and written when the disk takes them; the traffic goes on",
+                    units::log_stamp(ts)
                 ));
                 self.stalled = Some(e.to_string());
             }
             (Some(_), Some(before)) => self.stalled = Some(before),
             (None, Some(_)) => {
                 self.news = Some(match std::mem::take(&mut self.dropped) {
-                    0 => format!("ts={ts} the report is being written again: nothing was lost"),
+                    0 => format!(
+                        "{} the report is being written again: nothing was lost",
+                        units::log_stamp(ts)
+                    ),
                     n => format!(
-                        "ts={ts} the report is being written again: the rows of {n} interval(s) were dropped while it was held"
+                        "{} the report is being written again: the rows of {n} interval(s) were dropped while it was held",
+                        units::log_stamp(ts)
                     ),
                 });
             }

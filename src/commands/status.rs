@@ -150,6 +150,11 @@ pub fn status_row(line: &str, now: f64, unchanged: bool) -> String {
         return line.to_string();
     };
     let rest = &line[line.find(' ').expect("row_ts found one") + 1..];
+    // The agent's `time=HH:MM:SS` is its host's clock; the age says it here.
+    let rest = match rest.strip_prefix("time=") {
+        Some(timed) => timed.split_once(' ').map_or("", |(_, after)| after),
+        None => rest,
+    };
     let age = (now - ts as f64).max(0.0);
     let age = if age < 120.0 {
         format!("{}s ago", age.floor())
@@ -208,6 +213,15 @@ mod tests {
         // A clock a little behind the host's: never a negative age.
         assert!(status_row(ROW, 1796003021.0, false).starts_with("0s ago: "));
         assert!(status_row(ROW, 1796003022.0 + 600.0, false).starts_with("10m00s ago: "));
+        // The agent's own time of day is left out: the age says when.
+        assert_eq!(
+            status_row(
+                "ts=1796003022 time=12:03:42 tx=500 pps/500 pps rx=500 pps",
+                1796003023.0,
+                false
+            ),
+            "1s ago: tx=500 pps (target 500 pps) rx=500 pps"
+        );
         let unpaced = "ts=1796003022 tx=120.0 kpps/max rx=119.0 kpps serving=1 pps loss=0.83%";
         assert_eq!(
             status_row(unpaced, 1796003023.0, false),

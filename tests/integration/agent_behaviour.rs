@@ -31,6 +31,18 @@ fn agent_report_has_its_columns_blanks_and_boundaries_and_survives_sigterm() {
         fleet.log("h1")
     );
 
+    // Each interval's log line says its ts for scripts and its local time
+    // for people: `ts=<unix s> time=HH:MM:SS`.
+    let log = fleet.log("h1");
+    let stamped: Vec<&str> = log.lines().filter(|l| l.starts_with("ts=")).collect();
+    assert!(stamped.len() >= 2, "{log}");
+    for line in stamped {
+        let (ts, rest) = line[3..].split_once(' ').unwrap();
+        let ts: i64 = ts.parse().expect(line);
+        let time = matrix_orchestrator::units::local_clock(ts as f64);
+        assert!(rest.starts_with(&format!("time={time} ")), "{line}");
+    }
+
     let text = fleet.report_text("h1");
     let header_line = text.lines().next().unwrap();
     assert_eq!(header_line, COLUMNS.join(","));
