@@ -73,68 +73,14 @@ pub fn host_samples(
     hosts: &[HostFigures],
     fold: bool,
 ) {
-    // Exact where every host's reports carry histograms; else each host's
-    // worst flow's worst interval, and labelled so.
-    let exact_rtt = hosts.iter().all(|h| h.rtt_exact || h.rtt_p99.is_none());
-    let (p50, p99) = if exact_rtt {
-        (overlays::RTT_P50, overlays::RTT_P99)
-    } else {
-        (overlays::RTT_P50_WORST, overlays::RTT_P99_WORST)
-    };
+    let rtt = rtt_overlays(hosts);
     let senders: Vec<f64> = hosts.iter().map(|h| h.sent).filter(|&s| s > 0.0).collect();
     let median = crate::units::median(&senders);
     let nic_bits = opts.nic_gbps.map(|g| g * 1e9);
     for h in hosts {
         let name = set.name(h.id);
-        let own = set.hosts.get(&h.id);
         if !opts.raw {
-            if !fold {
-                b.push(overlays::PPS_O, name, Some(h.sent), vec![]);
-            }
-            b.push(overlays::REP_PPS, name, Some(h.back), vec![]);
-            if !fold && h.sent > 0.0 {
-                b.push(overlays::LOSS, name, Some(h.loss), vec![]);
-            }
-            if h.target > 0.0 {
-                b.push(
-                    overlays::ACHIEVED,
-                    name,
-                    Some(h.sent / h.target * 100.0),
-                    vec![],
-                );
-            }
-            b.push(
-                overlays::RTT_AVG,
-                name,
-                h.rtt_avg.filter(|&v| v > 0.0),
-                vec![],
-            );
-            b.push(p50, name, h.rtt_p50.filter(|&v| v > 0.0), vec![]);
-            if !fold {
-                b.push(p99, name, h.rtt_p99.filter(|&v| v > 0.0), vec![]);
-            }
-            b.push(
-                overlays::RTT_MAX,
-                name,
-                h.rtt_max.filter(|&v| v > 0.0),
-                vec![],
-            );
-            b.push(overlays::CPU, name, own.and_then(|o| o.cpu.get()), vec![]);
-            b.push(
-                overlays::CPU_CORE,
-                name,
-                own.and_then(|o| o.cpu_core.get()),
-                vec![],
-            );
-            b.push(
-                overlays::AGENT_CPU,
-                name,
-                own.and_then(|o| o.agent_cpu.get()),
-                vec![],
-            );
-            if let Some(d) = h.disk {
-                disk_samples(b, name, &d);
-            }
+            summary_samples(b, set, h, rtt, fold);
         }
         if h.sent > 0.0 {
             let gbps = wire_bits(h.sent, ctx.tx_size, ctx.ip(h.id)) / 1e9;
@@ -149,21 +95,7 @@ pub fn host_samples(
             );
         }
         if h.has_rx {
-            b.push(overlays::SERVED_PPS, name, Some(h.serving), vec![]);
-            b.push(
-                overlays::EGRESS_GBPS,
-                name,
-                Some(h.egress_bits / 1e9),
-                vec![],
-            );
-            if let Some(nic) = nic_bits {
-                b.push(
-                    overlays::LINE_UTIL,
-                    name,
-                    Some(h.egress_bits / nic * 100.0),
-                    vec![],
-                );
-            }
+            responder_samples(b, name, h, nic_bits);
         }
         b.push(overlays::FORWARD_LOSS, name, h.forward_loss(), vec![]);
         b.push(overlays::RETURN_LOSS, name, h.return_loss(), vec![]);
@@ -171,14 +103,105 @@ pub fn host_samples(
             && let Some(m) = &ctx.matrix
         {
             let covered = set.coverage.keys().filter(|(src, _)| *src == h.id).count();
-            let others = m.host_count().saturating_sub(1).max(1);
-            let pct = covered as f64 / others as f64 * 100.0;
+            let pct = coverage_pct(covered, m.host_count());
             b.push(overlays::COVERAGE, name, Some(pct), vec![]);
         }
         b.push(overlays::PEERS, name, Some(h.peers as f64), vec![]);
         b.push(overlays::INTERVALS, name, Some(h.nticks as f64), vec![]);
         b.push(overlays::WORKERS, name, h.workers.map(f64::from), vec![]);
     }
+}
+
+/// The p50 and p99 round-trip overlays: exact where every host's reports
+/// carry histograms (a host with no round trip measured does not count);
+/// else each host's worst flow's worst interval, and labelled so.
+fn rtt_overlays(hosts: &[HostFigures]) -> (Overlay, Overlay) {
+    if hosts.iter().all(|h| h.rtt_exact || h.rtt_p99.is_none()) {
+        (overlays::RTT_P50, overlays::RTT_P99)
+    } else {
+        (overlays::RTT_P50_WORST, overlays::RTT_P99_WORST)
+    }
+}
+
+/// The summary table's figures of one host (all but `--raw`, which has its
+/// own per interval). With the flows folded in (`fold`: `--peers` on a
+/// fixed matrix), pps, loss and rtt_p99 come one sample per flow, so not
+/// per host.
+fn summary_samples(
+    b: &mut Builder<'_>,
+    set: &ReportSet,
+    h: &HostFigures,
+    (p50, p99): (Overlay, Overlay),
+    fold: bool,
+) {
+    let name = set.name(h.id);
+    let own = set.hosts.get(&h.id);
+    let positive = |v: Option<f64>| v.filter(|&v| v > 0.0);
+    if !fold {
+        b.push(overlays::PPS_O, name, Some(h.sent), vec![]);
+    }
+    b.push(overlays::REP_PPS, name, Some(h.back), vec![]);
+    if !fold && h.sent > 0.0 {
+        b.push(overlays::LOSS, name, Some(h.loss), vec![]);
+    }
+    if h.target > 0.0 {
+        b.push(
+            overlays::ACHIEVED,
+            name,
+            Some(h.sent / h.target * 100.0),
+            vec![],
+        );
+    }
+    b.push(overlays::RTT_AVG, name, positive(h.rtt_avg), vec![]);
+    b.push(p50, name, positive(h.rtt_p50), vec![]);
+    if !fold {
+        b.push(p99, name, positive(h.rtt_p99), vec![]);
+    }
+    b.push(overlays::RTT_MAX, name, positive(h.rtt_max), vec![]);
+    b.push(overlays::CPU, name, own.and_then(|o| o.cpu.get()), vec![]);
+    b.push(
+        overlays::CPU_CORE,
+        name,
+        own.and_then(|o| o.cpu_core.get()),
+        vec![],
+    );
+    b.push(
+        overlays::AGENT_CPU,
+        name,
+        own.and_then(|o| o.agent_cpu.get()),
+        vec![],
+    );
+    if let Some(d) = h.disk {
+        disk_samples(b, name, &d);
+    }
+}
+
+/// What a host that answered requests served: its rate, its egress, and
+/// with the NIC's speed given (`nic_bits`, bits per second) its share of
+/// the line.
+fn responder_samples(b: &mut Builder<'_>, name: &str, h: &HostFigures, nic_bits: Option<f64>) {
+    b.push(overlays::SERVED_PPS, name, Some(h.serving), vec![]);
+    b.push(
+        overlays::EGRESS_GBPS,
+        name,
+        Some(h.egress_bits / 1e9),
+        vec![],
+    );
+    if let Some(nic) = nic_bits {
+        b.push(
+            overlays::LINE_UTIL,
+            name,
+            Some(h.egress_bits / nic * 100.0),
+            vec![],
+        );
+    }
+}
+
+/// The share (%) of the other hosts a layered run has measured a host
+/// sending to (a one-host matrix counts one other, so no division by 0).
+fn coverage_pct(covered: usize, hosts: usize) -> f64 {
+    let others = hosts.saturating_sub(1).max(1);
+    covered as f64 / others as f64 * 100.0
 }
 
 /// A host's seven disk overlays, each only where measured (a blank disk
@@ -268,5 +291,40 @@ pub fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, flows: &[FlowFigures],
         b.push(pps, &host, Some(f.sent), extras.clone());
         b.push(loss, &host, Some(f.loss), extras.clone());
         b.push(p99, &host, f.p99.filter(|&v| v > 0.0), extras);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(rtt_exact: bool, rtt_p99: Option<f64>) -> HostFigures {
+        HostFigures {
+            rtt_exact,
+            rtt_p99,
+            ..HostFigures::default()
+        }
+    }
+
+    #[test]
+    fn round_trips_are_exact_only_when_every_measured_host_is() {
+        let exact = (overlays::RTT_P50, overlays::RTT_P99);
+        let worst = (overlays::RTT_P50_WORST, overlays::RTT_P99_WORST);
+        assert_eq!(rtt_overlays(&[]), exact);
+        assert_eq!(
+            rtt_overlays(&[host(true, Some(90.0)), host(false, None)]),
+            exact
+        );
+        assert_eq!(
+            rtt_overlays(&[host(true, Some(90.0)), host(false, Some(80.0))]),
+            worst
+        );
+    }
+
+    #[test]
+    fn coverage_counts_the_other_hosts_and_never_divides_by_zero() {
+        assert_eq!(coverage_pct(2, 5), 50.0);
+        assert_eq!(coverage_pct(0, 1), 0.0);
+        assert_eq!(coverage_pct(0, 0), 0.0);
     }
 }

@@ -434,53 +434,20 @@ impl<'a> GridReader<'a> {
         let mut pending: Option<Error> = None;
         for_each_field(line, scratch, Fields::NonEmpty, |column, field| {
             let field = field.trim_ascii();
-            if column == 0 {
-                if field.is_empty() {
-                    return Ok(());
-                }
-                blank = false;
-                let text = self.utf8(field, line_no)?;
-                let token = HostToken::parse(text).map_err(|e| self.refuse_at(line_no, e))?;
-                let index = self.by_name.get(&token.name).copied().ok_or_else(|| {
-                    self.refuse_at(
-                        line_no,
-                        format!("row host '{}' is not in the header row", token.name),
-                    )
-                })?;
-                // The original merges a repeated row into the first; we refuse it
-                // (see the module comment).
-                let first = self.row_lines[index as usize];
-                if first != 0 {
-                    return Err(self.refuse_at(
-                        line_no,
-                        format!(
-                            "row host '{}' is written twice (first on line {first}) -- each host has one row",
-                            token.name
-                        ),
-                    ));
-                }
-                src = Some(index);
-                return Ok(());
-            }
             if field.is_empty() {
                 return Ok(());
             }
             blank = false;
+            if column == 0 {
+                src = Some(self.row_sender(field, line_no)?);
+                return Ok(());
+            }
             // Cells past the header's last host are ignored, as the original
             // does, with a warning. (A cell under a blank header cell between
             // hosts is ignored silently, as before.)
             if column > self.host_columns {
                 if let Some(src) = src {
-                    let last = self.host_columns - 1;
-                    let message = format!(
-                        "cell {} -> column {}: '{}' is past the last host of the header ('{}', column {}) -- ignored",
-                        self.tokens[src as usize].name,
-                        column + 1,
-                        shown(field),
-                        self.tokens[self.columns[last].expect("a host column") as usize].name,
-                        last + 2,
-                    );
-                    self.warn_at(line_no, message);
+                    self.warn_past_header(src, column, field, line_no);
                 }
                 return Ok(());
             }
@@ -489,7 +456,8 @@ impl<'a> GridReader<'a> {
             };
             let rate = self.cell_rate(field);
             let Some(src) = src else {
-                // A row whose first cell is blank but has rates: no sender to give them to.
+                // A row whose first cell is blank but has rates: no sender to
+                // give them to. Refused once the row is read.
                 pending.get_or_insert_with(|| {
                     self.refuse_at(
                         line_no,
@@ -498,35 +466,8 @@ impl<'a> GridReader<'a> {
                 });
                 return Ok(());
             };
-            match rate {
-                Ok(None) => {}
-                Ok(Some(rate)) if dst != src => cells.push(Cell { dst, rate }),
-                Ok(Some(_)) => {
-                    // The diagonal is ignored, with a warning (a 0 there says
-                    // "no flow", which is true, and goes unremarked).
-                    let message = format!(
-                        "cell {s} -> {s}: '{}' is on the diagonal (a host does not send to itself) -- ignored",
-                        shown(field),
-                        s = self.tokens[src as usize].name,
-                    );
-                    self.warn_at(line_no, message);
-                }
-                Err(kind) => {
-                    let (s, d) = (
-                        &self.tokens[src as usize].name,
-                        &self.tokens[dst as usize].name,
-                    );
-                    let cell = String::from_utf8_lossy(field);
-                    let what = match kind {
-                        CellError::NotARate => format!(
-                            "cell {s} -> {d}: '{cell}' is not a packet rate (a number, empty, or 'max')"
-                        ),
-                        CellError::Negative => {
-                            format!("cell {s} -> {d}: negative packet rate '{cell}'")
-                        }
-                    };
-                    return Err(self.refuse_at(line_no, what));
-                }
+            if let Some(cell) = self.row_cell((src, dst), rate, field, line_no)? {
+                cells.push(cell);
             }
             Ok(())
         })?;
@@ -538,6 +479,87 @@ impl<'a> GridReader<'a> {
             self.rows[src as usize] = cells;
         }
         Ok(blank)
+    }
+
+    /// The host a row's first cell names: one of the header's, and not one
+    /// whose row came before. The original merges a repeated row into the
+    /// first; we refuse it (see the module comment).
+    fn row_sender(&self, field: &[u8], line_no: usize) -> Result<u32> {
+        let text = self.utf8(field, line_no)?;
+        let token = HostToken::parse(text).map_err(|e| self.refuse_at(line_no, e))?;
+        let index = self.by_name.get(&token.name).copied().ok_or_else(|| {
+            self.refuse_at(
+                line_no,
+                format!("row host '{}' is not in the header row", token.name),
+            )
+        })?;
+        let first = self.row_lines[index as usize];
+        if first != 0 {
+            return Err(self.refuse_at(
+                line_no,
+                format!(
+                    "row host '{}' is written twice (first on line {first}) -- each host has one row",
+                    token.name
+                ),
+            ));
+        }
+        Ok(index)
+    }
+
+    /// Warns of a cell in `column` (0-based, the sender's is 0) past the
+    /// header's last host, naming that host and both columns 1-based as a
+    /// spreadsheet shows them.
+    fn warn_past_header(&mut self, src: u32, column: usize, field: &[u8], line_no: usize) {
+        let last = self.host_columns - 1;
+        let message = format!(
+            "cell {} -> column {}: '{}' is past the last host of the header ('{}', column {}) -- ignored",
+            self.tokens[src as usize].name,
+            column + 1,
+            shown(field),
+            self.tokens[self.columns[last].expect("a host column") as usize].name,
+            last + 2,
+        );
+        self.warn_at(line_no, message);
+    }
+
+    /// One cell's flow from `src` to `dst`, if it is one. The diagonal is
+    /// ignored, with a warning (a 0 there says "no flow", which is true,
+    /// and goes unremarked); a cell that is not a rate refuses the file.
+    fn row_cell(
+        &mut self,
+        (src, dst): (u32, u32),
+        rate: Result<Option<Rate>, CellError>,
+        field: &[u8],
+        line_no: usize,
+    ) -> Result<Option<Cell>> {
+        let (s, d) = (
+            &self.tokens[src as usize].name,
+            &self.tokens[dst as usize].name,
+        );
+        match rate {
+            Ok(None) => Ok(None),
+            Ok(Some(rate)) if dst != src => Ok(Some(Cell { dst, rate })),
+            Ok(Some(_)) => {
+                let message = format!(
+                    "cell {s} -> {s}: '{}' is on the diagonal (a host does not send to itself) -- ignored",
+                    shown(field),
+                );
+                self.warn_at(line_no, message);
+                Ok(None)
+            }
+            Err(kind) => {
+                let cell = String::from_utf8_lossy(field);
+                let what = match kind {
+                    CellError::NotARate => format!(
+                        "cell {s} -> {d}: '{cell}' is not a packet rate (a number, empty, or 'max')"
+                    ),
+                    CellError::Negative => {
+                        format!("cell {s} -> {d}: negative packet rate '{cell}'")
+                    }
+                };
+                Err(self.refuse_at(line_no, what))
+            }
+        }
     }
 
     /// Parses a cell, reusing the previous cell's result when the text repeats.
@@ -944,6 +966,16 @@ mod tests {
             refusal("src\\dst,a,b\na,,\nb,1,\na,,5\n"),
             "m.csv:4: row host 'a' is written twice (first on line 2) -- each host has one row"
         );
+    }
+
+    #[test]
+    fn rates_in_a_row_with_no_sender_are_refused_whatever_they_are() {
+        let refused = "m.csv:3: a row with rates but no sender host in its first cell";
+        assert_eq!(refusal("src\\dst,a,b\na,,5\n,1,\n"), refused);
+        // No sender to name in a cell's refusal: the row's is the one given.
+        assert_eq!(refusal("src\\dst,a,b\na,,5\n,x,\n"), refused);
+        // A row of empty cells is blank, whatever its commas.
+        assert!(Matrix::parse("src\\dst,a,b\na,,5\n,,\n".as_bytes(), "m.csv").is_ok());
     }
 
     #[test]

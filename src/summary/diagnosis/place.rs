@@ -212,9 +212,12 @@ impl Located {
     }
 }
 
-/// Loss of `lost` packets on their way into `h` (`name`).
+/// Loss of `lost` packets on their way into `h` (`name`): the first place
+/// its counts explain, in order: its agent's CPU, its sockets (or the disk
+/// its answers waited on), its NIC's rx drops, its disk, and last what its
+/// interface counted arriving against what its agent read.
 pub fn into(h: &HostEvidence, name: &str, lost: f64) -> Located {
-    let share = |n: f64| lost > 0.0 && n >= EXPLAINED_SHARE * lost;
+    let share = |n: f64| explains(n, lost);
     let sockets = h.request_drops + h.reply_drops + h.late_requests;
     let own_reads = sockets + if h.starved() { h.late_replies } else { 0.0 };
     let mut figures = vec![
@@ -225,65 +228,15 @@ pub fn into(h: &HostEvidence, name: &str, lost: f64) -> Located {
     if let Some(gap) = h.rx_gap {
         figures.push(("nic_rx_unread_pkts", gap));
     }
-    let counted = {
-        let dropped = h.request_drops + h.reply_drops;
-        let late = h.late_requests + if h.starved() { h.late_replies } else { 0.0 };
-        let mut parts = Vec::new();
-        if dropped > 0.0 {
-            parts.push(format!(
-                "the kernel dropped {} of them at {name}'s full sockets",
-                count(dropped)
-            ));
-        }
-        if late > 0.0 {
-            parts.push(format!(
-                "its agent read {} of them too late to count",
-                count(late)
-            ));
-        }
-        parts.join(" and ")
-    };
     // An agent that could not run: anything its sockets counted is its (with
     // GRO one drop can be a batch of up to 64 datagrams).
     if let Some(why) = h.starvation().filter(|_| own_reads > 0.0) {
         figures.push(("behind_ms", h.behind_ms));
         figures.push(("throttled_ms", h.throttled_ms));
-        return match h.disk_waits() {
-            Some(busy) => Located::new(
-                vec![Place::Cpu, Place::Disk],
-                format!(
-                    "{name}'s agent {why}, and its busiest worker spent {busy:.0}% of its time in disk I/O; {counted}: {name}'s CPU or its disk, not the network -- a run without --disk tells which"
-                ),
-                figures,
-            ),
-            None => Located::new(
-                vec![Place::Cpu],
-                format!(
-                    "{name}'s agent {why}; {counted}: {name}'s CPU, not the network -- give its agent the CPU it needs (a quota, other load on that box), then rerun"
-                ),
-                figures,
-            ),
-        }
-        .by_the_agent();
+        return starved_reader(h, name, &why, figures);
     }
     if share(sockets) {
-        return match h.disk_waits() {
-            Some(busy) => Located::new(
-                vec![Place::Disk],
-                format!(
-                    "{counted}, while its busiest worker spent {busy:.0}% of its time in disk I/O: requests queue in its sockets while its answers wait on the disk: {name}'s disk, not the network -- a faster disk, more `mx start --workers` (one I/O in flight each), or a lower --pps"
-                ),
-                figures,
-            ),
-            None => Located::new(
-                vec![Place::ReceivePath],
-                format!(
-                    "{counted}, with CPU to spare: {name}'s receive path (its sockets' buffers), not the network -- raise `mx start --rcvbuf 16777216` or `--workers`, or find what else loads {name}"
-                ),
-                figures,
-            ),
-        }
-        .by_the_agent();
+        return sockets_overflowed(h, name, figures);
     }
     if share(h.nic_rx_drops) {
         return Located::new(
@@ -306,8 +259,101 @@ pub fn into(h: &HostEvidence, name: &str, lost: f64) -> Located {
         )
         .by_the_agent();
     }
+    unread_or_wire(h, name, lost, figures)
+}
+
+/// A host's count of `n` packets explains a loss of `lost` when it covers
+/// at least [`EXPLAINED_SHARE`] of it (no loss, nothing to explain).
+fn explains(n: f64, lost: f64) -> bool {
+    lost > 0.0 && n >= EXPLAINED_SHARE * lost
+}
+
+/// What its sockets counted of the packets lost into it, for a sentence:
+/// drops at its full sockets, and reads too late to count. Late replies
+/// are its own late reads only when its agent was starved (else its peers
+/// may have answered late).
+fn counted_into(h: &HostEvidence, name: &str) -> String {
+    let dropped = h.request_drops + h.reply_drops;
+    let late = h.late_requests + if h.starved() { h.late_replies } else { 0.0 };
+    let mut parts = Vec::new();
+    if dropped > 0.0 {
+        parts.push(format!(
+            "the kernel dropped {} of them at {name}'s full sockets",
+            count(dropped)
+        ));
+    }
+    if late > 0.0 {
+        parts.push(format!(
+            "its agent read {} of them too late to count",
+            count(late)
+        ));
+    }
+    parts.join(" and ")
+}
+
+/// An agent that did not get the CPU to read: its CPU, or its CPU or its
+/// disk when its busiest worker waited on the disk too.
+fn starved_reader(
+    h: &HostEvidence,
+    name: &str,
+    why: &str,
+    figures: Vec<(&'static str, f64)>,
+) -> Located {
+    let counted = counted_into(h, name);
+    match h.disk_waits() {
+        Some(busy) => Located::new(
+            vec![Place::Cpu, Place::Disk],
+            format!(
+                "{name}'s agent {why}, and its busiest worker spent {busy:.0}% of its time in disk I/O; {counted}: {name}'s CPU or its disk, not the network -- a run without --disk tells which"
+            ),
+            figures,
+        ),
+        None => Located::new(
+            vec![Place::Cpu],
+            format!(
+                "{name}'s agent {why}; {counted}: {name}'s CPU, not the network -- give its agent the CPU it needs (a quota, other load on that box), then rerun"
+            ),
+            figures,
+        ),
+    }
+    .by_the_agent()
+}
+
+/// Its sockets overflowed with CPU to spare: its receive path, or its disk
+/// when its answers waited on it (requests queue meanwhile).
+fn sockets_overflowed(h: &HostEvidence, name: &str, figures: Vec<(&'static str, f64)>) -> Located {
+    let counted = counted_into(h, name);
+    match h.disk_waits() {
+        Some(busy) => Located::new(
+            vec![Place::Disk],
+            format!(
+                "{counted}, while its busiest worker spent {busy:.0}% of its time in disk I/O: requests queue in its sockets while its answers wait on the disk: {name}'s disk, not the network -- a faster disk, more `mx start --workers` (one I/O in flight each), or a lower --pps"
+            ),
+            figures,
+        ),
+        None => Located::new(
+            vec![Place::ReceivePath],
+            format!(
+                "{counted}, with CPU to spare: {name}'s receive path (its sockets' buffers), not the network -- raise `mx start --rcvbuf 16777216` or `--workers`, or find what else loads {name}"
+            ),
+            figures,
+        ),
+    }
+    .by_the_agent()
+}
+
+/// Nothing the host's kernel counted explains the loss: set what its
+/// interface counted arriving against what its agent read. A gap that
+/// explains it is inside the host; one under [`CLEARED_SHARE`] clears it
+/// (the wire); in between, or with no comparable counts, both are named.
+fn unread_or_wire(
+    h: &HostEvidence,
+    name: &str,
+    lost: f64,
+    figures: Vec<(&'static str, f64)>,
+) -> Located {
     match h.rx_gap {
-        Some(gap) if share(gap) => Located::new(
+        Some(gap) if explains(gap, lost) => Located::new(
             vec![Place::ReceivePath],
             format!(
                 "{} counted {} more packets arriving than its agent read: they were dropped inside {name}, after its NIC -- a host firewall (nftables, iptables) or its IP stack: `nft list ruleset` and `netstat -su` on {name}",
@@ -436,5 +482,55 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
             ),
             figures,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_explains_a_loss_from_half_of_it_and_no_loss_is_never_explained() {
+        assert!(explains(50.0, 100.0));
+        assert!(!explains(49.0, 100.0));
+        assert!(!explains(0.0, 0.0));
+    }
+
+    #[test]
+    fn late_replies_are_a_hosts_own_late_reads_only_when_its_agent_starved() {
+        let h = HostEvidence {
+            request_drops: 3.0,
+            late_requests: 10.0,
+            late_replies: 5.0,
+            ..HostEvidence::default()
+        };
+        assert_eq!(
+            counted_into(&h, "h2"),
+            "the kernel dropped 3 of them at h2's full sockets and its agent read 10 of them too late to count"
+        );
+        let starved = HostEvidence {
+            behind_ms: STARVED_BEHIND_MS,
+            ..h
+        };
+        assert_eq!(
+            counted_into(&starved, "h2"),
+            "the kernel dropped 3 of them at h2's full sockets and its agent read 15 of them too late to count"
+        );
+    }
+
+    #[test]
+    fn an_unread_gap_is_the_host_from_half_the_loss_and_clears_it_under_a_fifth() {
+        let places = |gap: Option<f64>| {
+            let h = HostEvidence {
+                rx_gap: gap,
+                nic_counted: true,
+                ..HostEvidence::default()
+            };
+            unread_or_wire(&h, "h2", 100.0, Vec::new()).places
+        };
+        assert_eq!(places(Some(50.0)), vec![Place::ReceivePath]);
+        assert_eq!(places(Some(19.0)), vec![Place::Wire]);
+        assert_eq!(places(Some(20.0)), vec![Place::Wire, Place::ReceivePath]);
+        assert_eq!(places(None), vec![Place::Wire, Place::ReceivePath]);
     }
 }

@@ -99,9 +99,39 @@ fn short_finding(
         .map(|(h, _)| percent(h.sent, h.target))
         .fold(f64::INFINITY, f64::min);
     let they = if hosts.len() == 1 { "its" } else { "their" };
-    // `h1 sent 26.2% of its rate (3.9 of 15.0 kpps)`, or for several
-    // `h1 and h3 sent less than their rate (h1 94.6%, h3 94.6%)`.
-    let one = match hosts {
+    let one = shortfall(set, hosts, &names);
+    let f = Finding::new(Kind::Rate, String::new()).figure("sent_pct_of_target", worst);
+    match cause {
+        Cause::Starved => starved(f, &one, set, hosts, &names),
+        Cause::HotCore => on_cpu(
+            Finding {
+                text: format!(
+                    "{one} with a core at {HOT_CORE_PCT:.0}% or more: {they} CPU is the ceiling, not the network -- more cores, or fewer flows a host"
+                ),
+                ..f
+            },
+            &names,
+        ),
+        Cause::Egress => egress(f, &one, hosts, &names),
+        Cause::Disk => disk_held(f, &one, set, hosts, busiest_disk),
+        Cause::Unknown => Finding {
+            text: format!(
+                "{one} with CPU to spare: a flow may have failed to open (`mx logs`), or the run was too short to ramp"
+            ),
+            ..f
+        },
+    }
+}
+
+/// The sentence's opening: `h1 sent 26.2% of its rate (3.9 of 15.0 kpps)`,
+/// or for several `h1 and h3 sent less than their rate (h1 94.6%, h3
+/// 94.6%)`, with the shares of the first five only.
+fn shortfall(
+    set: &ReportSet,
+    hosts: &[(&HostFigures, Option<&HostEvidence>)],
+    names: &[&str],
+) -> String {
+    match hosts {
         [(h, _)] => format!(
             "{} sent {}% of its rate ({} of {})",
             set.name(h.id),
@@ -117,125 +147,137 @@ fn short_finding(
                 .collect();
             format!(
                 "{} sent less than their rate ({})",
-                super::name_list(&names),
+                super::name_list(names),
                 shares.join(", ")
             )
         }
-    };
-    let mut f = Finding::new(Kind::Rate, String::new()).figure("sent_pct_of_target", worst);
-    let (text, place) = match cause {
-        Cause::Starved => {
-            let behind = hosts
-                .iter()
-                .filter_map(|(_, e)| e.map(|e| e.behind_ms))
-                .fold(0.0, f64::max);
-            let throttled: f64 = hosts
-                .iter()
-                .filter_map(|(_, e)| e.map(|e| e.throttled_ms))
-                .sum();
-            f = f.figure("behind_ms", behind);
-            if throttled > 0.0 {
-                f = f.figure("throttled_ms", throttled);
-            }
-            let (agents, own) = if hosts.len() == 1 {
-                (format!("{}'s agent", names[0]), "its")
-            } else {
-                ("their agents".to_string(), "their")
-            };
-            let why = if throttled > 0.0 {
-                format!(
-                    "{agents} {} throttled {throttled:.0} ms by a cgroup's CPU quota and fell up to {behind:.0} ms behind {own} send schedule",
-                    if hosts.len() == 1 { "was" } else { "were" }
-                )
-            } else {
-                format!("{agents} fell up to {behind:.0} ms behind {own} send schedule")
-            };
-            // A disk run's requests wait for their payload's read, which puts
-            // a sender behind its schedule as surely as a lack of CPU.
-            let disks: Vec<(&str, f64)> = hosts
-                .iter()
-                .filter_map(|(h, e)| Some((set.name(h.id), (*e)?.disk_waits()?)))
-                .collect();
-            if let Some(&(disk_host, busy)) = disks.first() {
-                f = f.blame(Blame::host(disk_host, Place::Disk));
-                (
-                    format!(
-                        "{one}: {why}, and {disk_host}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the CPU or the disk, not the network; a run without --disk tells which"
-                    ),
-                    Some(Place::Cpu),
-                )
-            } else {
-                (
-                    format!(
-                        "{one}: {why}: {own} CPU, not the network -- give {} the CPU {} (a quota, other load on the box), then rerun",
-                        if hosts.len() == 1 {
-                            "its agent"
-                        } else {
-                            "the agents"
-                        },
-                        if hosts.len() == 1 {
-                            "it needs"
-                        } else {
-                            "they need"
-                        }
-                    ),
-                    Some(Place::Cpu),
-                )
-            }
-        }
-        Cause::HotCore => (
-            format!(
-                "{one} with a core at {HOT_CORE_PCT:.0}% or more: {they} CPU is the ceiling, not the network -- more cores, or fewer flows a host"
-            ),
-            Some(Place::Cpu),
-        ),
-        Cause::Egress => {
-            let dropped: f64 = hosts
-                .iter()
-                .filter_map(|(_, e)| e.map(|e| e.sndbuf_errors + e.nic_tx_drops))
-                .sum();
-            f = f.figure("udp_sndbuf_errors_pkts", dropped);
-            for name in &names {
-                f = f.blame(Blame::toward(
-                    name,
-                    super::Direction::OutOf,
-                    Place::TransmitPath,
-                ));
-            }
-            (
-                format!(
-                    "{one}, and {they} kernel dropped {} datagrams on their way out (UDP SndbufErrors, the NIC's tx drops): {they} egress held {} back, a rate cap or a full queue -- `tc -s qdisc show` there",
-                    super::count(dropped),
-                    if hosts.len() == 1 { "it" } else { "them" }
-                ),
-                None,
-            )
-        }
-        Cause::Disk => {
-            let (disk_host, busy) = busiest_disk.unwrap_or((hosts[0].0.id, DISK_SUSPECT_PCT));
-            let name = set.name(disk_host);
-            f = f.blame(Blame::host(name, Place::Disk));
-            (
-                format!(
-                    "{one} with CPU to spare, while {name}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the disk's, not the network's -- a faster disk or more `mx start --workers` (one I/O in flight each) would lift it"
-                ),
-                None,
-            )
-        }
-        Cause::Unknown => (
-            format!(
-                "{one} with CPU to spare: a flow may have failed to open (`mx logs`), or the run was too short to ramp"
-            ),
-            None,
-        ),
-    };
-    f.text = text;
-    if let Some(place) = place {
-        for name in names {
-            f = f.blame(Blame::host(name, place));
-        }
+    }
+}
+
+/// Each host named, its CPU blamed.
+fn on_cpu(mut f: Finding, names: &[&str]) -> Finding {
+    for name in names {
+        f = f.blame(Blame::host(name, Place::Cpu));
     }
     f
+}
+
+/// Agents that could not keep their schedule. A disk run's requests wait
+/// for their payload's read, which puts a sender behind its schedule as
+/// surely as a lack of CPU: a host whose disk held its worker is named
+/// with its disk (the first such), ahead of the CPUs.
+fn starved(
+    f: Finding,
+    one: &str,
+    set: &ReportSet,
+    hosts: &[(&HostFigures, Option<&HostEvidence>)],
+    names: &[&str],
+) -> Finding {
+    let behind = hosts
+        .iter()
+        .filter_map(|(_, e)| e.map(|e| e.behind_ms))
+        .fold(0.0, f64::max);
+    let throttled: f64 = hosts
+        .iter()
+        .filter_map(|(_, e)| e.map(|e| e.throttled_ms))
+        .sum();
+    let mut f = f.figure("behind_ms", behind);
+    if throttled > 0.0 {
+        f = f.figure("throttled_ms", throttled);
+    }
+    let why = fell_behind(names, behind, throttled);
+    let disk = hosts
+        .iter()
+        .find_map(|(h, e)| Some((set.name(h.id), (*e)?.disk_waits()?)));
+    let text = if let Some((disk_host, busy)) = disk {
+        f = f.blame(Blame::host(disk_host, Place::Disk));
+        format!(
+            "{one}: {why}, and {disk_host}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the CPU or the disk, not the network; a run without --disk tells which"
+        )
+    } else {
+        let (own, agents, need) = if names.len() == 1 {
+            ("its", "its agent", "it needs")
+        } else {
+            ("their", "the agents", "they need")
+        };
+        format!(
+            "{one}: {why}: {own} CPU, not the network -- give {agents} the CPU {need} (a quota, other load on the box), then rerun"
+        )
+    };
+    on_cpu(Finding { text, ..f }, names)
+}
+
+/// What starved agents' own figures say: how far behind their schedule
+/// they fell, and their cgroup's throttling summed over the hosts.
+fn fell_behind(names: &[&str], behind: f64, throttled: f64) -> String {
+    let (agents, own) = if names.len() == 1 {
+        (format!("{}'s agent", names[0]), "its")
+    } else {
+        ("their agents".to_string(), "their")
+    };
+    if throttled > 0.0 {
+        format!(
+            "{agents} {} throttled {throttled:.0} ms by a cgroup's CPU quota and fell up to {behind:.0} ms behind {own} send schedule",
+            if names.len() == 1 { "was" } else { "were" }
+        )
+    } else {
+        format!("{agents} fell up to {behind:.0} ms behind {own} send schedule")
+    }
+}
+
+/// Kernels that dropped datagrams on their way out: each host's egress,
+/// blamed toward the traffic leaving it.
+fn egress(
+    f: Finding,
+    one: &str,
+    hosts: &[(&HostFigures, Option<&HostEvidence>)],
+    names: &[&str],
+) -> Finding {
+    let dropped: f64 = hosts
+        .iter()
+        .filter_map(|(_, e)| e.map(|e| e.sndbuf_errors + e.nic_tx_drops))
+        .sum();
+    let mut f = f.figure("udp_sndbuf_errors_pkts", dropped);
+    for name in names {
+        f = f.blame(Blame::toward(
+            name,
+            super::Direction::OutOf,
+            Place::TransmitPath,
+        ));
+    }
+    let (they, them) = if hosts.len() == 1 {
+        ("its", "it")
+    } else {
+        ("their", "them")
+    };
+    Finding {
+        text: format!(
+            "{one}, and {they} kernel dropped {} datagrams on their way out (UDP SndbufErrors, the NIC's tx drops): {they} egress held {them} back, a rate cap or a full queue -- `tc -s qdisc show` there",
+            super::count(dropped),
+        ),
+        ..f
+    }
+}
+
+/// Hosts with CPU to spare in a disk run: the busiest disk is named (a
+/// host's requests and replies wait on its own disk or its peers'); with
+/// no disk measured busy, the first host's, at the suspect share.
+fn disk_held(
+    f: Finding,
+    one: &str,
+    set: &ReportSet,
+    hosts: &[(&HostFigures, Option<&HostEvidence>)],
+    busiest_disk: Option<(u32, f64)>,
+) -> Finding {
+    let (disk_host, busy) = busiest_disk.unwrap_or((hosts[0].0.id, DISK_SUSPECT_PCT));
+    let name = set.name(disk_host);
+    Finding {
+        text: format!(
+            "{one} with CPU to spare, while {name}'s busiest worker spent {busy:.0}% of its time in disk I/O: the shortfall is the disk's, not the network's -- a faster disk or more `mx start --workers` (one I/O in flight each) would lift it"
+        ),
+        ..f
+    }
+    .blame(Blame::host(name, Place::Disk))
 }
 
 /// The tool's workers as the ceiling: the busiest worker nearly a full
@@ -359,4 +401,55 @@ pub fn all_clear(fleet: &Fleet, grid: &Cells) -> Finding {
         "nothing looks wrong: no flow loses more than the run's noise. `mx hints` lists what else to try; `mx run --ramp 1:4` finds the rate where loss or the tail begins".to_string()
     };
     Finding::new(Kind::Clear, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hosts h1..hn, ids from 0.
+    fn set(n: u32) -> ReportSet {
+        let mut set = ReportSet::default();
+        for i in 1..=n {
+            set.id(&format!("h{i}"));
+        }
+        set
+    }
+
+    fn host(id: u32, sent: f64) -> HostFigures {
+        HostFigures {
+            id,
+            sent,
+            target: 1000.0,
+            ..HostFigures::default()
+        }
+    }
+
+    #[test]
+    fn a_shortfall_names_one_host_in_full_and_the_shares_of_five_at_most() {
+        let set = set(6);
+        let one = [(&host(0, 500.0), None)];
+        assert_eq!(
+            shortfall(&set, &one, &["h1"]),
+            "h1 sent 50.0% of its rate (500 pps of 1.0 kpps)"
+        );
+        let figs: Vec<HostFigures> = (0..6).map(|i| host(i, 900.0)).collect();
+        let hosts: Vec<_> = figs.iter().map(|h| (h, None)).collect();
+        let names: Vec<&str> = figs.iter().map(|h| set.name(h.id)).collect();
+        let text = shortfall(&set, &hosts, &names);
+        assert!(text.contains("h5 90.0%)"), "{text}");
+        assert!(!text.contains("h6 90.0%"), "{text}");
+    }
+
+    #[test]
+    fn starved_agents_say_their_throttling_only_when_there_was_some() {
+        assert_eq!(
+            fell_behind(&["h1"], 310.0, 0.0),
+            "h1's agent fell up to 310 ms behind its send schedule"
+        );
+        assert_eq!(
+            fell_behind(&["h1", "h2"], 310.0, 420.0),
+            "their agents were throttled 420 ms by a cgroup's CPU quota and fell up to 310 ms behind their send schedule"
+        );
+    }
 }
