@@ -34,6 +34,36 @@ fn step(out: &mut dyn Write, dir: &Path, args: &[&str]) -> Result<i32> {
 }
 
 pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
+    check(args)?;
+    // The directory stays: the report page is what the demo leaves the user.
+    let dir = match &args.dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", &e))?;
+            dir.clone()
+        }
+        None => tempfile::Builder::new()
+            .prefix("mx-demo-")
+            .tempdir()
+            .map_err(|e| Error::refused(format!("cannot make a demo directory: {e}")))?
+            .keep(),
+    };
+    let code = lifecycle(args, &dir, out)?;
+    let page = dir.join(REPORT_PAGE);
+    if page.exists() {
+        let path = dir.to_string_lossy();
+        let removal = format!("rm -r {}", shlex::try_quote(&path).unwrap_or(path.clone()));
+        writeln!(
+            out,
+            "\n[mx] the demo's report page: {} (open it in a browser); the fleet is gone, its directory stays ({} removes it)",
+            page.display(),
+            removal
+        )?;
+    }
+    Ok(code)
+}
+
+/// The demo's own values, refused before anything starts.
+fn check(args: &DemoArgs) -> Result<()> {
     if !(2..=250).contains(&args.hosts) {
         return Err(Error::refused(format!(
             "--hosts must be between 2 and 250 (got {})",
@@ -52,23 +82,17 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
             units::g(args.pps)
         )));
     }
-    // The directory stays: the report page is what the demo leaves the user.
-    let dir = match &args.dir {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create", &e))?;
-            dir.clone()
-        }
-        None => tempfile::Builder::new()
-            .prefix("mx-demo-")
-            .tempdir()
-            .map_err(|e| Error::refused(format!("cannot make a demo directory: {e}")))?
-            .keep(),
-    };
+    Ok(())
+}
+
+/// Every step, in `dir`, as a user would type it; the exit status of the
+/// first that failed.
+fn lifecycle(args: &DemoArgs, dir: &Path, out: &mut dyn Write) -> Result<u8> {
     let servers: String = (1..=args.hosts)
         .map(|i| format!("h{i}={}.{}.{}.{i}\n", DEMO_NET[0], DEMO_NET[1], DEMO_NET[2]))
         .collect();
     std::fs::write(dir.join("servers.txt"), servers)
-        .map_err(|e| Error::io(&dir, "cannot write servers.txt", &e))?;
+        .map_err(|e| Error::io(dir, "cannot write servers.txt", &e))?;
     writeln!(
         out,
         "mx demo: {} local hosts on {}.{}.{}.x, {}s of traffic, in {}",
@@ -114,29 +138,18 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<u8> {
     ];
     let mut failed = None;
     for (argv, then_wait) in &lifecycle {
-        let code = step(out, &dir, argv)?;
+        let code = step(out, dir, argv)?;
         if code != 0 && failed.is_none() {
             failed = Some(code);
             if argv[0] == "gen" || argv[0] == "start" {
                 // Nothing to measure: clean up what may have started, and stop.
-                step(out, &dir, &[&["clean"][..], &local, &["--yes"]].concat())?;
+                step(out, dir, &[&["clean"][..], &local, &["--yes"]].concat())?;
                 break;
             }
         }
         if let Some(seconds) = then_wait {
             std::thread::sleep(Duration::from_secs_f64(*seconds));
         }
-    }
-    let page = dir.join(REPORT_PAGE);
-    if page.exists() {
-        let path = dir.to_string_lossy();
-        let removal = format!("rm -r {}", shlex::try_quote(&path).unwrap_or(path.clone()));
-        writeln!(
-            out,
-            "\n[mx] the demo's report page: {} (open it in a browser); the fleet is gone, its directory stays ({} removes it)",
-            page.display(),
-            removal
-        )?;
     }
     Ok(failed.map_or(0, |c| c.clamp(1, 255) as u8))
 }
