@@ -31,11 +31,39 @@ const UNPACED_SENDERS_LISTED: usize = 5;
 /// Receivers named on one sender's line; the rest are counted.
 const UNPACED_RECEIVERS_LISTED: usize = 8;
 
+/// Names that resolve to no address here: weighed as IPv4 below, but `mx
+/// start` refuses them, so check says so before the user deploys. (Still
+/// checked, not refused: a matrix of bare names, hand-written to be
+/// weighed, is the original's use of check.)
+fn unresolved_line(matrix: &Matrix, unresolved: &[usize], out: &mut dyn Write) -> Result<()> {
+    if unresolved.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = unresolved
+        .iter()
+        .map(|&i| {
+            let h = &matrix.hosts()[i];
+            if h.name == h.addr {
+                h.name.clone()
+            } else {
+                format!("{} ({})", h.name, h.addr)
+            }
+        })
+        .collect();
+    writeln!(
+        out,
+        "  NOT RESOLVED: {} -- no address on this machine, so mx start refuses {}: fix the name, or write the address in the matrix (name=address)",
+        names.join(", "),
+        if unresolved.len() == 1 { "it" } else { "them" }
+    )?;
+    Ok(())
+}
+
 pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
     // A value no path has is refused before the matrix is read.
     args.mtu.checked()?;
     // Names resolved here: each host is weighed in its own IP version.
-    let matrix = resolve::with_families(&Matrix::load(&args.matrix)?)?;
+    let (matrix, unresolved) = resolve::with_families_and_unresolved(&Matrix::load(&args.matrix)?)?;
     let ips = families(&matrix);
     // IPv6 hosts (last, if any) hold the MTU to IPv6's least.
     let mtu = args
@@ -65,6 +93,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
             None => ", IPv4 and IPv6",
         }
     )?;
+    unresolved_line(&matrix, &unresolved, out)?;
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class: {}", matrix.config.dscp.sentence())?;
     }

@@ -66,6 +66,18 @@ pub fn with_families(matrix: &Matrix) -> Result<Matrix> {
     Ok(matrix.clone().with_families(&families))
 }
 
+/// [`with_families`], and the indices of the hosts whose names resolved to
+/// no address on this machine (`mx start` refuses them; `check` names
+/// them), from one lookup per name.
+pub fn with_families_and_unresolved(matrix: &Matrix) -> Result<(Matrix, Vec<usize>)> {
+    let offers = offers(matrix.hosts());
+    let unresolved = (0..offers.len())
+        .filter(|&i| offers[i] == Offer::default())
+        .collect();
+    let families = family::decide(matrix, &offers).map_err(Error::refused)?;
+    Ok((matrix.clone().with_families(&families), unresolved))
+}
+
 /// [`with_families`] for reading what ran (summarize, export): a matrix that
 /// cannot be decided is taken as it is.
 pub fn families_or_as_is(matrix: Matrix) -> Matrix {

@@ -846,3 +846,28 @@ fn a_gbps_budget_is_the_originals_and_the_wire_counts_the_fragments() {
     let hints = sb.mx(&["hints", "--gbps-per-host", "1", "--tx-size", "8000"]);
     assert!(hints.stdout.contains("--pps 7749 "), "{}", hints.stdout);
 }
+
+#[test]
+fn check_names_a_host_that_does_not_resolve_which_start_would_refuse() {
+    // `.invalid` never resolves (RFC 6761): the resolver answers at once.
+    let sb = Sandbox::new();
+    sb.write(
+        "matrix.csv",
+        "# tx_size=64 rx_size=64 port=5300\n\
+         src\\dst,a=198.18.0.1,nosuch.invalid\n\
+         a=198.18.0.1,,100\n\
+         nosuch.invalid,100,\n",
+    );
+    let run = sb.mx(&["check"]);
+    // Still weighed (a matrix of bare names is check's to weigh), and named.
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "\n  NOT RESOLVED: nosuch.invalid -- no address on this machine, so mx start refuses it: \
+             fix the name, or write the address in the matrix (name=address)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("a=198.18.0.1 ("), "{}", run.stdout);
+}
