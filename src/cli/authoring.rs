@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::matrix::selection::Selection;
+
 /// `--servers`, shared by the commands that read the server list.
 #[derive(Debug, Args)]
 pub struct ServersArg {
@@ -39,6 +41,14 @@ pub struct PoolArgs {
     /// Both pools send to each other (default: simplex, FROM sends)
     #[arg(long)]
     pub duplex: bool,
+}
+
+impl PoolArgs {
+    /// The hosts these flags select, read and checked (`port` for tokens
+    /// that name none).
+    pub fn selection(&self, port: u16) -> crate::error::Result<Selection> {
+        Selection::read(&self.pools, self.between.as_deref(), self.duplex, port)
+    }
 }
 
 /// Parses `--pool NAME=FILE`.

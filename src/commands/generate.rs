@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::matrix::build::{Shape, Traffic, build, build_between};
 use crate::matrix::pools::{Between, Pool, Pools};
 use crate::matrix::resolve;
+use crate::matrix::selection::Selection;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{
@@ -20,7 +21,6 @@ use crate::matrix::{
 use crate::plan::{self, Datagram, Exchange, Mtu, per_host, pps_for_gbps};
 use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps};
 
-use super::pools::Selection;
 use super::unpaced_ceiling;
 use crate::plan::fragments_line;
 
@@ -38,7 +38,7 @@ pub fn run(args: &GenArgs, out: &mut dyn Write) -> Result<u8> {
         disk: args.disk,
         dscp: args.dscp,
     };
-    let (matrix, shape, peers) = match Selection::read(&args.pools, args.port)? {
+    let (matrix, shape, peers) = match args.pools.selection(args.port)? {
         Selection::Servers => {
             let hosts = super::read_server_list(&args.servers.path)?;
             // Two hosts at one address and port would make a matrix every reader refuses.

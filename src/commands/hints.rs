@@ -8,11 +8,11 @@ use std::io::Write;
 
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
+use crate::matrix::selection::Selection;
 use crate::matrix::{DEFAULT_PORT, HostToken, resolve};
 use crate::plan::{Exchange, HostLoad, WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
 use crate::units::{Ip, bits, pps};
 
-use super::pools::Selection;
 use super::unpaced_ceiling;
 use crate::plan::fragments_line;
 
@@ -343,7 +343,7 @@ impl Layout {
                 ip,
             })
         };
-        match Selection::read(&args.pools, DEFAULT_PORT)? {
+        match args.pools.selection(DEFAULT_PORT)? {
             Selection::Servers => {
                 let servers = &args.servers.path;
                 if servers != std::path::Path::new("slurm") && !servers.exists() {

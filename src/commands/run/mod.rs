@@ -1,13 +1,20 @@
 //! `mx run --for S`: start, hold, summarize, stop, in one command. The flows
 //! begin at one instant and end at one, S seconds later.
+//!
+//! `progress.rs` draws the live line while the flows run; `ramp.rs` is
+//! `mx run --ramp`, the run that raises the rate step by step to find the
+//! limit.
+
+mod progress;
+mod ramp;
 
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::progress::{Screen, Span};
-use super::start::start_fleet;
+use self::progress::{Screen, Span};
 use crate::cli::RunArgs;
+use crate::commands::start::start_fleet;
 use crate::error::{Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
@@ -45,15 +52,15 @@ fn run_saying(
     screen: Screen,
 ) -> Result<u8> {
     if args.ramp.range.is_some() {
-        return super::ramp::run(args, out, document);
+        return ramp::run(args, out, document);
     }
     if let Some(flag) = args.ramp.others_given().first() {
         return Err(Error::refused(format!(
             "{flag} is a setting of the ramp: give --ramp FROM:TO with it (e.g. --ramp 0.5:3)"
         )));
     }
-    super::agent::check_flags(&args.run.agent_flags)?;
-    let fleet = super::open_fleet(args.fleet())?;
+    crate::commands::agent::check_flags(&args.run.agent_flags)?;
+    let fleet = crate::commands::open_fleet(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
         args.run.agent_flags.duration
     } else {
@@ -98,7 +105,7 @@ fn run_saying(
         done_at,
         interval,
     };
-    super::progress::hold(&fleet, &span, &interrupted, screen, out)?;
+    progress::hold(&fleet, &span, &interrupted, screen, out)?;
     if interrupted.load(Ordering::Relaxed) {
         writeln!(
             out,
@@ -136,11 +143,11 @@ fn run_saying(
     let mut report = args.report.clone();
     report.window = report.window.max(hold.min(300.0).floor());
     let summary = match document {
-        Some(document) => super::summarize::run(&report, document),
-        None => super::summarize::run(&report, out),
+        Some(document) => crate::commands::summarize::run(&report, document),
+        None => crate::commands::summarize::run(&report, out),
     };
     if !args.keep {
-        let disk = if super::data_files_needed(&fleet.matrix) {
+        let disk = if crate::commands::data_files_needed(&fleet.matrix) {
             ", and so does each host's disk.dat data file, which the next start reuses"
         } else {
             ""
