@@ -318,6 +318,59 @@ fn print_summary(
     (shape, peers): (Shape, usize),
     mtu: Mtu,
 ) -> std::io::Result<()> {
+    let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
+    // gen draws hosts of one family (refused otherwise).
+    let ip = matrix.ip().unwrap_or_default();
+    print_written(out, matrix, args, mtu, ip)?;
+    print_shape(out, matrix, (shape, peers))?;
+    let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
+    let x = Exchange::new(tx, rx, ip, mtu);
+    let matrix_flag = if args.output == Path::new("matrix.csv") {
+        String::new()
+    } else {
+        format!(" --matrix {}", args.output.display())
+    };
+    // A matrix of the Slurm allocation's nodes runs through Slurm.
+    let via = if args.pools.pools.is_empty() && args.servers.path == Path::new("slurm") {
+        " --via slurm"
+    } else {
+        ""
+    };
+    let run = format!("mx run{matrix_flag}{via} --for 60");
+    match per_host(rate, peers) {
+        None => print_unpaced(out, &run)?,
+        Some(host_pps) => {
+            let pair_pps = rate.pps().unwrap_or_default();
+            print_per_host(out, matrix, &x, (pair_pps, host_pps), peers)?;
+            print_per_nic(out, matrix, &x, pair_pps)?;
+        }
+    }
+    print_disk(out, matrix)?;
+    let (first, why) = if rate.is_unpaced() {
+        (run, "# how far do the senders get?")
+    } else {
+        (
+            format!("mx check{matrix_flag}{} --nic-gbps 25", args.mtu.flag()),
+            "# will the NICs take it?",
+        )
+    };
+    let start = format!("mx start{matrix_flag}{via}");
+    let width = first.len().max(start.len()) + 5;
+    writeln!(out)?;
+    writeln!(out, "next: {first:<width$}{why}")?;
+    writeln!(out, "      {start:<width$}# deploy and run it")?;
+    Ok(())
+}
+
+/// The summary's head: the file written, hosts, flows and sizes, the traffic
+/// class, and the datagrams the path MTU fragments.
+fn print_written(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    args: &GenArgs,
+    mtu: Mtu,
+    ip: Ip,
+) -> std::io::Result<()> {
     let n = matrix.host_count();
     let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
     writeln!(out, "wrote {}", args.output.display())?;
@@ -330,8 +383,6 @@ fn print_summary(
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class    : {}", matrix.config.dscp.sentence())?;
     }
-    // gen draws hosts of one family (refused otherwise).
-    let ip = matrix.ip().unwrap_or_default();
     let mut label = "  MTU      : ";
     for (what, size) in [("requests", tx), ("replies", rx)] {
         if let Some(line) = fragments_line(what, size, mtu, &[ip]) {
@@ -339,6 +390,15 @@ fn print_summary(
             label = "             ";
         }
     }
+    Ok(())
+}
+
+/// Who sends to whom: the pools, the shuffle and its seed, the layers.
+fn print_shape(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    (shape, peers): (Shape, usize),
+) -> std::io::Result<()> {
     let pools = matrix.pools();
     if pools.between.is_some() {
         print_pools(out, matrix, shape)?;
@@ -359,131 +419,124 @@ fn print_summary(
             print_layers(out, matrix, peers, dwell, fill)?;
         }
     }
-    let rate = matrix.row(0).first().map_or(Rate::UNPACED, |c| c.rate);
-    let x = Exchange::new(tx, rx, ip, mtu);
-    let matrix_flag = if args.output == Path::new("matrix.csv") {
-        String::new()
+    Ok(())
+}
+
+/// An unpaced matrix has no rate, so no figure to size a NIC or workers by:
+/// say so, and how to find out instead of pointing at `mx check`, which
+/// cannot tell.
+fn print_unpaced(out: &mut dyn Write, run: &str) -> std::io::Result<()> {
+    const INDENT: &str = "             ";
+    writeln!(out, "  rate: unpaced (send as fast as each host can)")?;
+    writeln!(
+        out,
+        "  load     : whatever the senders manage, so there is no figure to size a NIC by,"
+    )?;
+    writeln!(
+        out,
+        "{INDENT}and nothing for `mx check` to weigh against its caps"
+    )?;
+    for line in unpaced_ceiling("the ceiling", run) {
+        writeln!(out, "{INDENT}{line}")?;
+    }
+    Ok(())
+}
+
+/// The paced rates: per pair, out of (and back into) each host, and what
+/// they are on the wire.
+fn print_per_host(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    x: &Exchange,
+    (pair_pps, host_pps): (f64, f64),
+    peers: usize,
+) -> std::io::Result<()> {
+    let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
+    writeln!(out, "  per pair : {}", pps(pair_pps))?;
+    if matrix.pools().between.is_some() {
+        let busiest = |f: fn(&plan::HostLoad) -> f64| {
+            plan::layer_loads(matrix, 0)
+                .iter()
+                .map(f)
+                .fold(0.0, f64::max)
+        };
+        writeln!(
+            out,
+            "  per host : {} out from each sender ({} peer{}), up to {} of requests in at a receiver",
+            pps(host_pps),
+            peers,
+            plural(peers),
+            pps(busiest(|l| l.in_pps))
+        )?;
     } else {
-        format!(" --matrix {}", args.output.display())
-    };
-    // A matrix of the Slurm allocation's nodes runs through Slurm.
-    let via = if args.pools.pools.is_empty() && args.servers.path == Path::new("slurm") {
-        " --via slurm"
+        writeln!(
+            out,
+            "  per host : {} out, {} back in -- every host identical",
+            pps(host_pps),
+            pps(host_pps)
+        )?;
+    }
+    writeln!(
+        out,
+        "             {} out on the wire ({} payload)",
+        bits(x.request.wire_bits(host_pps)),
+        bits(payload_bits(host_pps, tx))
+    )?;
+    writeln!(
+        out,
+        "             {} back on the wire ({} payload)",
+        bits(x.reply.wire_bits(host_pps)),
+        bits(payload_bits(host_pps, rx))
+    )?;
+    Ok(())
+}
+
+/// What crosses each NIC, and what the fleet offers in all.
+fn print_per_nic(
+    out: &mut dyn Write,
+    matrix: &Matrix,
+    x: &Exchange,
+    pair_pps: f64,
+) -> std::io::Result<()> {
+    // The host's own requests and the replies it serves go out, the replies
+    // to it and its peers' requests come in. The very arithmetic `mx check`
+    // weighs against the caps, on the heaviest layer (the first: a layered
+    // gen's last layer may be short).
+    let nic = plan::layer_loads(matrix, 0)
+        .into_iter()
+        .max_by(|a, b| a.packets(x).total_cmp(&b.packets(x)))
+        .unwrap_or_default();
+    // Packets, not datagrams: say so where they part.
+    let counted = if x.request.fragmented() || x.reply.fragmented() {
+        ", fragments counted"
     } else {
         ""
     };
-    let run = format!("mx run{matrix_flag}{via} --for 60");
-    match per_host(rate, peers) {
-        None => {
-            // No rate, so no figure to size a NIC or workers by: say so, and how
-            // to find out instead of pointing at `mx check`, which cannot tell.
-            const INDENT: &str = "             ";
-            writeln!(out, "  rate: unpaced (send as fast as each host can)")?;
-            writeln!(
-                out,
-                "  load     : whatever the senders manage, so there is no figure to size a NIC by,"
-            )?;
-            writeln!(
-                out,
-                "{INDENT}and nothing for `mx check` to weigh against its caps"
-            )?;
-            for line in unpaced_ceiling("the ceiling", &run) {
-                writeln!(out, "{INDENT}{line}")?;
-            }
-        }
-        Some(host_pps) => {
-            let pair_pps = rate.pps().unwrap_or_default();
-            writeln!(out, "  per pair : {}", pps(pair_pps))?;
-            if pools.between.is_some() {
-                let busiest = |f: fn(&plan::HostLoad) -> f64| {
-                    plan::layer_loads(matrix, 0)
-                        .iter()
-                        .map(f)
-                        .fold(0.0, f64::max)
-                };
-                writeln!(
-                    out,
-                    "  per host : {} out from each sender ({} peer{}), up to {} of requests in at a receiver",
-                    pps(host_pps),
-                    peers,
-                    plural(peers),
-                    pps(busiest(|l| l.in_pps))
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "  per host : {} out, {} back in -- every host identical",
-                    pps(host_pps),
-                    pps(host_pps)
-                )?;
-            }
-            writeln!(
-                out,
-                "             {} out on the wire ({} payload)",
-                bits(x.request.wire_bits(host_pps)),
-                bits(payload_bits(host_pps, tx))
-            )?;
-            writeln!(
-                out,
-                "             {} back on the wire ({} payload)",
-                bits(x.reply.wire_bits(host_pps)),
-                bits(payload_bits(host_pps, rx))
-            )?;
-            // What crosses each NIC: the host's own requests and the replies it
-            // serves go out, the replies to it and its peers' requests come in.
-            // The very arithmetic `mx check` weighs against the caps, on the
-            // heaviest layer (the first: a layered gen's last layer may be short).
-            let nic = plan::layer_loads(matrix, 0)
-                .into_iter()
-                .max_by(|a, b| a.packets(&x).total_cmp(&b.packets(&x)))
-                .unwrap_or_default();
-            // Packets, not datagrams: say so where they part.
-            let counted = if x.request.fragmented() || x.reply.fragmented() {
-                ", fragments counted"
-            } else {
-                ""
-            };
-            if pools.between.is_some() {
-                writeln!(
-                    out,
-                    "  per NIC  : up to {} each way{counted}, on the busiest host (its requests and replies, both ways)",
-                    pps(nic.packets(&x))
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "  per NIC  : {} each way{counted} -- each host also answers its peers' {} of requests",
-                    pps(nic.packets(&x)),
-                    pps(nic.in_pps)
-                )?;
-            }
-            writeln!(
-                out,
-                "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
-                bits(nic.out_wire(&x)),
-                bits(nic.in_wire(&x))
-            )?;
-            writeln!(
-                out,
-                "  fleet    : {} offered",
-                pps(pair_pps * matrix.flow_count() as f64)
-            )?;
-        }
-    }
-    print_disk(out, matrix)?;
-    let (first, why) = if rate.is_unpaced() {
-        (run, "# how far do the senders get?")
+    if matrix.pools().between.is_some() {
+        writeln!(
+            out,
+            "  per NIC  : up to {} each way{counted}, on the busiest host (its requests and replies, both ways)",
+            pps(nic.packets(x))
+        )?;
     } else {
-        (
-            format!("mx check{matrix_flag}{} --nic-gbps 25", args.mtu.flag()),
-            "# will the NICs take it?",
-        )
-    };
-    let start = format!("mx start{matrix_flag}{via}");
-    let width = first.len().max(start.len()) + 5;
-    writeln!(out)?;
-    writeln!(out, "next: {first:<width$}{why}")?;
-    writeln!(out, "      {start:<width$}# deploy and run it")?;
+        writeln!(
+            out,
+            "  per NIC  : {} each way{counted} -- each host also answers its peers' {} of requests",
+            pps(nic.packets(x)),
+            pps(nic.in_pps)
+        )?;
+    }
+    writeln!(
+        out,
+        "             {} out, {} in on the wire: requests and replies, as `mx check` counts",
+        bits(nic.out_wire(x)),
+        bits(nic.in_wire(x))
+    )?;
+    writeln!(
+        out,
+        "  fleet    : {} offered",
+        pps(pair_pps * matrix.flow_count() as f64)
+    )?;
     Ok(())
 }
 

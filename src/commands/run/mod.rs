@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
-use crate::fleet::{STEP_TIMEOUT, scripts};
+use crate::fleet::{Fleet, STEP_TIMEOUT, scripts};
 use crate::units::{self, local_clock};
 
 /// `run --for S`: start, hold, summarize, stop. The flows begin at one
@@ -115,30 +115,7 @@ fn run_saying(
             end_fleet(&fleet, out, "ending the flows together")?;
         }
     } else if let Some(end) = started.end {
-        // Every agent has its end instant: wait for each to exit (an agent
-        // short of CPU writes its last rows late), so that the reports are
-        // whole when collected; one still running 10 s on is stopped.
-        let outcomes = fleet.each(&fleet.all(), |host| {
-            fleet.transport.run(
-                host,
-                &scripts::end(&fleet.dir(host), end, started.grace),
-                STEP_TIMEOUT,
-            )
-        });
-        let late: Vec<usize> = (0..outcomes.len())
-            .filter(|&i| outcomes[i].text.lines().last() != Some("ended"))
-            .collect();
-        if late.is_empty() {
-            writeln!(
-                out,
-                "[mx] every agent ended at {} as planned, and stopped",
-                local_clock(end)
-            )?;
-        } else {
-            let shown: Vec<Outcome> = late.iter().map(|&i| outcomes[i].clone()).collect();
-            writeln!(out, "[mx] not every agent ended by itself:")?;
-            fleet.print(out, &late, &shown, false)?;
-        }
+        await_end(&fleet, end, started.grace, out)?;
     }
     let mut report = args.report.clone();
     report.window = report.window.max(hold.min(300.0).floor());
@@ -147,16 +124,50 @@ fn run_saying(
         None => crate::commands::summarize::run(&report, out),
     };
     if !args.keep {
-        let disk = if crate::commands::data_files_needed(&fleet.matrix) {
-            ", and so does each host's disk.dat data file, which the next start reuses"
-        } else {
-            ""
-        };
-        writeln!(
-            out,
-            "[mx] reports and logs stay on the hosts{disk} ({} removes them)",
-            fleet.hint("clean")
-        )?;
+        say_what_stays(&fleet, out)?;
     }
     summary
+}
+
+/// Every agent has its end instant: waits for each to exit (an agent short
+/// of CPU writes its last rows late), so that the reports are whole when
+/// collected; one still running 10 s on is stopped.
+fn await_end(fleet: &Fleet, end: f64, grace: f64, out: &mut dyn Write) -> Result<()> {
+    let outcomes = fleet.each(&fleet.all(), |host| {
+        fleet.transport.run(
+            host,
+            &scripts::end(&fleet.dir(host), end, grace),
+            STEP_TIMEOUT,
+        )
+    });
+    let late: Vec<usize> = (0..outcomes.len())
+        .filter(|&i| outcomes[i].text.lines().last() != Some("ended"))
+        .collect();
+    if late.is_empty() {
+        writeln!(
+            out,
+            "[mx] every agent ended at {} as planned, and stopped",
+            local_clock(end)
+        )?;
+    } else {
+        let shown: Vec<Outcome> = late.iter().map(|&i| outcomes[i].clone()).collect();
+        writeln!(out, "[mx] not every agent ended by itself:")?;
+        fleet.print(out, &late, &shown, false)?;
+    }
+    Ok(())
+}
+
+/// What the run leaves on the hosts, and the command that removes it.
+fn say_what_stays(fleet: &Fleet, out: &mut dyn Write) -> Result<()> {
+    let disk = if crate::commands::data_files_needed(&fleet.matrix) {
+        ", and so does each host's disk.dat data file, which the next start reuses"
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "[mx] reports and logs stay on the hosts{disk} ({} removes them)",
+        fleet.hint("clean")
+    )?;
+    Ok(())
 }
