@@ -91,28 +91,9 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let offsets = findings.offsets.into_inner().expect("unpoisoned");
     let unsafe_dir = findings.unsafe_dir.into_inner().expect("unpoisoned");
     if ok.len() < all.len() {
-        if !unsafe_dir.is_empty() {
-            writeln!(
-                out,
-                "[mx] {} host(s) have a remote directory another user could take over: {} -- {}",
-                unsafe_dir.len(),
-                unsafe_dir.join(", "),
-                scripts::CHOOSE_ANOTHER
-            )?;
-        }
-        // Other failures are a host not reached.
+        // Other failures than an unsafe directory are a host not reached.
         let unreached = all.len() - ok.len() > unsafe_dir.len();
-        if unreached && slurm {
-            writeln!(
-                out,
-                "[mx] fix those nodes first (`srun --overlap -w NODE true` must work in this allocation)"
-            )?;
-        } else if unreached {
-            writeln!(
-                out,
-                "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
-            )?;
-        }
+        say_not_checked(&unsafe_dir, unreached, slurm, out)?;
         return Ok(EXIT_PROBLEMS);
     }
     let wrong = wrong_arch;
@@ -171,6 +152,37 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     }
     writeln!(out, "[mx] fleet looks ready: {}", fleet.hint("start"))?;
     Ok(0)
+}
+
+/// Why some hosts could not be checked: remote directories another user
+/// could take over, and hosts not reached (`unreached`) and how to fix them.
+fn say_not_checked(
+    unsafe_dir: &[String],
+    unreached: bool,
+    slurm: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    if !unsafe_dir.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) have a remote directory another user could take over: {} -- {}",
+            unsafe_dir.len(),
+            unsafe_dir.join(", "),
+            scripts::CHOOSE_ANOTHER
+        )?;
+    }
+    if unreached && slurm {
+        writeln!(
+            out,
+            "[mx] fix those nodes first (`srun --overlap -w NODE true` must work in this allocation)"
+        )?;
+    } else if unreached {
+        writeln!(
+            out,
+            "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
+        )?;
+    }
+    Ok(())
 }
 
 /// This machine's side: ssh and scp (or Slurm's srun, sbcast, scontrol and

@@ -110,24 +110,7 @@ pub fn start_fleet(
     let logs_hint = fleet.hint("logs");
     let launch = launch_armed(fleet, &hosts, &run.agent_flags.to_args(), out)?;
     // 2. The instants, with margins the clocks allow.
-    let margins = match instants::margins(&launch.offsets, interval, launch.seconds) {
-        Ok(m) => m,
-        Err(refusal) => {
-            // Nothing was sent: the armed agents are stopped, and the run refused.
-            fleet.step(
-                out,
-                "stopping the armed agents",
-                &launch.started,
-                true,
-                |host| {
-                    fleet
-                        .transport
-                        .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT)
-                },
-            )?;
-            return Err(refusal);
-        }
-    };
+    let margins = margins_or_stop(fleet, &launch, interval, out)?;
     if let Some(note) = &margins.note {
         writeln!(out, "[mx] {note}")?;
     }
@@ -175,22 +158,7 @@ pub fn start_fleet(
     };
     print_running(fleet, begin, out)?;
     if code == 0 && end_after.is_none() && scale.is_none() {
-        // A start returns with the flows running (at most a margin and an
-        // interval away): `mx status` straight after it shows them going.
-        let wait = begin - wall_now();
-        if wait > 0.0 && !fleet.dry_run {
-            std::thread::sleep(std::time::Duration::from_secs_f64(wait));
-        }
-        fleet.hint_lines(
-            out,
-            "[mx] next: ",
-            "[mx]       ",
-            &[
-                ("status", "one line per host"),
-                ("summarize", "pps / Gbps / loss / rtt"),
-                ("stop", "when you are done"),
-            ],
-        )?;
+        wait_then_hint(fleet, begin, out)?;
     }
     Ok(Started {
         code,
@@ -198,6 +166,55 @@ pub fn start_fleet(
         end,
         grace: margins.grace,
     })
+}
+
+/// The start and end margins the launched agents' clocks allow; when their
+/// clocks are too far apart, nothing was sent yet: the armed agents are
+/// stopped, and the run refused.
+fn margins_or_stop(
+    fleet: &Fleet,
+    launch: &Launch,
+    interval: f64,
+    out: &mut dyn Write,
+) -> Result<instants::Margins> {
+    match instants::margins(&launch.offsets, interval, launch.seconds) {
+        Ok(m) => Ok(m),
+        Err(refusal) => {
+            fleet.step(
+                out,
+                "stopping the armed agents",
+                &launch.started,
+                true,
+                |host| {
+                    fleet
+                        .transport
+                        .run(host, &scripts::stop(&fleet.dir(host)), STEP_TIMEOUT)
+                },
+            )?;
+            Err(refusal)
+        }
+    }
+}
+
+/// `mx start` returns with the flows running (at most a margin and an
+/// interval away), so that `mx status` straight after it shows them going;
+/// then the next commands.
+fn wait_then_hint(fleet: &Fleet, begin: f64, out: &mut dyn Write) -> Result<()> {
+    let wait = begin - wall_now();
+    if wait > 0.0 && !fleet.dry_run {
+        std::thread::sleep(std::time::Duration::from_secs_f64(wait));
+    }
+    fleet.hint_lines(
+        out,
+        "[mx] next: ",
+        "[mx]       ",
+        &[
+            ("status", "one line per host"),
+            ("summarize", "pps / Gbps / loss / rtt"),
+            ("stop", "when you are done"),
+        ],
+    )?;
+    Ok(())
 }
 
 /// Every host made ready to launch: deployed (unless `--no-deploy`), and with

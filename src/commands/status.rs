@@ -93,8 +93,8 @@ mod json {
     use serde::Serialize;
 
     use crate::cli::StatusArgs;
-    use crate::commands::look::{HostStatus, look};
     use crate::error::{EXIT_PROBLEMS, Result};
+    use crate::fleet::look::{HostStatus, look};
 
     /// One look at the fleet (mx.status/1).
     #[derive(Serialize)]

@@ -18,6 +18,7 @@ pub mod deploy;
 pub mod end;
 pub mod instants;
 pub mod launch;
+pub mod look;
 pub mod scripts;
 pub mod transport;
 pub mod unreachable;

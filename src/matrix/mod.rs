@@ -24,6 +24,7 @@ pub mod pools;
 pub mod read;
 pub mod resolve;
 pub mod schedule;
+pub mod selection;
 pub mod servers;
 pub mod shape;
 pub mod token;

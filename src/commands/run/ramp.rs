@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::start::start_fleet;
 use crate::agent::clock::RATE_LEAD;
 use crate::cli::RunArgs;
+use crate::commands::start::start_fleet;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
@@ -63,7 +63,7 @@ impl Ramp {
         let plan = Plan::parse(range, r.ramp_step.as_deref(), r.bisect).map_err(Error::refused)?;
         let thresholds = Thresholds::parse(r.min_delivered.as_deref(), r.max_p99.as_deref())
             .map_err(Error::refused)?;
-        super::agent::check_flags(&args.run.agent_flags)?;
+        crate::commands::agent::check_flags(&args.run.agent_flags)?;
         if args.run.agent_flags.duration > 0.0 {
             return Err(Error::refused(
                 "--ramp runs until it finds the limit, and then ends the flows: drop --duration",
@@ -89,7 +89,7 @@ impl Ramp {
 /// JSON there and the rest on `out`).
 pub fn run(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>) -> Result<u8> {
     let ramp = Ramp::of(args)?;
-    let fleet = super::open_fleet(args.fleet())?;
+    let fleet = crate::commands::open_fleet(args.fleet())?;
     let unpaced = fleet.matrix.unpaced_count();
     if unpaced > 0 {
         return Err(Error::refused(format!(

@@ -1,11 +1,14 @@
-//! `--pool NAME=FILE`, `--between A B`, `--duplex` (gen and hints): the pools
-//! read and checked, and which shape they ask for.
+//! Which hosts a matrix is drawn from: the server list, the mesh inside one
+//! pool, or pool to pool. The pools the user names (`--pool NAME=FILE`,
+//! `--between A B`, `--duplex` of gen and hints) are read and checked here,
+//! from plain values; the flags themselves are the command line's.
 
-use crate::cli::PoolArgs;
+use std::path::PathBuf;
+
+use super::pools::Between;
+use super::servers::read_pool;
+use super::{Host, HostToken, MAX_HOSTS, shared_endpoint, shared_endpoint_message};
 use crate::error::{Error, Result};
-use crate::matrix::pools::Between;
-use crate::matrix::servers::read_pool;
-use crate::matrix::{Host, HostToken, MAX_HOSTS, shared_endpoint, shared_endpoint_message};
 
 /// What the pool flags select.
 pub enum Selection {
@@ -21,29 +24,36 @@ pub enum Selection {
 }
 
 impl Selection {
-    /// Reads the pools the flags name and checks them: names unique, the
-    /// `--between` pools declared, no host in both pools, no two hosts at one
-    /// address and port (under `port` when a token names none).
-    pub fn read(args: &PoolArgs, port: u16) -> Result<Selection> {
-        if args.pools.is_empty() {
-            if args.between.is_some() || args.duplex {
+    /// Reads the pools named and checks them: names unique, the `between`
+    /// pools declared, no host in both pools, no two hosts at one address and
+    /// port (under `port` when a token names none). `pools` are the
+    /// `--pool` (name, server list file) pairs in order, `between` the FROM
+    /// and TO names, `duplex` whether both pools send.
+    pub fn read(
+        pools: &[(String, PathBuf)],
+        between: Option<&[String]>,
+        duplex: bool,
+        port: u16,
+    ) -> Result<Selection> {
+        if pools.is_empty() {
+            if between.is_some() || duplex {
                 return Err(Error::refused(
                     "--between and --duplex need pools: --pool NAME=FILE for each",
                 ));
             }
             return Ok(Selection::Servers);
         }
-        for (i, (name, _)) in args.pools.iter().enumerate() {
-            if args.pools[..i].iter().any(|(n, _)| n == name) {
+        for (i, (name, _)) in pools.iter().enumerate() {
+            if pools[..i].iter().any(|(n, _)| n == name) {
                 return Err(Error::refused(format!(
                     "--pool {name} is given twice: each pool has one name"
                 )));
             }
         }
-        let names: Vec<&str> = match (&args.between, args.pools.len()) {
+        let names: Vec<&str> = match (between, pools.len()) {
             (Some(pair), _) => pair.iter().map(String::as_str).collect(),
-            (None, 1) => vec![&args.pools[0].0; 2],
-            (None, 2) => vec![&args.pools[0].0, &args.pools[1].0],
+            (None, 1) => vec![&pools[0].0; 2],
+            (None, 2) => vec![&pools[0].0, &pools[1].0],
             (None, n) => {
                 return Err(Error::refused(format!(
                     "{n} pools: say which two to test with --between FROM TO"
@@ -51,8 +61,8 @@ impl Selection {
             }
         };
         let find = |name: &str| {
-            args.pools.iter().find(|(n, _)| n == name).ok_or_else(|| {
-                let known: Vec<&str> = args.pools.iter().map(|(n, _)| n.as_str()).collect();
+            pools.iter().find(|(n, _)| n == name).ok_or_else(|| {
+                let known: Vec<&str> = pools.iter().map(|(n, _)| n.as_str()).collect();
                 Error::refused(format!(
                     "--between {name}: no such pool (pools: {})",
                     known.join(", ")
@@ -61,7 +71,7 @@ impl Selection {
         };
         let (from, to) = (find(names[0])?, find(names[1])?);
         if from.0 == to.0 {
-            if args.duplex {
+            if duplex {
                 return Err(Error::refused(format!(
                     "--duplex needs two pools: inside pool {} every host already sends and answers",
                     from.0
@@ -104,14 +114,14 @@ impl Selection {
             between: Between {
                 senders: 0,
                 receivers: 1,
-                duplex: args.duplex,
+                duplex,
             },
         })
     }
 }
 
 /// Refuses two hosts at one address and port: one agent would answer for both.
-fn placed(lists: &[(&std::path::PathBuf, &Vec<HostToken>)], port: u16) -> Result<()> {
+fn placed(lists: &[(&PathBuf, &Vec<HostToken>)], port: u16) -> Result<()> {
     let hosts: Vec<Host> = lists
         .iter()
         .flat_map(|(_, l)| l.iter().map(|t| Host::from_token(t.clone(), port)))

@@ -1,18 +1,25 @@
 //! `mx run --for S`: start, hold, summarize, stop, in one command. The flows
 //! begin at one instant and end at one, S seconds later.
+//!
+//! `progress.rs` draws the live line while the flows run; `ramp.rs` is
+//! `mx run --ramp`, the run that raises the rate step by step to find the
+//! limit.
+
+mod progress;
+mod ramp;
 
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::progress::{Screen, Span};
-use super::start::start_fleet;
+use self::progress::{Screen, Span};
 use crate::cli::RunArgs;
+use crate::commands::start::start_fleet;
 use crate::error::{Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
-use crate::fleet::{STEP_TIMEOUT, scripts};
+use crate::fleet::{Fleet, STEP_TIMEOUT, scripts};
 use crate::units::{self, local_clock};
 
 /// `run --for S`: start, hold, summarize, stop. The flows begin at one
@@ -45,15 +52,15 @@ fn run_saying(
     screen: Screen,
 ) -> Result<u8> {
     if args.ramp.range.is_some() {
-        return super::ramp::run(args, out, document);
+        return ramp::run(args, out, document);
     }
     if let Some(flag) = args.ramp.others_given().first() {
         return Err(Error::refused(format!(
             "{flag} is a setting of the ramp: give --ramp FROM:TO with it (e.g. --ramp 0.5:3)"
         )));
     }
-    super::agent::check_flags(&args.run.agent_flags)?;
-    let fleet = super::open_fleet(args.fleet())?;
+    crate::commands::agent::check_flags(&args.run.agent_flags)?;
+    let fleet = crate::commands::open_fleet(args.fleet())?;
     let hold = if args.run.agent_flags.duration > 0.0 {
         args.run.agent_flags.duration
     } else {
@@ -98,7 +105,7 @@ fn run_saying(
         done_at,
         interval,
     };
-    super::progress::hold(&fleet, &span, &interrupted, screen, out)?;
+    progress::hold(&fleet, &span, &interrupted, screen, out)?;
     if interrupted.load(Ordering::Relaxed) {
         writeln!(
             out,
@@ -108,48 +115,59 @@ fn run_saying(
             end_fleet(&fleet, out, "ending the flows together")?;
         }
     } else if let Some(end) = started.end {
-        // Every agent has its end instant: wait for each to exit (an agent
-        // short of CPU writes its last rows late), so that the reports are
-        // whole when collected; one still running 10 s on is stopped.
-        let outcomes = fleet.each(&fleet.all(), |host| {
-            fleet.transport.run(
-                host,
-                &scripts::end(&fleet.dir(host), end, started.grace),
-                STEP_TIMEOUT,
-            )
-        });
-        let late: Vec<usize> = (0..outcomes.len())
-            .filter(|&i| outcomes[i].text.lines().last() != Some("ended"))
-            .collect();
-        if late.is_empty() {
-            writeln!(
-                out,
-                "[mx] every agent ended at {} as planned, and stopped",
-                local_clock(end)
-            )?;
-        } else {
-            let shown: Vec<Outcome> = late.iter().map(|&i| outcomes[i].clone()).collect();
-            writeln!(out, "[mx] not every agent ended by itself:")?;
-            fleet.print(out, &late, &shown, false)?;
-        }
+        await_end(&fleet, end, started.grace, out)?;
     }
     let mut report = args.report.clone();
     report.window = report.window.max(hold.min(300.0).floor());
     let summary = match document {
-        Some(document) => super::summarize::run(&report, document),
-        None => super::summarize::run(&report, out),
+        Some(document) => crate::commands::summarize::run(&report, document),
+        None => crate::commands::summarize::run(&report, out),
     };
     if !args.keep {
-        let disk = if super::data_files_needed(&fleet.matrix) {
-            ", and so does each host's disk.dat data file, which the next start reuses"
-        } else {
-            ""
-        };
-        writeln!(
-            out,
-            "[mx] reports and logs stay on the hosts{disk} ({} removes them)",
-            fleet.hint("clean")
-        )?;
+        say_what_stays(&fleet, out)?;
     }
     summary
+}
+
+/// Every agent has its end instant: waits for each to exit (an agent short
+/// of CPU writes its last rows late), so that the reports are whole when
+/// collected; one still running 10 s on is stopped.
+fn await_end(fleet: &Fleet, end: f64, grace: f64, out: &mut dyn Write) -> Result<()> {
+    let outcomes = fleet.each(&fleet.all(), |host| {
+        fleet.transport.run(
+            host,
+            &scripts::end(&fleet.dir(host), end, grace),
+            STEP_TIMEOUT,
+        )
+    });
+    let late: Vec<usize> = (0..outcomes.len())
+        .filter(|&i| outcomes[i].text.lines().last() != Some("ended"))
+        .collect();
+    if late.is_empty() {
+        writeln!(
+            out,
+            "[mx] every agent ended at {} as planned, and stopped",
+            local_clock(end)
+        )?;
+    } else {
+        let shown: Vec<Outcome> = late.iter().map(|&i| outcomes[i].clone()).collect();
+        writeln!(out, "[mx] not every agent ended by itself:")?;
+        fleet.print(out, &late, &shown, false)?;
+    }
+    Ok(())
+}
+
+/// What the run leaves on the hosts, and the command that removes it.
+fn say_what_stays(fleet: &Fleet, out: &mut dyn Write) -> Result<()> {
+    let disk = if crate::commands::data_files_needed(&fleet.matrix) {
+        ", and so does each host's disk.dat data file, which the next start reuses"
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "[mx] reports and logs stay on the hosts{disk} ({} removes them)",
+        fleet.hint("clean")
+    )?;
+    Ok(())
 }

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::look::{HostStatus, look};
 use crate::error::Result;
 use crate::fleet::Fleet;
+use crate::fleet::look::{HostStatus, look};
 use crate::units::{self, wall_now};
 
 /// The shortest time between two looks (s). Each look runs a shell on every
@@ -88,7 +88,7 @@ pub fn reading(hosts: &[HostStatus], begin: f64, interval: f64) -> Reading {
     r
 }
 
-fn steady_row(host: &HostStatus, begin: f64) -> Option<&super::look::RowStatus> {
+fn steady_row(host: &HostStatus, begin: f64) -> Option<&crate::fleet::look::RowStatus> {
     host.row
         .as_ref()
         .filter(|row| row.ts as f64 >= begin && row.phase.as_deref() == Some("steady"))
@@ -225,7 +225,7 @@ pub fn hold(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::look::RowStatus;
+    use crate::fleet::look::RowStatus;
 
     fn host(name: &str, ts: i64, phase: &str, sent: f64, loss: f64) -> HostStatus {
         HostStatus {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::fleet::{Fleet, LOOK_TIMEOUT, scripts};
+use super::{Fleet, LOOK_TIMEOUT, scripts};
 use crate::report::Column;
 use crate::report::read::rows_of;
 use crate::units::wall_now;

@@ -3,16 +3,20 @@
 //! agent's per-worker figure ([`WORKER_EXCHANGES_PER_SECOND`]). Requests or
 //! replies larger than the path MTU (`--mtu`) are called out, and the NIC's
 //! figures count their fragments.
+//!
+//! `layout.rs` says which hosts the sizing is for (the server list's mesh,
+//! one pool's, or pool to pool).
+
+mod layout;
 
 use std::io::Write;
 
+use self::layout::Layout;
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
-use crate::matrix::{DEFAULT_PORT, HostToken, resolve};
 use crate::plan::{Exchange, HostLoad, WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
-use crate::units::{Ip, bits, pps};
+use crate::units::{bits, pps};
 
-use super::pools::Selection;
 use super::unpaced_ceiling;
 use crate::plan::fragments_line;
 
@@ -30,96 +34,11 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
     let (tx, rx) = args.sizes.checked()?;
     let layout = Layout::of(args)?;
     let exchange = Exchange::new(tx, rx, layout.ip, args.mtu.for_family(layout.ip)?);
-    let peers = layout.peers;
-    // Precedence as the original: per pair, then per host, then Gb/s per host.
-    let per_pair = match (args.pps_per_pair, args.pps_per_host, args.gbps_per_host) {
-        (Some(PpsArg::Max), _, _) | (None, Some(PpsArg::Max), _) => {
-            return unpaced(args, &layout, exchange, out);
-        }
-        (Some(PpsArg::Rate(x)), _, _) => positive("--pps-per-pair", x)?,
-        (None, Some(PpsArg::Rate(x)), _) => positive("--pps-per-host", x)? / peers as f64,
-        (None, None, Some(g)) => {
-            pps_for_gbps(positive("--gbps-per-host", g)?, exchange.request) / peers as f64
-        }
-        (None, None, None) => unreachable!("checked above"),
+    let Some(per_pair) = rate_per_pair(args, layout.peers, exchange)? else {
+        return unpaced(args, &layout, exchange, out);
     };
-    let per_host = per_pair * peers as f64;
-    let in_host = per_pair * layout.in_flows as f64;
-    // A host of a simplex pool matrix either sends or answers; every other
-    // host does both. Its NIC's busier direction is what it must carry.
-    let hosts = if layout.both_ways {
-        vec![HostLoad {
-            out_pps: per_host,
-            in_pps: in_host,
-            unpaced: false,
-        }]
-    } else {
-        vec![
-            HostLoad {
-                out_pps: per_host,
-                ..HostLoad::default()
-            },
-            HostLoad {
-                in_pps: in_host,
-                ..HostLoad::default()
-            },
-        ]
-    };
-    let nic = heaviest(&hosts, |h| h.out_wire(&exchange).max(h.in_wire(&exchange)));
-    let nic_packets = heaviest(&hosts, |h| h.packets(&exchange));
-    let busiest = heaviest(&hosts, HostLoad::datagrams);
-    // A worker moves ~WORKER_EXCHANGES_PER_SECOND exchanges; `workers_needed`
-    // counts a host's requests out and as many answered.
-    let need = workers_needed(busiest / 2.0);
-
-    writeln!(
-        out,
-        "to get that across {} hosts ({} flows):",
-        layout.hosts, layout.flows
-    )?;
-    writeln!(out)?;
-    writeln!(out, "  per pair        {}", pps(per_pair))?;
-    if layout.pooled {
-        writeln!(
-            out,
-            "  per sender      {} of requests out ({peers} peer{}), the replies back",
-            pps(per_host),
-            if peers == 1 { "" } else { "s" }
-        )?;
-        writeln!(
-            out,
-            "  per receiver    up to {} of requests in ({} sender{}), as many replies out",
-            pps(in_host),
-            layout.in_flows,
-            if layout.in_flows == 1 { "" } else { "s" }
-        )?;
-    } else {
-        writeln!(
-            out,
-            "  per host        {} of requests out, {} of replies back",
-            pps(per_host),
-            pps(per_host)
-        )?;
-    }
-    writeln!(
-        out,
-        "                  {} per NIC direction (requests one way, replies the other, framing included)",
-        bits(nic)
-    )?;
-    if exchange.request.fragmented() || exchange.reply.fragmented() {
-        writeln!(
-            out,
-            "                  {} per NIC direction in IP packets, every fragment counted",
-            pps(nic_packets)
-        )?;
-    }
-    let fleet = per_pair * layout.flows as f64;
-    writeln!(
-        out,
-        "  fleet total     {} requests + {} replies",
-        pps(fleet),
-        pps(fleet)
-    )?;
+    let sizing = Sizing::of(&layout, per_pair, exchange);
+    print_loads(&layout, &sizing, exchange, out)?;
     fragment_lines(exchange, out)?;
     writeln!(out)?;
     writeln!(
@@ -135,7 +54,13 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         args.mtu.flag()
     )?;
     writeln!(out, "  mx run --for 60")?;
-    worker_lines(need, peers, per_host, nic, out)?;
+    worker_lines(
+        sizing.workers,
+        layout.peers,
+        sizing.per_host,
+        sizing.nic_bits,
+        out,
+    )?;
     writeln!(
         out,
         "  a smaller --tx-size raises packets/sec for the same bandwidth;"
@@ -145,6 +70,136 @@ pub fn run(args: &HintsArgs, out: &mut dyn Write) -> Result<u8> {
         "  a bigger --rx-size makes the reply direction the heavy one."
     )?;
     Ok(0)
+}
+
+/// The requests per second per pair the sizing switches ask for, `None`
+/// for unpaced (`max`). Precedence as the original: per pair, then per
+/// host, then Gb/s per host.
+fn rate_per_pair(args: &HintsArgs, peers: usize, exchange: Exchange) -> Result<Option<f64>> {
+    Ok(Some(
+        match (args.pps_per_pair, args.pps_per_host, args.gbps_per_host) {
+            (Some(PpsArg::Max), _, _) | (None, Some(PpsArg::Max), _) => return Ok(None),
+            (Some(PpsArg::Rate(x)), _, _) => positive("--pps-per-pair", x)?,
+            (None, Some(PpsArg::Rate(x)), _) => positive("--pps-per-host", x)? / peers as f64,
+            (None, None, Some(g)) => {
+                pps_for_gbps(positive("--gbps-per-host", g)?, exchange.request) / peers as f64
+            }
+            (None, None, None) => unreachable!("checked by the caller"),
+        },
+    ))
+}
+
+/// What a rate per pair asks of the hosts in a layout.
+struct Sizing {
+    per_pair: f64,
+    /// Requests/s out of a sender.
+    per_host: f64,
+    /// Requests/s into the busiest receiver.
+    in_host: f64,
+    /// The busier NIC direction of the busiest host, bits/s on the wire.
+    nic_bits: f64,
+    /// IP packets/s each way at the busiest host's NIC, fragments counted.
+    nic_packets: f64,
+    /// Worker threads a host needs.
+    workers: u64,
+}
+
+impl Sizing {
+    fn of(layout: &Layout, per_pair: f64, exchange: Exchange) -> Sizing {
+        let per_host = per_pair * layout.peers as f64;
+        let in_host = per_pair * layout.in_flows as f64;
+        // A host of a simplex pool matrix either sends or answers; every other
+        // host does both. Its NIC's busier direction is what it must carry.
+        let hosts = if layout.both_ways {
+            vec![HostLoad {
+                out_pps: per_host,
+                in_pps: in_host,
+                unpaced: false,
+            }]
+        } else {
+            vec![
+                HostLoad {
+                    out_pps: per_host,
+                    ..HostLoad::default()
+                },
+                HostLoad {
+                    in_pps: in_host,
+                    ..HostLoad::default()
+                },
+            ]
+        };
+        let busiest = heaviest(&hosts, HostLoad::datagrams);
+        Sizing {
+            per_pair,
+            per_host,
+            in_host,
+            nic_bits: heaviest(&hosts, |h| h.out_wire(&exchange).max(h.in_wire(&exchange))),
+            nic_packets: heaviest(&hosts, |h| h.packets(&exchange)),
+            // A worker moves ~WORKER_EXCHANGES_PER_SECOND exchanges;
+            // `workers_needed` counts a host's requests out and as many answered.
+            workers: workers_needed(busiest / 2.0),
+        }
+    }
+}
+
+/// The load lines: per pair, per host (or per sender and receiver), per NIC
+/// direction and the fleet's total.
+fn print_loads(
+    layout: &Layout,
+    sizing: &Sizing,
+    exchange: Exchange,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let peers = layout.peers;
+    writeln!(
+        out,
+        "to get that across {} hosts ({} flows):",
+        layout.hosts, layout.flows
+    )?;
+    writeln!(out)?;
+    writeln!(out, "  per pair        {}", pps(sizing.per_pair))?;
+    if layout.pooled {
+        writeln!(
+            out,
+            "  per sender      {} of requests out ({peers} peer{}), the replies back",
+            pps(sizing.per_host),
+            if peers == 1 { "" } else { "s" }
+        )?;
+        writeln!(
+            out,
+            "  per receiver    up to {} of requests in ({} sender{}), as many replies out",
+            pps(sizing.in_host),
+            layout.in_flows,
+            if layout.in_flows == 1 { "" } else { "s" }
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  per host        {} of requests out, {} of replies back",
+            pps(sizing.per_host),
+            pps(sizing.per_host)
+        )?;
+    }
+    writeln!(
+        out,
+        "                  {} per NIC direction (requests one way, replies the other, framing included)",
+        bits(sizing.nic_bits)
+    )?;
+    if exchange.request.fragmented() || exchange.reply.fragmented() {
+        writeln!(
+            out,
+            "                  {} per NIC direction in IP packets, every fragment counted",
+            pps(sizing.nic_packets)
+        )?;
+    }
+    let fleet = sizing.per_pair * layout.flows as f64;
+    writeln!(
+        out,
+        "  fleet total     {} requests + {} replies",
+        pps(fleet),
+        pps(fleet)
+    )?;
+    Ok(())
 }
 
 /// The workers a host needs at `per_host` exchanges per second over `peers`
@@ -276,131 +331,6 @@ fn unpaced(
         "  `mx hints --pps-per-host N` then sizes a paced run at the rate the senders reached."
     )?;
     Ok(0)
-}
-
-/// The shape a sizing is for: the mesh of the server list (or of one pool),
-/// or pool to pool.
-struct Layout {
-    hosts: usize,
-    flows: usize,
-    /// Flows out of a sender.
-    peers: usize,
-    /// Flows into the busiest receiver.
-    in_flows: usize,
-    /// Every host sends and answers (a mesh, or a duplex of pools).
-    both_ways: bool,
-    pooled: bool,
-    /// The flags that make this shape with `mx gen`.
-    gen_flags: String,
-    /// The IP version of the hosts (their headers are on the wire).
-    ip: Ip,
-}
-
-impl Layout {
-    fn of(args: &HintsArgs) -> Result<Layout> {
-        let peers_flag = args
-            .peers
-            .map_or(String::new(), |k| format!(" --peers {k}"));
-        let pool_flags = || {
-            let mut flags: Vec<String> = args
-                .pools
-                .pools
-                .iter()
-                .map(|(name, file)| format!("--pool {name}={}", file.display()))
-                .collect();
-            if let Some(between) = &args.pools.between {
-                flags.push(format!("--between {}", between.join(" ")));
-            }
-            if args.pools.duplex {
-                flags.push("--duplex".to_string());
-            }
-            flags.join(" ")
-        };
-        let family = |tokens: &[HostToken]| -> Result<Ip> {
-            Ok(resolve::one_family(tokens, DEFAULT_PORT)
-                .map_err(Error::refused)?
-                .unwrap_or_default())
-        };
-        let mesh = |n: usize, gen_flags: String, ip: Ip| -> Result<Layout> {
-            let peers = match args.peers {
-                None => n - 1,
-                Some(k) if k >= 1 && (k as usize) < n => k as usize,
-                Some(k) => {
-                    return Err(Error::refused(format!(
-                        "--peers must be between 1 and {} for {n} hosts (got {k})",
-                        n - 1
-                    )));
-                }
-            };
-            Ok(Layout {
-                hosts: n,
-                flows: n * peers,
-                peers,
-                in_flows: peers,
-                both_ways: true,
-                pooled: false,
-                gen_flags: format!("{gen_flags}{peers_flag}"),
-                ip,
-            })
-        };
-        match Selection::read(&args.pools, DEFAULT_PORT)? {
-            Selection::Servers => {
-                let servers = &args.servers.path;
-                if servers != std::path::Path::new("slurm") && !servers.exists() {
-                    return Err(Error::refused(format!(
-                        "sizing a run needs the server list: --servers {} not found",
-                        servers.display()
-                    )));
-                }
-                let tokens = super::read_server_list(servers)?;
-                mesh(
-                    tokens.len(),
-                    format!("--servers {}", servers.display()),
-                    family(&tokens)?,
-                )
-            }
-            Selection::Inside { hosts, .. } => mesh(hosts.len(), pool_flags(), family(&hosts)?),
-            Selection::Between { pools, between } => {
-                let all: Vec<HostToken> =
-                    pools.iter().flat_map(|(_, h)| h.iter().cloned()).collect();
-                let ip = family(&all)?;
-                let (a, b) = (pools[0].1.len(), pools[1].1.len());
-                let most = if between.duplex { a.min(b) } else { b };
-                let peers = match args.peers {
-                    None if between.duplex => a.max(b),
-                    None => b,
-                    Some(k) if k >= 1 && (k as usize) <= most => k as usize,
-                    Some(k) => {
-                        return Err(Error::refused(format!(
-                            "--peers must be between 1 and {most} here: a sender's peers are distinct hosts of the other pool (got {k})"
-                        )));
-                    }
-                };
-                // Without --peers every sender meets all of the other pool.
-                let out_of = |senders: usize, receivers: usize| match args.peers {
-                    None => (senders * receivers, senders),
-                    Some(_) => (senders * peers, (senders * peers).div_ceil(receivers)),
-                };
-                let (ab, into_b) = out_of(a, b);
-                let (flows, in_flows) = if between.duplex {
-                    let (ba, into_a) = out_of(b, a);
-                    (ab + ba, into_b.max(into_a))
-                } else {
-                    (ab, into_b)
-                };
-                Ok(Layout {
-                    hosts: a + b,
-                    flows,
-                    peers,
-                    in_flows,
-                    both_ways: between.duplex,
-                    pooled: true,
-                    gen_flags: format!("{}{peers_flag}", pool_flags()),
-                    ip,
-                })
-            }
-        }
-    }
 }
 
 fn positive(flag: &str, value: f64) -> Result<f64> {
