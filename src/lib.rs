@@ -9,8 +9,8 @@
 //! - [`matrix`]: `matrix.csv` and the shapes `mx gen` draws (full mesh, `--peers`,
 //!   `--dwell` layers), bit-compatible with the original Python tool;
 //! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
-//! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`wire`]
-//!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
+//! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`agent::wire`]
+//!   (the MXO1 header) and writing [`report`] rows and an [`agent::stamp`];
 //! - [`summary`]: `mx summarize`, report sets turned into answers, and
 //!   [`export`], the same numbers as floor-plan overlays;
 //! - [`fleet`]: files and processes moved to the hosts, over ssh (or a local
@@ -37,7 +37,5 @@ pub mod matrix;
 pub mod plan;
 pub mod private_dir;
 pub mod report;
-pub mod stamp;
 pub mod summary;
 pub mod units;
-pub mod wire;

@@ -45,8 +45,10 @@ pub mod plan;
 pub mod reporter;
 pub mod sequence;
 pub mod slots;
+pub mod stamp;
 #[allow(unsafe_code)] // the one module allowed it (see lib.rs)
 pub mod udp;
+pub mod wire;
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -59,7 +61,6 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use crate::stamp;
 use crate::units;
 
 use crate::units::wall_now;

@@ -22,8 +22,8 @@ use nix::sys::socket::{setsockopt, sockopt};
 use nix::time::{ClockId, clock_gettime};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::wire::HEADER_LEN;
 use crate::matrix::{Dscp, MAX_PACKET_BYTES};
-use crate::wire::HEADER_LEN;
 
 /// Datagrams per recvmmsg/sendmmsg call: the syscall's cost spread over many
 /// datagrams. 256 is four full GSO messages ([`GSO_MAX_SEGMENTS`] each) in
@@ -1019,8 +1019,8 @@ pub fn thread_cpu_ns() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::Header;
     use super::*;
-    use crate::wire::Header;
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
 

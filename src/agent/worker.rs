@@ -41,8 +41,8 @@ use super::plan::{AgentPlan, FlowSpec};
 use super::sequence::{Arrival, SeqWindow};
 use super::slots::{self, RxSlot, TX_SLOTS};
 use super::udp::{self, BATCH, RecvBatch, SendBatch};
+use super::wire::{self, HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 use crate::units::wall_now;
-use crate::wire::{self, HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// Requests one flow may send per pass: bounds a pass so replies get read.
 const MAX_SENDS_PER_PASS: usize = super::pacing::MAX_PER_PASS;
