@@ -21,8 +21,9 @@
 //! - [`units`], [`error`], [`files`]: shared number formats, the exit-code
 //!   contract, and files written whole or not at all.
 
-// `unsafe` lives in one room: the socket fast path (`agent::udp`, the
-// sendmmsg/recvmmsg wrappers and their control messages).
+// `unsafe` lives in one room: the kernel side of the socket fast path
+// (`agent::udp::sys`: the sendmmsg/recvmmsg calls, their C structs and
+// control messages), the one module that allows it.
 #![deny(unsafe_code)]
 
 pub mod agent;

@@ -46,7 +46,6 @@ pub mod reporter;
 pub mod sequence;
 pub mod slots;
 pub mod stamp;
-#[allow(unsafe_code)] // the one module allowed it (see lib.rs)
 pub mod udp;
 pub mod wire;
 pub mod worker;
