@@ -9,8 +9,8 @@
 //! - [`matrix`]: `matrix.csv` and the shapes `mx gen` draws (full mesh, `--peers`,
 //!   `--dwell` layers), bit-compatible with the original Python tool;
 //! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
-//! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`wire`]
-//!   (the MXO1 header) and writing [`report`] rows and a [`stamp`];
+//! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`agent::wire`]
+//!   (the MXO1 header) and writing [`report`] rows and an [`agent::stamp`];
 //! - [`summary`]: `mx summarize`, report sets turned into answers, and
 //!   [`export`], the same numbers as floor-plan overlays;
 //! - [`fleet`]: files and processes moved to the hosts, over ssh (or a local
@@ -21,8 +21,9 @@
 //! - [`units`], [`error`], [`files`]: shared number formats, the exit-code
 //!   contract, and files written whole or not at all.
 
-// `unsafe` lives in one room: the socket fast path (`agent::udp`, the
-// sendmmsg/recvmmsg wrappers and their control messages).
+// `unsafe` lives in one room: the kernel side of the socket fast path
+// (`agent::udp::sys`: the sendmmsg/recvmmsg calls, their C structs and
+// control messages), the one module that allows it.
 #![deny(unsafe_code)]
 
 pub mod agent;
@@ -37,7 +38,5 @@ pub mod matrix;
 pub mod plan;
 pub mod private_dir;
 pub mod report;
-pub mod stamp;
 pub mod summary;
 pub mod units;
-pub mod wire;

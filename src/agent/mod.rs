@@ -45,8 +45,9 @@ pub mod plan;
 pub mod reporter;
 pub mod sequence;
 pub mod slots;
-#[allow(unsafe_code)] // the one module allowed it (see lib.rs)
+pub mod stamp;
 pub mod udp;
+pub mod wire;
 pub mod worker;
 
 use std::collections::BTreeMap;
@@ -59,7 +60,6 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use crate::stamp;
 use crate::units;
 
 use crate::units::wall_now;
@@ -142,15 +142,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     // 2-5. Who this host is, its addresses and its peers', its sockets' buffers.
     let mut plan = plan(config, matrix)?;
     // 6. A dwell the ticks cannot land on.
-    if let Some(rotation) = plan.matrix.config.rotation
-        && rotation.fits_interval(plan.interval).is_err()
-    {
-        warn!(
-            "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
-            units::g(rotation.dwell),
-            units::g(plan.interval)
-        );
-    }
+    warn_dwell(&plan);
     // 7. Workers.
     let flow_sockets = plan.flow_sockets();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -187,17 +179,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     // 10. The banner, then the files that say this agent is up.
     banner(config, &plan, &threads);
     interface_lines(reporter.interface(), &plan);
-    let home = match config.report.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let pid_path = home.join(PID_FILE);
-    write_file(&pid_path, &format!("{}\n", std::process::id()))?;
-    let fingerprint = stamp::fingerprint(&plan.matrix, plan.me);
-    write_file(
-        &home.join(STAMP_FILE),
-        &stamp::stamp_text(&fingerprint, &config.run.stamp_words),
-    )?;
+    let (home, pid_path) = write_up_files(config, &plan)?;
 
     // 11. The start: at once, at --start-at, or (--armed) when the controller
     // writes it; with --duration the end follows from it.
@@ -237,6 +219,37 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     }
     say!("mx agent: stopped");
     Ok(0)
+}
+
+/// Says when the layers' dwell is no whole multiple of the interval: their
+/// switches will not land on report ticks.
+fn warn_dwell(plan: &AgentPlan) {
+    if let Some(rotation) = plan.matrix.config.rotation
+        && rotation.fits_interval(plan.interval).is_err()
+    {
+        warn!(
+            "mx agent: dwell {}s is not a whole multiple of the {}s interval -- layer switches will not land on report ticks",
+            units::g(rotation.dwell),
+            units::g(plan.interval)
+        );
+    }
+}
+
+/// Writes the files that say this agent is up, beside its report: its pid
+/// and its stamp. Returns the agent's directory and the pid file's path.
+fn write_up_files(config: &AgentConfig, plan: &AgentPlan) -> Result<(PathBuf, PathBuf)> {
+    let home = match config.report.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let pid_path = home.join(PID_FILE);
+    write_file(&pid_path, &format!("{}\n", std::process::id()))?;
+    let fingerprint = stamp::fingerprint(&plan.matrix, plan.me);
+    write_file(
+        &home.join(STAMP_FILE),
+        &stamp::stamp_text(&fingerprint, &config.run.stamp_words),
+    )?;
+    Ok((home, pid_path))
 }
 
 /// The plan of `config`'s run on `matrix`, all but the worker count: who this

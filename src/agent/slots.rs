@@ -2,7 +2,7 @@
 //!
 //! A request is counted in the interval it was sent in, by both hosts: the
 //! sender by its own clock, the receiver by the interval tag the request
-//! carries in its flags byte ([`crate::wire`]). A reply is counted in the
+//! carries in its flags byte ([`super::wire`]). A reply is counted in the
 //! interval of its request, which the sender finds from the `t_send` it
 //! echoes. So a packet in flight across a tick belongs to one side of it, on
 //! every host's books, and per interval `replies <= requests arrived <=
@@ -49,7 +49,7 @@ pub fn rx_slot_of(tag: Option<u8>, current: u64, pending: Option<u64>) -> RxSlot
     let Some(tag) = tag else {
         return RxSlot::Counted(rx_slot(current));
     };
-    let modulus = crate::wire::TAG_MASK + 1;
+    let modulus = super::wire::TAG_MASK + 1;
     match (u64::from(tag) + modulus - current % modulus) % modulus {
         0 => RxSlot::Counted(rx_slot(current)),
         1 => RxSlot::Counted(rx_slot(current + 1)),

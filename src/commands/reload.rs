@@ -15,6 +15,7 @@ use std::io::Write;
 use clap::Parser as _;
 
 use super::start::check_dwell_interval;
+use crate::agent::stamp::fingerprint;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{Staged, deploy, deploy_all, stage};
@@ -22,7 +23,6 @@ use crate::fleet::scripts::Begin;
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, launch, scripts};
 use crate::matrix::{Host, Matrix};
-use crate::stamp::fingerprint;
 
 /// What the probe found on one host.
 #[derive(Debug, Clone, Default, PartialEq)]

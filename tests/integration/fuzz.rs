@@ -14,11 +14,11 @@
 
 use std::path::{Path, PathBuf};
 
+use matrix_orchestrator::agent::wire::{HEADER_LEN, Header};
 use matrix_orchestrator::matrix::Matrix;
 use matrix_orchestrator::matrix::servers::parse_servers;
 use matrix_orchestrator::report::Column;
 use matrix_orchestrator::report::read::{for_each_row, latest_ts};
-use matrix_orchestrator::wire::{HEADER_LEN, Header};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 

@@ -20,7 +20,7 @@ const PARTS: &[(&str, &[&str])] = &[
     ("export", &["export"]),
     ("monitor", &["monitor"]),
     ("summary", &["summary"]),
-    ("agent", &["agent", "wire", "stamp"]),
+    ("agent", &["agent"]),
     ("report", &["report"]),
     ("matrix", &["matrix", "plan", "input"]),
     ("base", &["units", "error", "files", "private_dir", "lib"]),
