@@ -14,11 +14,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::aggregate::ReportSet;
-use super::diagnosis::{self, Finding};
+use super::analysis::aggregate::ReportSet;
+use super::analysis::diagnosis::{self, Finding};
+use super::analysis::figures::{self, Context, Figures, percent};
+use super::analysis::span::Step;
 use super::document::ro;
-use super::figures::{self, Context, Figures, percent};
-use super::span::Step;
 use crate::error::Result;
 use crate::units::{self, micros, pps};
 
@@ -359,7 +359,7 @@ impl ShortOfCpu {
 }
 
 /// The figures of `step` from the reports in `dir`: the summary's span and
-/// aggregate over the step's intervals ([`super::span::step_span`]), its
+/// aggregate over the step's intervals ([`super::analysis::span::step_span`]), its
 /// fleet figures. No interval at all: every figure `None`.
 pub fn step_figures(dir: &Path, step: &Step) -> Result<StepFigures> {
     let set = ReportSet::read_in(dir, 0.0, false, Some(step), &Default::default())?;
