@@ -75,6 +75,31 @@ impl FigureChange {
 /// changed, and the floors.
 pub fn render(c: &Comparison, top: usize) -> String {
     let mut t = String::new();
+    runs(&mut t, c);
+    t.push('\n');
+    figure_table(&mut t, "FLEET", "(over each run's intervals)", &c.fleet);
+    for pool in &c.pools {
+        t.push('\n');
+        figure_table(
+            &mut t,
+            &format!("POOL {}", pool.name),
+            &format!("(paired over its {} flows)", pool.flows),
+            &pool.figures,
+        );
+    }
+    t.push('\n');
+    hosts(&mut t, c, top);
+    t.push('\n');
+    flows(&mut t, c, top);
+    let _ = writeln!(
+        t,
+        "\n  A change is better or worse only when its 95% interval leaves out zero and it is at least {RATE_FLOOR_PCT}% of a rate, {LOSS_FLOOR_PTS} points of loss or {RTT_FLOOR_PCT}% of an RTT: two runs of one fabric differ that much with nothing changed."
+    );
+    t
+}
+
+/// The two runs, and whether their shapes differ.
+fn runs(t: &mut String, c: &Comparison) {
     let run = |r: &RunLabel| {
         let plural = if r.intervals == 1 { "" } else { "s" };
         format!(
@@ -92,18 +117,11 @@ pub fn render(c: &Comparison, top: usize) -> String {
             c.shape_differences.join("; ")
         );
     }
-    t.push('\n');
-    figure_table(&mut t, "FLEET", "(over each run's intervals)", &c.fleet);
-    for pool in &c.pools {
-        t.push('\n');
-        figure_table(
-            &mut t,
-            &format!("POOL {}", pool.name),
-            &format!("(paired over its {} flows)", pool.flows),
-            &pool.figures,
-        );
-    }
-    t.push('\n');
+}
+
+/// The hosts that changed (`top` of them), each with the figures that did;
+/// or that none did, or could be judged.
+fn hosts(t: &mut String, c: &Comparison, top: usize) {
     let changed: Vec<&GroupChange> = c.hosts.iter().filter(|h| h.changed()).collect();
     let judged = c
         .hosts
@@ -117,70 +135,71 @@ pub fn render(c: &Comparison, top: usize) -> String {
             "  HOSTS     none judged: a host is judged over its flows, paired before and after ({over}), and no host has {} on a side; see FLOWS",
             bootstrap::MIN_ITEMS
         );
-    } else if changed.is_empty() {
-        let _ = writeln!(t, "  HOSTS     every host within noise ({over})");
-    } else {
-        let _ = writeln!(
-            t,
-            "  HOSTS THAT CHANGED ({} of {}; {over})",
-            changed.len(),
-            c.hosts.len()
-        );
-        for h in changed.iter().take(top) {
-            let said: Vec<String> = h
-                .figures
-                .iter()
-                .filter(|f| matches!(f.verdict, Verdict::Better | Verdict::Worse))
-                .map(|f| {
-                    format!(
-                        "{} {} -> {} ({}) {}",
-                        f.figure,
-                        f.kind.value(f.a),
-                        f.kind.value(f.b),
-                        interval_text(f),
-                        f.verdict.text()
-                    )
-                })
-                .collect();
-            let _ = writeln!(t, "    {:<12}{}", h.name, said.join("; "));
-        }
+        return;
     }
-    t.push('\n');
+    if changed.is_empty() {
+        let _ = writeln!(t, "  HOSTS     every host within noise ({over})");
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "  HOSTS THAT CHANGED ({} of {}; {over})",
+        changed.len(),
+        c.hosts.len()
+    );
+    for h in changed.iter().take(top) {
+        let said: Vec<String> = h
+            .figures
+            .iter()
+            .filter(|f| matches!(f.verdict, Verdict::Better | Verdict::Worse))
+            .map(|f| {
+                format!(
+                    "{} {} -> {} ({}) {}",
+                    f.figure,
+                    f.kind.value(f.a),
+                    f.kind.value(f.b),
+                    interval_text(f),
+                    f.verdict.text()
+                )
+            })
+            .collect();
+        let _ = writeln!(t, "    {:<12}{}", h.name, said.join("; "));
+    }
+}
+
+/// The flows that changed most (`top` of them), or that none did.
+fn flows(t: &mut String, c: &Comparison, top: usize) {
     if c.flows.is_empty() {
         let _ = writeln!(
             t,
             "  FLOWS     no flow changed by {LOSS_FLOOR_PTS} points of loss or {RATE_FLOOR_PCT}% of its replies or more"
         );
-    } else {
-        let _ = writeln!(
-            t,
-            "  FLOWS THAT CHANGED MOST ({} changed by {LOSS_FLOOR_PTS} points of loss or {RATE_FLOOR_PCT}% of its replies or more)",
-            c.flows.len()
-        );
-        for f in c.flows.iter().take(top) {
-            let back = f
-                .back_change_pct()
-                .map_or(String::new(), |p| format!(" ({p:+.1}%)"));
-            let _ = writeln!(
-                t,
-                "    {} -> {}: loss {:.2}% -> {:.2}% ({:+.2} pts), replies back {} -> {}{back}",
-                f.src,
-                f.dst,
-                f.loss_a_pct,
-                f.loss_b_pct,
-                f.loss_change(),
-                pps(f.back_a_pps),
-                pps(f.back_b_pps)
-            );
-        }
+        return;
     }
     let _ = writeln!(
         t,
-        "\n  A change is better or worse only when its 95% interval leaves out zero and it is at least {RATE_FLOOR_PCT}% of a rate, {LOSS_FLOOR_PTS} points of loss or {RTT_FLOOR_PCT}% of an RTT: two runs of one fabric differ that much with nothing changed."
+        "  FLOWS THAT CHANGED MOST ({} changed by {LOSS_FLOOR_PTS} points of loss or {RATE_FLOOR_PCT}% of its replies or more)",
+        c.flows.len()
     );
-    t
+    for f in c.flows.iter().take(top) {
+        let back = f
+            .back_change_pct()
+            .map_or(String::new(), |p| format!(" ({p:+.1}%)"));
+        let _ = writeln!(
+            t,
+            "    {} -> {}: loss {:.2}% -> {:.2}% ({:+.2} pts), replies back {} -> {}{back}",
+            f.src,
+            f.dst,
+            f.loss_a_pct,
+            f.loss_b_pct,
+            f.loss_change(),
+            pps(f.back_a_pps),
+            pps(f.back_b_pps)
+        );
+    }
 }
 
+/// A change and its 95% interval, signed in its unit (`-`: none).
 fn interval_text(f: &FigureChange) -> String {
     match (f.change, f.low, f.high) {
         (Some(c), Some(low), Some(high)) => format!(
@@ -193,6 +212,8 @@ fn interval_text(f: &FigureChange) -> String {
     }
 }
 
+/// A titled table of figures: A, B, the change with its interval, the
+/// verdict.
 fn figure_table(t: &mut String, title: &str, note: &str, figures: &[FigureChange]) {
     let _ = writeln!(
         t,
