@@ -11,9 +11,10 @@
 //! Two layers, data flowing one way:
 //!
 //! - [`analysis`]: pure numbers. [`analysis::aggregate`] reads the reports
-//!   in one streaming pass over the steady [`analysis::span`],
-//!   [`analysis::figures`] computes every figure once, and
-//!   [`analysis::diagnosis`] reads them into findings (WHAT TO DO NEXT).
+//!   in two streaming passes, the steady intervals ([`analysis::span`])
+//!   then the counts over them; [`analysis::figures`] computes every figure
+//!   once, and [`analysis::diagnosis`] reads them into findings (WHAT TO DO
+//!   NEXT).
 //! - [`render`]: the same numbers written out: [`render::text`] (what
 //!   `summarize` prints), [`render::grids`] (the N x N CSVs) and
 //!   [`render::page`] (`mx report`'s HTML). Rendering reads analysis, never

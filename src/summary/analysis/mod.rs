@@ -1,7 +1,8 @@
-//! The summary's numbers, pure: no text is written here.
+//! The summary's numbers and what they mean, pure: nothing here lays out a
+//! table, a document or a page (the findings carry their own sentences).
 //!
-//! [`aggregate`] reads the reports in one streaming pass over the intervals
-//! [`span`] keeps (the steady part of the run); [`figures`] computes the
+//! [`aggregate`] reads the reports in two streaming passes, the steady
+//! intervals ([`span`]) then the counts over them; [`figures`] computes the
 //! fleet's, each host's and each flow's figures once, with [`spread`] for
 //! the flows' delivered rates; [`coverage`] says how much of a layered
 //! cycle was measured; [`diagnosis`] reads the figures into findings (WHAT

@@ -1,7 +1,8 @@
-//! The summary as text, as `mx summarize` prints it: the header and span
-//! lines, the fleet lines (and in a disk run the DISK lines), the per-host
-//! table (worst delivery first; a `disk` column in disk runs only), the
-//! worst flows, the layered sections, and WHAT TO DO NEXT.
+//! The summary as text, as `mx summarize` prints it. The text is the
+//! original tool's, line for line: the header and span lines, the fleet
+//! lines (and in a disk run the DISK lines), the per-host table (worst
+//! delivery first; a `disk` column in disk runs only), the worst flows, the
+//! layered sections, and WHAT TO DO NEXT.
 
 use std::fmt::Write as _;
 
