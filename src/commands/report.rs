@@ -1,5 +1,5 @@
 //! `mx report -o FILE`: collect (unless `--no-collect`), then write the run as
-//! one self-contained HTML page ([`crate::summary::page`]), and with `--svg
+//! one self-contained HTML page ([`crate::summary::render::page`]), and with `--svg
 //! DIR` each of its pictures as an SVG file. Every file is written whole,
 //! then renamed into place.
 
@@ -10,7 +10,7 @@ use crate::cli::ReportArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::files::write_atomically;
 use crate::fleet::collect::missed_reports;
-use crate::summary::page::page;
+use crate::summary::render::page::page;
 use crate::summary::{Options, Summary};
 use crate::units::{local_date_time, wall_now};
 

@@ -3,7 +3,7 @@
 //! with `!test` lines that carry each overlay's unit, direction, decimals,
 //! pinned scale and preset aggregation.
 //!
-//! The numbers are summarize's ([`crate::summary::figures`]), by the same rules:
+//! The numbers are summarize's ([`crate::summary::analysis::figures`]), by the same rules:
 //! an overlay is emitted only when the number behind it was measured, never as
 //! a zero that a rack average would swallow.
 //!
@@ -22,8 +22,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::matrix::Matrix;
-use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::{self, Context, HostFigures};
+use crate::summary::analysis::aggregate::ReportSet;
+use crate::summary::analysis::figures::{self, Context, HostFigures};
 use crate::units;
 
 use overlays::Overlay;

@@ -4,8 +4,8 @@
 use super::format::{few, local_time};
 use super::overlays::{self, Overlay};
 use super::{Export, Options};
-use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::HostFigures;
+use crate::summary::analysis::aggregate::ReportSet;
+use crate::summary::analysis::figures::HostFigures;
 
 /// Notes of one kind past this many are summed up in one line.
 const NOTES_PER_KIND: usize = 10;

@@ -9,8 +9,8 @@ use crate::error::Result;
 use crate::report::Column;
 use crate::report::read::{for_each_row, report_files};
 use crate::report::row::Dir;
-use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::{Context, FlowFigures, HostDisk, HostFigures};
+use crate::summary::analysis::aggregate::ReportSet;
+use crate::summary::analysis::figures::{Context, FlowFigures, HostDisk, HostFigures};
 use crate::units::wire_bits;
 
 pub struct Builder<'a> {

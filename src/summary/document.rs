@@ -13,10 +13,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::{IntervalAgg, ReportSet};
-use super::diagnosis::Finding;
-use super::figures::{self, Context, Figures, FlowFigures, HostFigures, percent};
-use super::spread::{FlowSpread, Spread};
+use super::analysis::aggregate::{IntervalAgg, ReportSet};
+use super::analysis::diagnosis::Finding;
+use super::analysis::figures::{self, Context, Figures, FlowFigures, HostFigures, percent};
+use super::analysis::spread::{FlowSpread, Spread};
 use crate::report::rtt::MergedRtt;
 use crate::units;
 

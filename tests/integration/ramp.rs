@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use matrix_orchestrator::summary::analysis::span::Step;
 use matrix_orchestrator::summary::ramp::{self, Thresholds, Verdict};
-use matrix_orchestrator::summary::span::Step;
 
 use crate::agents::Starved;
 use crate::fleet_local::{agents_under, fleet_dir_with};

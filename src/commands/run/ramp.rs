@@ -18,10 +18,10 @@ use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::{Fleet, STEP_TIMEOUT, instants, scripts};
+use crate::summary::analysis::span::Step;
 use crate::summary::ramp::{
     self, Kind, Plan, StepFigures, StepResult, Thresholds, Verdict, scale_text,
 };
-use crate::summary::span::Step;
 use crate::units::{self, local_clock, pps, wall_now};
 
 /// How far ahead of now a step's instant is, at least: the order's ssh

@@ -5,8 +5,8 @@
 //! every host), or something else sends from the source's address.
 
 use super::{Blame, Direction, Finding, Kind, Place, count, name_list};
-use crate::summary::aggregate::ReportSet;
-use crate::summary::figures::FlowFigures;
+use crate::summary::analysis::aggregate::ReportSet;
+use crate::summary::analysis::figures::FlowFigures;
 use crate::units::pps;
 
 /// One finding per receiver that refused requests, naming its sources (most

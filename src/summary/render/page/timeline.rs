@@ -12,8 +12,8 @@
 use super::Picture;
 use super::series::{Fit, Line, TimeAxis, over_time};
 use crate::summary::Summary;
-use crate::summary::aggregate::ReportSet;
-use crate::summary::diagnosis::name_list;
+use crate::summary::analysis::aggregate::ReportSet;
+use crate::summary::analysis::diagnosis::name_list;
 use crate::summary::document::{Document, IntervalDoc, loss};
 use crate::units::{micros, pps};
 

@@ -13,7 +13,7 @@ use super::Picture;
 use super::findings::{Leg, marks, named};
 use super::heatmap::{Heatmap, Shade, heatmap};
 use crate::summary::Summary;
-use crate::summary::grids::{self, Grid};
+use crate::summary::render::grids::{self, Grid};
 use crate::units::micros;
 
 /// The loss scale's darkest colour is never under this: a run's noise

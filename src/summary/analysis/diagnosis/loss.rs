@@ -365,7 +365,7 @@ fn round_trip_findings(set: &ReportSet, grid: &Cells) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::diagnosis::cells::Cell;
+    use crate::summary::analysis::diagnosis::cells::Cell;
 
     fn set(n: u32) -> ReportSet {
         let mut set = ReportSet::default();

@@ -13,8 +13,8 @@ use std::fmt::Write as _;
 
 use std::collections::BTreeMap;
 
-use super::aggregate::ReportSet;
-use super::figures::{Context, FlowFigures, Packets};
+use crate::summary::analysis::aggregate::ReportSet;
+use crate::summary::analysis::figures::{Context, FlowFigures, Packets};
 
 /// Host ids in grid order: pool by pool when the matrix has pools (so the
 /// cross-pool flows make blocks), then the matrix's order, else sorted by

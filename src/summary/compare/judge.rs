@@ -1,39 +1,15 @@
-//! `mx compare A B`: did the change between two runs help?
-//!
-//! Two summary documents ([`super::document`]) side by side: the fleet's
-//! figures, each pool direction's, each host's, and the flows that changed
-//! most. Every change carries a 95% interval taken from the runs themselves
-//! ([`super::bootstrap`]):
-//!
-//! - the fleet's from its intervals, each run's taken independently: every
-//!   interval holds the same flows, so what varies between them is time,
-//!   the noise a change must stand out of;
-//! - a pool's or a host's from its flows, paired (the same flow before and
-//!   after), so that it is judged changed when its flows moved together: a
-//!   host whose one peer went bad has one flow of its three moved, which
-//!   is the peer's doing, not the host's. A host's flows are taken on each
-//!   side apart, those it sends and those into it: a host dropping what it
-//!   receives moves every flow into it and none of its own.
-//!
-//! The verdict is better or worse only when the interval leaves out zero
-//! *and* the change clears a floor (1% of a rate, 0.1 points of loss, 25%
-//! of an RTT): two runs on one fabric differ that much from run to run even
-//! when nothing changed (a reference measured an hour apart is not a bar),
-//! and the spread within one run cannot see that. A figure over a single
-//! unit a side has no spread and no verdict: the line says what it had and,
-//! for the fleet's intervals, how long a run would give it one.
-//!
-//! Runs of different shapes (hosts, flows, sizes, class, layering) are not
-//! compared unless forced: their figures are not like for like.
+//! Two runs' summary documents judged side by side: each figure's change
+//! and its 95% interval ([`crate::summary::analysis::bootstrap`]), and the
+//! verdict, for the fleet (over its intervals), each pool direction and
+//! each host (over their flows, paired), and the flows that changed most.
+//! What the verdicts mean and why the floors: [`super`].
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::bootstrap::{self, Change};
-use super::document::{Document, FlowDoc, IntervalDoc, loss, ro};
-use crate::units::{micros, pps};
+use crate::summary::analysis::bootstrap::{self, Change};
+use crate::summary::document::{Document, FlowDoc, IntervalDoc, loss, ro};
 
 /// The `schema` of `compare --json`.
 pub const SCHEMA: &str = "mx.compare/1";
@@ -46,7 +22,7 @@ pub const RTT_FLOOR_PCT: f64 = 25.0;
 /// What a figure measures: its unit, how its change is taken, which way is
 /// better, and its floor.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     /// Packets per second: relative change, higher is better.
     Rate,
     /// Percent lost: change in points, lower is better.
@@ -97,23 +73,6 @@ impl Kind {
             Verdict::Worse
         }
     }
-
-    fn value(self, v: Option<f64>) -> String {
-        match (self, v) {
-            (_, None) => "-".to_string(),
-            (Kind::Rate, Some(v)) => pps(v),
-            (Kind::Loss, Some(v)) => format!("{v:.2}%"),
-            (Kind::Rtt, Some(v)) => micros(Some(v)),
-        }
-    }
-
-    fn signed(self, v: f64) -> String {
-        // A change that rounds to nothing is shown as +0, not -0.
-        match self {
-            Kind::Loss => format!("{:+.2} pts", if v.abs() < 0.005 { 0.0 } else { v }),
-            Kind::Rate | Kind::Rtt => format!("{:+.1}%", if v.abs() < 0.05 { 0.0 } else { v }),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -125,18 +84,6 @@ pub enum Verdict {
     NotMeasured,
     /// Measured, but on too few intervals or flows for an interval.
     TooFew,
-}
-
-impl Verdict {
-    fn text(self) -> &'static str {
-        match self {
-            Verdict::Better => "better",
-            Verdict::Worse => "worse",
-            Verdict::WithinNoise => "within noise",
-            Verdict::NotMeasured => "not measured",
-            Verdict::TooFew => "too few to judge",
-        }
-    }
 }
 
 /// One figure, before and after.
@@ -160,35 +107,9 @@ pub struct FigureChange {
     pub run_at_least_s: Option<i64>,
     /// That run's command.
     #[serde(skip)]
-    rerun: Option<String>,
+    pub(super) rerun: Option<String>,
     #[serde(skip)]
-    kind: Kind,
-}
-
-impl FigureChange {
-    /// A, B, the change with its 95% interval, and the verdict, as the
-    /// text and the report page show them.
-    pub fn cells(&self) -> [String; 4] {
-        [
-            self.kind.value(self.a),
-            self.kind.value(self.b),
-            interval_text(self),
-            self.verdict_text(),
-        ]
-    }
-
-    /// The verdict, and for one too few to judge, what the runs had and
-    /// how long to run.
-    fn verdict_text(&self) -> String {
-        let mut text = self.verdict.text().to_string();
-        if let Some(had) = &self.too_few {
-            let _ = write!(text, ": {had}");
-        }
-        if let (Some(seconds), Some(command)) = (self.run_at_least_s, &self.rerun) {
-            let _ = write!(text, "; run at least {seconds}s ({command})");
-        }
-        text
-    }
+    pub(super) kind: Kind,
 }
 
 /// A pool direction's or a host's figures, paired over its flows.
@@ -206,7 +127,7 @@ pub struct GroupChange {
 }
 
 impl GroupChange {
-    fn changed(&self) -> bool {
+    pub(super) fn changed(&self) -> bool {
         self.figures
             .iter()
             .any(|f| matches!(f.verdict, Verdict::Better | Verdict::Worse))
@@ -225,11 +146,11 @@ pub struct FlowChange {
 }
 
 impl FlowChange {
-    fn loss_change(&self) -> f64 {
+    pub(super) fn loss_change(&self) -> f64 {
         self.loss_b_pct - self.loss_a_pct
     }
 
-    fn back_change_pct(&self) -> Option<f64> {
+    pub(super) fn back_change_pct(&self) -> Option<f64> {
         Kind::Rate.change(self.back_a_pps, self.back_b_pps)
     }
 
@@ -693,146 +614,9 @@ fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     crate::units::median(&values.collect::<Vec<f64>>())
 }
 
-/// The comparison as text: the fleet, the pools, the hosts and flows that
-/// changed, and the floors.
-pub fn render(c: &Comparison, top: usize) -> String {
-    let mut t = String::new();
-    let run = |r: &RunLabel| {
-        let plural = if r.intervals == 1 { "" } else { "s" };
-        format!(
-            "{} ({} interval{plural} of {}s)",
-            r.source, r.intervals, r.interval_s
-        )
-    };
-    let _ = writeln!(t, "mx compare -- A: {}, B: {}", run(&c.a), run(&c.b));
-    if c.shape_differences.is_empty() {
-        let _ = writeln!(t, "same shape: {} hosts, {} flows", c.a.hosts, c.a.flows);
-    } else {
-        let _ = writeln!(
-            t,
-            "shapes differ (compared anyway, --force): {}",
-            c.shape_differences.join("; ")
-        );
-    }
-    t.push('\n');
-    figure_table(&mut t, "FLEET", "(over each run's intervals)", &c.fleet);
-    for pool in &c.pools {
-        t.push('\n');
-        figure_table(
-            &mut t,
-            &format!("POOL {}", pool.name),
-            &format!("(paired over its {} flows)", pool.flows),
-            &pool.figures,
-        );
-    }
-    t.push('\n');
-    let changed: Vec<&GroupChange> = c.hosts.iter().filter(|h| h.changed()).collect();
-    let judged = c
-        .hosts
-        .iter()
-        .filter(|h| h.figures.iter().any(|f| f.low.is_some()))
-        .count();
-    let over = "each over the flows it sends, and apart the flows into it";
-    if judged == 0 {
-        let _ = writeln!(
-            t,
-            "  HOSTS     none judged: a host is judged over its flows, paired before and after ({over}), and no host has {} on a side; see FLOWS",
-            bootstrap::MIN_ITEMS
-        );
-    } else if changed.is_empty() {
-        let _ = writeln!(t, "  HOSTS     every host within noise ({over})");
-    } else {
-        let _ = writeln!(
-            t,
-            "  HOSTS THAT CHANGED ({} of {}; {over})",
-            changed.len(),
-            c.hosts.len()
-        );
-        for h in changed.iter().take(top) {
-            let said: Vec<String> = h
-                .figures
-                .iter()
-                .filter(|f| matches!(f.verdict, Verdict::Better | Verdict::Worse))
-                .map(|f| {
-                    format!(
-                        "{} {} -> {} ({}) {}",
-                        f.figure,
-                        f.kind.value(f.a),
-                        f.kind.value(f.b),
-                        interval_text(f),
-                        f.verdict.text()
-                    )
-                })
-                .collect();
-            let _ = writeln!(t, "    {:<12}{}", h.name, said.join("; "));
-        }
-    }
-    t.push('\n');
-    if c.flows.is_empty() {
-        let _ = writeln!(
-            t,
-            "  FLOWS     no flow changed by {LOSS_FLOOR_PTS} points of loss or {RATE_FLOOR_PCT}% of its replies or more"
-        );
-    } else {
-        let _ = writeln!(
-            t,
-            "  FLOWS THAT CHANGED MOST ({} changed by {LOSS_FLOOR_PTS} points of loss or {RATE_FLOOR_PCT}% of its replies or more)",
-            c.flows.len()
-        );
-        for f in c.flows.iter().take(top) {
-            let back = f
-                .back_change_pct()
-                .map_or(String::new(), |p| format!(" ({p:+.1}%)"));
-            let _ = writeln!(
-                t,
-                "    {} -> {}: loss {:.2}% -> {:.2}% ({:+.2} pts), replies back {} -> {}{back}",
-                f.src,
-                f.dst,
-                f.loss_a_pct,
-                f.loss_b_pct,
-                f.loss_change(),
-                pps(f.back_a_pps),
-                pps(f.back_b_pps)
-            );
-        }
-    }
-    let _ = writeln!(
-        t,
-        "\n  A change is better or worse only when its 95% interval leaves out zero and it is at least {RATE_FLOOR_PCT}% of a rate, {LOSS_FLOOR_PTS} points of loss or {RTT_FLOOR_PCT}% of an RTT: two runs of one fabric differ that much with nothing changed."
-    );
-    t
-}
-
-fn interval_text(f: &FigureChange) -> String {
-    match (f.change, f.low, f.high) {
-        (Some(c), Some(low), Some(high)) => format!(
-            "{}, 95% {} .. {}",
-            f.kind.signed(c),
-            f.kind.signed(low),
-            f.kind.signed(high)
-        ),
-        _ => "-".to_string(),
-    }
-}
-
-fn figure_table(t: &mut String, title: &str, note: &str, figures: &[FigureChange]) {
-    let _ = writeln!(
-        t,
-        "  {title} {note}\n  {:<16}{:>12}{:>12}   {:<42}verdict",
-        "", "A", "B", "change, 95% interval"
-    );
-    for f in figures {
-        let [a, b, change, verdict] = f.cells();
-        let _ = writeln!(
-            t,
-            "  {:<16}{a:>12}{b:>12}   {change:<42}{verdict}",
-            f.figure
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::render::render;
     use super::*;
 
     /// Requests each flow sends per interval: 5 kpps for 5 s.

@@ -20,9 +20,9 @@ pub mod timeline;
 
 use std::fmt::Write as _;
 
-use super::Summary;
-use super::compare::{Comparison, FigureChange, Verdict, render};
-use super::document::Document;
+use crate::summary::Summary;
+use crate::summary::compare::{Comparison, FigureChange, Verdict, render};
+use crate::summary::document::Document;
 use series::cdf;
 use svg::escape;
 

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use super::heatmap::Mark;
 use super::svg::escape;
-use crate::summary::diagnosis::{Blame, Direction, Finding, Kind};
+use crate::summary::analysis::diagnosis::{Blame, Direction, Finding, Kind};
 
 /// Which packets of a flow a grid shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,7 @@ pub fn marks(findings: &[Finding], labels: &[String], leg: Leg) -> Vec<Mark> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::diagnosis::Place;
+    use crate::summary::analysis::diagnosis::Place;
 
     fn names() -> Vec<String> {
         ["a", "b", "c", "d"].map(String::from).to_vec()

@@ -169,21 +169,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
     if !marked {
         return unmarked(timeline, window);
     }
-    let mut statuses: Vec<BTreeMap<i64, Status>> = Vec::with_capacity(timeline.len());
-    for marks in timeline {
-        let mut first = true;
-        let mut by_ts = BTreeMap::new();
-        let mut iter = marks.iter().peekable();
-        while let Some((&ts, mark)) = iter.next() {
-            let last_or_restart = iter
-                .peek()
-                .is_none_or(|(_, next)| next.host_row == Some(Some(Phase::Start)));
-            let s = status(mark, first && mark.host_row.is_some(), last_or_restart);
-            first &= mark.host_row.is_none();
-            by_ts.insert(ts, s);
-        }
-        statuses.push(by_ts);
-    }
+    let statuses = statuses(timeline);
     let first_whole: Vec<Option<i64>> = statuses
         .iter()
         .map(|s| {
@@ -197,22 +183,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
         return Span::default();
     };
     let begin = first_whole.iter().flatten().max().copied();
-    // The planned end: the last whole interval of the hosts that marked one.
-    let ended: Vec<i64> = timeline
-        .iter()
-        .zip(&statuses)
-        .filter(|(marks, _)| {
-            marks
-                .values()
-                .any(|m| matches!(m.host_row, Some(Some(Phase::Last | Phase::End))))
-        })
-        .filter_map(|(_, s)| {
-            s.iter()
-                .rev()
-                .find(|(_, st)| **st == Status::Whole)
-                .map(|(&ts, _)| ts)
-        })
-        .collect();
+    let ended = planned_ends(timeline, &statuses);
     let end = ended.iter().min().copied().unwrap_or(latest);
     let from = if window > 0.0 {
         end - window as i64
@@ -233,16 +204,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
             .collect(),
         None => BTreeSet::new(),
     };
-    let earliest_first = first_whole.iter().flatten().min().copied();
-    let late = first_whole
-        .iter()
-        .enumerate()
-        .filter_map(|(id, f)| {
-            let f = (*f)?;
-            let behind = f - earliest_first?;
-            (behind > 0).then_some((id as u32, behind))
-        })
-        .collect();
+    let late = late_hosts(&first_whole);
     let planned_end = !ended.is_empty();
     if keep.is_empty() {
         // Nothing steady (a run of one interval, say): the window as it is.
@@ -280,6 +242,64 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
         planned_end,
         marked,
     }
+}
+
+/// Each host's intervals (in `timeline`'s order), each whole or an edge by
+/// [`status`]: by the phase the host marked it with, else by where it sits
+/// among the host's own rows.
+fn statuses(timeline: &Timeline) -> Vec<BTreeMap<i64, Status>> {
+    let mut statuses: Vec<BTreeMap<i64, Status>> = Vec::with_capacity(timeline.len());
+    for marks in timeline {
+        let mut first = true;
+        let mut by_ts = BTreeMap::new();
+        let mut iter = marks.iter().peekable();
+        while let Some((&ts, mark)) = iter.next() {
+            let last_or_restart = iter
+                .peek()
+                .is_none_or(|(_, next)| next.host_row == Some(Some(Phase::Start)));
+            let s = status(mark, first && mark.host_row.is_some(), last_or_restart);
+            first &= mark.host_row.is_none();
+            by_ts.insert(ts, s);
+        }
+        statuses.push(by_ts);
+    }
+    statuses
+}
+
+/// The planned ends: the last whole interval of each host that marked its
+/// last or end interval.
+fn planned_ends(timeline: &Timeline, statuses: &[BTreeMap<i64, Status>]) -> Vec<i64> {
+    timeline
+        .iter()
+        .zip(statuses)
+        .filter(|(marks, _)| {
+            marks
+                .values()
+                .any(|m| matches!(m.host_row, Some(Some(Phase::Last | Phase::End))))
+        })
+        .filter_map(|(_, s)| {
+            s.iter()
+                .rev()
+                .find(|(_, st)| **st == Status::Whole)
+                .map(|(&ts, _)| ts)
+        })
+        .collect()
+}
+
+/// The hosts whose first whole interval came after the earliest host's,
+/// each with how far behind it (seconds), from each host's first whole
+/// interval.
+fn late_hosts(first_whole: &[Option<i64>]) -> Vec<(u32, i64)> {
+    let earliest_first = first_whole.iter().flatten().min().copied();
+    first_whole
+        .iter()
+        .enumerate()
+        .filter_map(|(id, f)| {
+            let f = (*f)?;
+            let behind = f - earliest_first?;
+            (behind > 0).then_some((id as u32, behind))
+        })
+        .collect()
 }
 
 /// Reports without phase marks: every interval of the newest `window`
