@@ -255,7 +255,7 @@ static int paced_loop(int server, int client, int size, int reply_size, double r
         for (int e = 0; e < n; e++) {
             int fd = ready[e].data.fd;
             int got, reads = 0;
-            /* Up to mx's MAX_READS_PER_PASS (16) reads a socket a pass (worker.rs): then the sends that are due. */
+            /* Up to mx's MAX_READS_PER_PASS (16) reads a socket a pass (src/agent/worker/): then the sends that are due. */
             do {
                 for (int i = 0; i < BATCH; i++) {
                     in_iov[i].iov_len = MAXSIZE;

@@ -7,8 +7,8 @@
 //!
 //! Modules by concern:
 //! - [`matrix`]: `matrix.csv` and the shapes `mx gen` draws (full mesh, `--peers`,
-//!   `--dwell` layers), bit-compatible with the original Python tool;
-//! - [`plan`]: the load arithmetic behind `mx check` and `mx hints`;
+//!   `--dwell` layers), bit-compatible with the original Python tool, and the
+//!   load arithmetic behind `mx check` and `mx hints` ([`matrix::load`]);
 //! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`agent::wire`]
 //!   (the MXO1 header) and writing [`report`] rows and an [`agent::stamp`];
 //! - [`summary`]: `mx summarize`, report sets turned into answers, and
@@ -35,7 +35,6 @@ pub mod files;
 pub mod fleet;
 pub mod input;
 pub mod matrix;
-pub mod plan;
 pub mod private_dir;
 pub mod report;
 pub mod summary;

@@ -25,7 +25,7 @@ use crate::matrix::Matrix;
 use crate::matrix::schedule::Schedule;
 
 /// Answered beyond the plan, sustained: the plan's own headroom.
-pub const HEADROOM: f64 = crate::plan::ANSWER_HEADROOM;
+pub const HEADROOM: f64 = crate::matrix::load::ANSWER_HEADROOM;
 /// And bursts up to one second of that rate (at least 64 packets: a GRO run).
 pub const DEPTH_NS: u64 = 1_000_000_000;
 /// The least a bucket holds, in packets: a whole GRO run of requests.

@@ -411,13 +411,14 @@ fn interface_lines(interface: Option<&str>, plan: &AgentPlan) {
     );
     // Loopback's MTU (65536) is past what an IP packet can state: no
     // datagram is cut there.
-    let Some(mtu) = mtu.and_then(|m| crate::plan::Mtu::checked("", i64::from(m)).ok()) else {
+    let Some(mtu) = mtu.and_then(|m| crate::matrix::load::Mtu::checked("", i64::from(m)).ok())
+    else {
         return;
     };
     let ip = plan.matrix.hosts()[plan.me as usize].ip();
     let c = &plan.matrix.config;
     for (what, size) in [("requests", c.tx_size), ("replies", c.rx_size)] {
-        if let Some(line) = crate::plan::fragments_line(what, size, mtu, &[ip]) {
+        if let Some(line) = crate::matrix::load::fragments_line(what, size, mtu, &[ip]) {
             say!("{name}: {line}");
         }
     }

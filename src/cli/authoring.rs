@@ -101,7 +101,7 @@ pub struct MtuArg {
     #[arg(
         long = "mtu",
         value_name = "BYTES",
-        default_value_t = crate::plan::Mtu::DEFAULT.bytes().to_string(),
+        default_value_t = crate::matrix::load::Mtu::DEFAULT.bytes().to_string(),
         allow_negative_numbers = true
     )]
     pub text: String,
@@ -109,20 +109,23 @@ pub struct MtuArg {
 
 impl MtuArg {
     /// The MTU, refused when it is no whole number in an IP path's range.
-    pub fn checked(&self) -> crate::error::Result<crate::plan::Mtu> {
+    pub fn checked(&self) -> crate::error::Result<crate::matrix::load::Mtu> {
         let bytes: i64 = self.text.trim().parse().map_err(|_| {
             crate::error::Error::refused(format!(
                 "--mtu wants a whole number of bytes, {}..{} (got '{}')",
-                crate::plan::Mtu::MIN_IPV4,
-                crate::plan::Mtu::MAX,
+                crate::matrix::load::Mtu::MIN_IPV4,
+                crate::matrix::load::Mtu::MAX,
                 self.text
             ))
         })?;
-        crate::plan::Mtu::checked("--mtu", bytes).map_err(crate::error::Error::refused)
+        crate::matrix::load::Mtu::checked("--mtu", bytes).map_err(crate::error::Error::refused)
     }
 
     /// [`checked`](Self::checked), and at least IPv6's minimum for IPv6 hosts.
-    pub fn for_family(&self, ip: crate::units::Ip) -> crate::error::Result<crate::plan::Mtu> {
+    pub fn for_family(
+        &self,
+        ip: crate::units::Ip,
+    ) -> crate::error::Result<crate::matrix::load::Mtu> {
         self.checked()?
             .for_family("--mtu", ip)
             .map_err(crate::error::Error::refused)
@@ -131,7 +134,9 @@ impl MtuArg {
     /// `--mtu N` for a suggested command line: empty for the default.
     pub fn flag(&self) -> String {
         match self.checked() {
-            Ok(mtu) if mtu != crate::plan::Mtu::DEFAULT => format!(" --mtu {}", mtu.bytes()),
+            Ok(mtu) if mtu != crate::matrix::load::Mtu::DEFAULT => {
+                format!(" --mtu {}", mtu.bytes())
+            }
             _ => String::new(),
         }
     }

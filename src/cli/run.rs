@@ -94,7 +94,7 @@ pub struct DemoArgs {
     /// Requests per second per pair
     #[arg(long, value_name = "N", default_value_t = 10000.0)]
     pub pps: f64,
-    /// Where to work (default: a new temporary directory, removed afterwards)
+    /// Where to work (default: a new temporary directory; it stays, with the report page in it)
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }

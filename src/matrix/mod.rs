@@ -13,13 +13,15 @@
 //! Rows send, columns receive. A cell is a packet rate; blank or 0 is no flow and
 //! `max` is unpaced. `# key=value` lines anywhere in the file configure the run.
 //! [`read`] parses it (tolerating hand edits), [`mod@write`] writes it as the original
-//! tool does, [`build`] makes the shapes `mx gen` offers, and [`schedule`] tells an
-//! agent which flows it holds at a given moment of a layered run.
+//! tool does, [`build`] makes the shapes `mx gen` offers, [`schedule`] tells an
+//! agent which flows it holds at a given moment of a layered run, and [`load`]
+//! weighs what a matrix asks of every host's NIC and CPU.
 
 pub mod build;
 pub mod cpython_random;
 pub mod dscp;
 pub mod family;
+pub mod load;
 pub mod pools;
 pub mod read;
 pub mod resolve;

@@ -203,11 +203,11 @@ fn check_a_hand_edited_matrix_with_an_unpaced_flow() {
     // One sick-heavy row and one unpaced flow: the heavy host is listed first,
     // and only it is over the cap.
     let matrix = "# tx_size=64 rx_size=1400 port=5300\n\
-                  src\\dst,a,b,c,d\n\
-                  a,,1000,1000,1000\n\
-                  b,1000,,1000,max\n\
-                  c,90000,1000,,1000\n\
-                  d,1000,1000,1000,\n";
+                  src\\dst,a=198.18.0.1,b=198.18.0.2,c=198.18.0.3,d=198.18.0.4\n\
+                  a=198.18.0.1,,1000,1000,1000\n\
+                  b=198.18.0.2,1000,,1000,max\n\
+                  c=198.18.0.3,90000,1000,,1000\n\
+                  d=198.18.0.4,1000,1000,1000,\n";
     check_golden(
         "check_edited",
         matrix,

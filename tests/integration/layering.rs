@@ -22,7 +22,7 @@ const PARTS: &[(&str, &[&str])] = &[
     ("summary", &["summary"]),
     ("agent", &["agent"]),
     ("report", &["report"]),
-    ("matrix", &["matrix", "plan", "input"]),
+    ("matrix", &["matrix", "input"]),
     ("base", &["units", "error", "files", "private_dir", "lib"]),
 ];
 
@@ -363,5 +363,5 @@ fn the_checks_see_a_circle_and_a_reach_upwards() {
     assert_eq!(cycles(&graph), vec![vec![m("f::a"), m("f::b"), m("f::c")]]);
     // The summary reaching the agent is refused although it sits above it.
     assert!(NEVER.contains(&("summary", "agent")));
-    assert!(part_of(&m("summary::figures")) < part_of(&m("agent::worker")));
+    assert!(part_of(&m("summary::analysis::figures")) < part_of(&m("agent::worker")));
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
 
-use crate::plan::DISK_BLOCK;
+use crate::matrix::load::DISK_BLOCK;
 
 /// An I/O buffer O_DIRECT can use: its start aligned to a block. Built from
 /// an ordinary vector, one block longer, by starting at its first aligned

@@ -40,8 +40,8 @@ use socket2::{SockAddr, Socket};
 use super::device::{AlignedBuf, Device, Op};
 use super::stats::DiskStats;
 use crate::agent::wire::HEADER_LEN;
+use crate::matrix::load::DISK_BLOCK;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES};
-use crate::plan::DISK_BLOCK;
 
 /// Jobs queued to one disk thread, at most: deep enough to keep a device
 /// busy, shallow enough that a reply never waits behind seconds of I/O.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::statfs::{FsType, HUGETLBFS_MAGIC, TMPFS_MAGIC, statfs};
 
 use crate::error::{Error, Result};
-use crate::plan::DISK_BLOCK;
+use crate::matrix::load::DISK_BLOCK;
 
 /// The data file's default size (`--disk-size`).
 pub const DEFAULT_SIZE: u64 = 1 << 30;

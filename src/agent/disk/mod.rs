@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub use engine::DiskWork;
 
 use crate::matrix::DiskMode;
-use crate::plan::DISK_BLOCK;
+use crate::matrix::load::DISK_BLOCK;
 
 /// The agent's disk line: `disk: MODE -- <what the mode does> at random
 /// 4096-byte-aligned offsets in FILE (SIZE); <how the I/O reaches the

@@ -6,8 +6,8 @@ use std::io::Write;
 use super::{over_caps, unpaced_flows};
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
+use crate::matrix::load::{Datagram, MatrixLoad, Mtu, workers_needed};
 use crate::matrix::{Host, Matrix};
-use crate::plan::{Datagram, MatrixLoad, Mtu, workers_needed};
 
 /// `check --json`'s document (mx.check/1), in the text's order.
 #[derive(serde::Serialize)]

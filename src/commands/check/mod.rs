@@ -17,14 +17,14 @@ use std::io::Write;
 
 use crate::cli::CheckArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
-use crate::matrix::{DiskMode, Host, Ip, MIN_PACKET_BYTES, Matrix, resolve};
-use crate::plan::{
+use crate::matrix::load::{
     self, DiskLoad, MatrixLoad, WORKER_EXCHANGES_PER_SECOND, matrix_load, workers_needed,
 };
+use crate::matrix::{DiskMode, Host, Ip, MIN_PACKET_BYTES, Matrix, resolve};
 use crate::units::{self, bits, byte_rate, ops, pps};
 
 use super::unpaced_ceiling;
-use crate::plan::fragments_line;
+use crate::matrix::load::fragments_line;
 
 /// Flows inside a pool of a pool-to-pool matrix named before the rest are counted.
 const INSIDE_FLOWS_LISTED: usize = 5;
@@ -78,24 +78,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         return json::json(args, &matrix, (&load, mtu), out);
     }
 
-    writeln!(
-        out,
-        "matrix {}: {} hosts, {} flows, {}, port {}{}{}",
-        args.matrix.display(),
-        matrix.host_count(),
-        matrix.flow_count(),
-        matrix.sizes_phrase(),
-        matrix.config.port,
-        match matrix.config.disk {
-            DiskMode::Off => String::new(),
-            mode => format!(", disk={}", mode.name()),
-        },
-        match matrix.ip() {
-            Some(Ip::V4) => "",
-            Some(Ip::V6) => ", IPv6",
-            None => ", IPv4 and IPv6",
-        }
-    )?;
+    header(args, &matrix, out)?;
     unresolved_line(&matrix, &unresolved, out)?;
     if !matrix.config.dscp.is_default() {
         writeln!(out, "  class: {}", matrix.config.dscp.sentence())?;
@@ -162,6 +145,29 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
         }
     }
     Ok(if over_hosts > 0 { EXIT_PROBLEMS } else { 0 })
+}
+
+/// The first line: the matrix, its size, sizes, port, disk mode and IP version.
+fn header(args: &CheckArgs, matrix: &Matrix, out: &mut dyn Write) -> Result<()> {
+    writeln!(
+        out,
+        "matrix {}: {} hosts, {} flows, {}, port {}{}{}",
+        args.matrix.display(),
+        matrix.host_count(),
+        matrix.flow_count(),
+        matrix.sizes_phrase(),
+        matrix.config.port,
+        match matrix.config.disk {
+            DiskMode::Off => String::new(),
+            mode => format!(", disk={}", mode.name()),
+        },
+        match matrix.ip() {
+            Some(Ip::V4) => "",
+            Some(Ip::V6) => ", IPv6",
+            None => ", IPv4 and IPv6",
+        }
+    )?;
+    Ok(())
 }
 
 /// The IP versions of the matrix's hosts, IPv4 first.
@@ -265,7 +271,7 @@ fn table_and_caps(
 
 /// How host load `h` exceeds the caps given, one phrase per cap (empty: it
 /// does not).
-fn over_caps(args: &CheckArgs, h: &plan::PeakLoad) -> Vec<String> {
+fn over_caps(args: &CheckArgs, h: &load::PeakLoad) -> Vec<String> {
     let mut over = Vec::new();
     if let Some(gbps) = args.nic_gbps
         && h.out_wire.max(h.in_wire) > gbps * 1e9
@@ -365,7 +371,7 @@ fn disk_table(
     writeln!(
         out,
         "  (whole {}-byte blocks at random offsets, read and written with O_DIRECT where the filesystem takes it)",
-        plan::DISK_BLOCK
+        load::DISK_BLOCK
     )?;
     Ok(())
 }

@@ -14,13 +14,13 @@ use std::path::Path;
 use crate::cli::{GenArgs, PpsArg};
 use crate::error::{Error, Result};
 use crate::matrix::build::{Shape, Traffic, build, build_between};
+use crate::matrix::load::{Datagram, pps_for_gbps};
 use crate::matrix::pools::{Between, Pool, Pools};
 use crate::matrix::resolve;
 use crate::matrix::selection::Selection;
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::write::gen_rate_text;
 use crate::matrix::{Host, HostToken, Matrix, Rate, shared_endpoint, shared_endpoint_message};
-use crate::plan::{Datagram, pps_for_gbps};
 use crate::units::{self, Ip};
 
 /// Per-pair rate when neither --pps nor --gbps is given.

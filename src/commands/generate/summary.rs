@@ -9,9 +9,9 @@ use std::path::Path;
 use crate::cli::GenArgs;
 use crate::commands::unpaced_ceiling;
 use crate::matrix::build::Shape;
+use crate::matrix::load::{self, Exchange, Mtu, fragments_line, per_host};
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES, Matrix, Rate};
-use crate::plan::{self, Exchange, Mtu, fragments_line, per_host};
 use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps};
 
 /// The console summary, over a path of `mtu`.
@@ -158,8 +158,8 @@ fn print_per_host(
     let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
     writeln!(out, "  per pair : {}", pps(pair_pps))?;
     if matrix.pools().between.is_some() {
-        let busiest = |f: fn(&plan::HostLoad) -> f64| {
-            plan::layer_loads(matrix, 0)
+        let busiest = |f: fn(&load::HostLoad) -> f64| {
+            load::layer_loads(matrix, 0)
                 .iter()
                 .map(f)
                 .fold(0.0, f64::max)
@@ -206,7 +206,7 @@ fn print_per_nic(
     // to it and its peers' requests come in. The very arithmetic `mx check`
     // weighs against the caps, on the heaviest layer (the first: a layered
     // gen's last layer may be short).
-    let nic = plan::layer_loads(matrix, 0)
+    let nic = load::layer_loads(matrix, 0)
         .into_iter()
         .max_by(|a, b| a.packets(x).total_cmp(&b.packets(x)))
         .unwrap_or_default();
@@ -254,11 +254,11 @@ fn print_disk(out: &mut dyn Write, matrix: &Matrix) -> std::io::Result<()> {
     };
     writeln!(out, "  disk     : {sentence}")?;
     const INDENT: &str = "             ";
-    let load = plan::layer_loads(matrix, 0)
+    let load = load::layer_loads(matrix, 0)
         .into_iter()
         .max_by(|a, b| a.datagrams().total_cmp(&b.datagrams()))
         .unwrap_or_default();
-    let disk = plan::DiskLoad::of(c.disk, &load, c.tx_size, c.rx_size);
+    let disk = load::DiskLoad::of(c.disk, &load, c.tx_size, c.rx_size);
     let header_only = |size: u32| size <= MIN_PACKET_BYTES;
     let empty = match (
         c.disk.requests() && !header_only(c.tx_size),
@@ -293,7 +293,7 @@ fn print_disk(out: &mut dyn Write, matrix: &Matrix) -> std::io::Result<()> {
         writeln!(
             out,
             "{INDENT}(whole {}-byte blocks, random offsets; `mx check` has it per host)",
-            plan::DISK_BLOCK
+            load::DISK_BLOCK
         )?;
     }
     Ok(())

@@ -14,11 +14,13 @@ use std::io::Write;
 use self::layout::Layout;
 use crate::cli::{HintsArgs, PpsArg};
 use crate::error::{Error, Result};
-use crate::plan::{Exchange, HostLoad, WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed};
+use crate::matrix::load::{
+    Exchange, HostLoad, WORKER_EXCHANGES_PER_SECOND, pps_for_gbps, workers_needed,
+};
 use crate::units::{bits, pps};
 
 use super::unpaced_ceiling;
-use crate::plan::fragments_line;
+use crate::matrix::load::fragments_line;
 
 /// Above this many workers per host, a socket-based agent is the wrong tool.
 const SOCKET_AGENT_WORKER_LIMIT: u64 = 32;

@@ -1,7 +1,7 @@
 //! Finding the limit (`mx run --ramp`), the pure part: which rate scales a
 //! ramp tries and in what order ([`plan`]), each step's figures and whether
 //! it held ([`mod@verdict`]), and the table, the answer and the JSON document of
-//! the steps ([`mod@render`]). The fleet is driven by `commands::ramp`.
+//! the steps ([`mod@render`]). The fleet is driven by `commands::run::ramp`.
 
 pub mod plan;
 pub mod render;

@@ -34,7 +34,7 @@ pub fn findings(set: &ReportSet, flows: &[FlowFigures]) -> Vec<Finding> {
             name_list(&from),
             pps(first.sent),
             pps(first.back),
-            crate::plan::ANSWER_HEADROOM * 100.0,
+            crate::matrix::load::ANSWER_HEADROOM * 100.0,
             count(refused),
             if sources.len() > 1 {
                 "from them"

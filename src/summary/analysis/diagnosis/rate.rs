@@ -10,7 +10,7 @@ use super::super::figures::{Fleet, HostFigures, percent};
 use super::cells::Cells;
 use super::place::{DISK_SUSPECT_PCT, HostEvidence};
 use super::{Blame, Finding, Kind, Place, pct};
-use crate::plan::WORKER_EXCHANGES_PER_SECOND;
+use crate::matrix::load::WORKER_EXCHANGES_PER_SECOND;
 use crate::units::{self, pps};
 
 /// A core this busy is not available to anything else.

@@ -108,7 +108,7 @@ pub fn refused_line(t: &mut String, set: &ReportSet, fleet: &figures::Fleet) {
         "  {:<10}{:>13}   requests refused by plan, not lost: sent past the receiver's matrix rate +{:.0}% ({}{more})",
         "REFUSED",
         units::ops(fleet.packets.refused),
-        crate::plan::ANSWER_HEADROOM * 100.0,
+        crate::matrix::load::ANSWER_HEADROOM * 100.0,
         named.join(", ")
     );
 }

@@ -168,7 +168,7 @@ fn host_notes(t: &mut String, hosts: &[figures::HostFigures], columns: &Columns)
         let _ = writeln!(
             t,
             "  (refused: requests the host left unanswered because their source sent past what the matrix plans for it there, +{:.0}%: refused by plan, not lost)",
-            crate::plan::ANSWER_HEADROOM * 100.0
+            crate::matrix::load::ANSWER_HEADROOM * 100.0
         );
     }
     if columns.unsent || columns.unread {
