@@ -81,6 +81,16 @@ pub fn pps(value: f64) -> String {
     }
 }
 
+/// A rate someone chose (a flag, a matrix cell), as [`pps`] shows it but
+/// never rounded below 1,000: `1.5 pps` is what was asked, `2 pps` is not.
+pub fn pps_as_given(value: f64) -> String {
+    if (1.0..1e3).contains(&value) && value.fract() != 0.0 {
+        format!("{} pps", g(value))
+    } else {
+        pps(value)
+    }
+}
+
 /// A bit rate: `X.XX Gbps`, `X.X Mbps` or `X kbps`.
 pub fn bits(value: f64) -> String {
     if value >= 1e9 {

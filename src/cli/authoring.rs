@@ -2,6 +2,7 @@
 //! the groups they share (`--servers`, the pool flags, packet sizes, `--mtu`)
 //! and the parsers of their values (`--pps`, `--pool`, `--dscp`, `--disk`).
 
+use crate::matrix::load::FASTEST_NIC_PPS;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -161,6 +162,7 @@ pub fn parse_pps(text: &str) -> Result<PpsArg, String> {
     match t.parse::<f64>() {
         Ok(v) if v.is_nan() => Err(format!("'{text}' is not a packet rate (a number or 'max')")),
         Ok(v) if v < 0.0 => Err(format!("negative packet rate '{text}'")),
+        Ok(v) if v > FASTEST_NIC_PPS => Err(crate::matrix::load::beyond_any_nic(t)),
         Ok(v) => Ok(PpsArg::Rate(v)),
         Err(_) => Err(format!("'{text}' is not a packet rate (a number or 'max')")),
     }
@@ -185,7 +187,7 @@ pub struct GenArgs {
     pub pps: Option<PpsArg>,
 
     /// Size the rate from a per-host request budget in Gb/s on the wire instead
-    #[arg(long, value_name = "G", allow_negative_numbers = true)]
+    #[arg(long, value_name = "G", value_parser = super::values::gbps, allow_negative_numbers = true)]
     pub gbps: Option<f64>,
 
     #[command(flatten)]
@@ -261,11 +263,11 @@ pub struct CheckArgs {
     pub matrix: PathBuf,
 
     /// NIC line rate in Gb/s per direction; a host over it is flagged
-    #[arg(long, value_name = "G")]
+    #[arg(long, value_name = "G", value_parser = super::values::gbps, allow_negative_numbers = true)]
     pub nic_gbps: Option<f64>,
 
     /// NIC packet rate in millions of packets/s per direction
-    #[arg(long, value_name = "M")]
+    #[arg(long, value_name = "M", value_parser = super::values::mpps, allow_negative_numbers = true)]
     pub nic_mpps: Option<f64>,
 
     /// Hosts to list, busiest first (caps are checked on every host)
@@ -290,15 +292,15 @@ pub struct HintsArgs {
     pub pools: PoolArgs,
 
     /// Size the run for this many requests/s per pair ('max': unpaced, what is known of it)
-    #[arg(long, value_name = "N|max", value_parser = parse_pps)]
+    #[arg(long, value_name = "N|max", value_parser = parse_pps, allow_negative_numbers = true)]
     pub pps_per_pair: Option<PpsArg>,
 
     /// Size the run for this many requests/s out of every host ('max': unpaced)
-    #[arg(long, value_name = "N|max", value_parser = parse_pps)]
+    #[arg(long, value_name = "N|max", value_parser = parse_pps, allow_negative_numbers = true)]
     pub pps_per_host: Option<PpsArg>,
 
     /// Size the run for this many Gb/s of requests out of every host (wire rate)
-    #[arg(long, value_name = "G")]
+    #[arg(long, value_name = "G", value_parser = super::values::gbps, allow_negative_numbers = true)]
     pub gbps_per_host: Option<f64>,
 
     /// Peers per host the run will use (default: all N-1, the full mesh; with

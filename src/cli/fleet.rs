@@ -174,7 +174,8 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub fleet: FleetArgs,
     /// Refresh every S seconds (0 = once)
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    #[arg(long, value_name = "S", default_value_t = 0.0,
+          value_parser = super::values::watch_seconds, allow_negative_numbers = true)]
     pub watch: f64,
 
     /// Print one JSON document per look (schema mx.status/1, in docs/json.md) instead of lines
@@ -219,6 +220,10 @@ pub struct DoctorArgs {
     pub fleet: FleetArgs,
     #[command(flatten)]
     pub agent: AgentBinary,
+    /// Also write the hosts that passed to FILE, one per line as the matrix
+    /// names them: a server list for `mx gen --servers FILE`
+    #[arg(long, value_name = "FILE")]
+    pub ready_hosts: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

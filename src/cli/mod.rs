@@ -22,6 +22,7 @@ mod manual;
 mod results;
 mod run;
 mod usage;
+mod values;
 
 pub use agent::*;
 pub use authoring::*;

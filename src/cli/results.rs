@@ -16,7 +16,8 @@ pub struct SummarizeArgs {
     pub reports: ReportsDir,
 
     /// Seconds of the newest reports to summarize (0 = the whole history)
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    #[arg(long, value_name = "S", default_value_t = 60.0,
+          value_parser = super::values::seconds_or_zero, allow_negative_numbers = true)]
     pub window: f64,
 
     /// Worst flows to list
@@ -49,7 +50,8 @@ pub struct ReportArgs {
     pub reports: ReportsDir,
 
     /// Seconds of the newest reports to show (0 = the whole history)
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    #[arg(long, value_name = "S", default_value_t = 0.0,
+          value_parser = super::values::seconds_or_zero, allow_negative_numbers = true)]
     pub window: f64,
 
     /// Use the reports already in --reports; do not collect first
@@ -99,7 +101,8 @@ pub struct CompareArgs {
     pub matrix: PathBuf,
 
     /// Seconds of each reports directory's newest reports (0 = the whole history)
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    #[arg(long, value_name = "S", default_value_t = 0.0,
+          value_parser = super::values::seconds_or_zero, allow_negative_numbers = true)]
     pub window: f64,
 
     /// Compare runs of different shapes (hosts, flows, sizes, class) anyway
@@ -124,7 +127,8 @@ pub struct ExportArgs {
     pub reports: ReportsDir,
 
     /// Seconds of the newest reports to reduce over (0 = the whole history)
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    #[arg(long, value_name = "S", default_value_t = 60.0,
+          value_parser = super::values::seconds_or_zero, allow_negative_numbers = true)]
     pub window: f64,
 
     /// Use the reports already in --reports (and the matrix is optional); do not collect first
@@ -152,7 +156,7 @@ pub struct ExportArgs {
     pub peers: bool,
 
     /// NIC line rate in Gb/s: adds line_util and pins the Gb/s overlays to 0..G
-    #[arg(long, value_name = "G")]
+    #[arg(long, value_name = "G", value_parser = super::values::gbps, allow_negative_numbers = true)]
     pub nic_gbps: Option<f64>,
 
     /// File of `mxname target` lines mapping host names to floor-plan targets

@@ -15,7 +15,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub report: SummarizeArgs,
     /// Seconds to run (--duration wins when set)
-    #[arg(long = "for", value_name = "S", default_value_t = 60.0)]
+    #[arg(long = "for", value_name = "S", default_value_t = 60.0,
+          value_parser = super::values::seconds, allow_negative_numbers = true)]
     pub for_seconds: f64,
     /// Leave the agents running afterwards
     #[arg(long)]

@@ -14,6 +14,7 @@ use crate::agent::disk::file;
 use crate::cli::{DoctorArgs, Via};
 use crate::error::{EXIT_PROBLEMS, Result};
 use crate::fleet::transport::Outcome;
+use crate::fleet::unreachable::Cause;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, instants, scripts};
 use crate::matrix::Host;
 use crate::matrix::schedule::Schedule;
@@ -63,6 +64,9 @@ struct Findings {
     low_disk: Mutex<Vec<String>>,
     /// Hosts whose remote directory mx would refuse (not this user's alone).
     unsafe_dir: Mutex<Vec<String>>,
+    /// Hosts not reached, each with what ssh said stood in the way (`None`:
+    /// not a cause ssh names).
+    unreached: Mutex<Vec<(usize, Option<Cause>)>>,
     offsets: Mutex<Vec<instants::Offset>>,
 }
 
@@ -90,10 +94,13 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
     let low_disk = findings.low_disk.into_inner().expect("unpoisoned");
     let offsets = findings.offsets.into_inner().expect("unpoisoned");
     let unsafe_dir = findings.unsafe_dir.into_inner().expect("unpoisoned");
+    let mut unreached = findings.unreached.into_inner().expect("unpoisoned");
+    unreached.sort();
+    if let Some(path) = &args.ready_hosts {
+        write_ready_hosts(&fleet, &ok, path, out)?;
+    }
     if ok.len() < all.len() {
-        // Other failures than an unsafe directory are a host not reached.
-        let unreached = all.len() - ok.len() > unsafe_dir.len();
-        say_not_checked(&unsafe_dir, unreached, slurm, out)?;
+        say_not_checked(&fleet, args, &unsafe_dir, &unreached, out)?;
         return Ok(EXIT_PROBLEMS);
     }
     let wrong = wrong_arch;
@@ -157,9 +164,10 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
 /// Why some hosts could not be checked: remote directories another user
 /// could take over, and hosts not reached (`unreached`) and how to fix them.
 fn say_not_checked(
+    fleet: &Fleet,
+    args: &DoctorArgs,
     unsafe_dir: &[String],
-    unreached: bool,
-    slurm: bool,
+    unreached: &[(usize, Option<Cause>)],
     out: &mut dyn Write,
 ) -> Result<()> {
     if !unsafe_dir.is_empty() {
@@ -171,17 +179,67 @@ fn say_not_checked(
             scripts::CHOOSE_ANOTHER
         )?;
     }
-    if unreached && slurm {
+    if unreached.is_empty() {
+        return Ok(());
+    }
+    if args.fleet.via == Via::Slurm {
         writeln!(
             out,
             "[mx] fix those nodes first (`srun --overlap -w NODE true` must work in this allocation)"
         )?;
-    } else if unreached {
-        writeln!(
-            out,
-            "[mx] fix ssh on those hosts first (key-based ssh: ssh-copy-id HOST)"
-        )?;
+        return Ok(());
     }
+    // One line per cause, naming its hosts, with its own fix.
+    let hosts = fleet.matrix.hosts();
+    let target = |i: usize| match &args.fleet.user {
+        Some(user) => format!("{user}@{}", hosts[i].addr),
+        None => hosts[i].addr.clone(),
+    };
+    let mut causes: Vec<Option<Cause>> = unreached.iter().map(|&(_, c)| c).collect();
+    causes.sort();
+    causes.dedup();
+    for cause in causes {
+        let of: Vec<usize> = unreached
+            .iter()
+            .filter(|&&(_, c)| c == cause)
+            .map(|&(i, _)| i)
+            .collect();
+        let names: Vec<&str> = of.iter().map(|&i| hosts[i].name.as_str()).collect();
+        let (what, fix) = match cause {
+            Some(cause) => (cause.what(), cause.fix(&target(of[0]))),
+            None => (
+                "not reached",
+                format!("`ssh {}` must work (its words are above)", target(of[0])),
+            ),
+        };
+        writeln!(out, "[mx] {}: {what} -- {fix}", names.join(", "))?;
+    }
+    Ok(())
+}
+
+/// Writes the hosts that passed, one `name=address` per line (a server list
+/// `mx gen --servers` reads), so that a fleet with a few dead hosts is one
+/// regenerate away from running.
+fn write_ready_hosts(
+    fleet: &Fleet,
+    ready: &[usize],
+    path: &Path,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let hosts = fleet.matrix.hosts();
+    let text: String = ready
+        .iter()
+        .map(|&i| format!("{}\n", hosts[i].token))
+        .collect();
+    crate::files::write_atomically(path, |w| w.write_all(text.as_bytes()))?;
+    writeln!(
+        out,
+        "[mx] wrote {} ({} of {} hosts ready): `mx gen --servers {}` makes a matrix of them",
+        path.display(),
+        ready.len(),
+        hosts.len(),
+        path.display()
+    )?;
     Ok(())
 }
 
@@ -277,6 +335,10 @@ fn check_host(fleet: &Fleet, host: &Host, arch: &str, disk: bool, findings: &Fin
     if probe.text.ends_with(scripts::CHOOSE_ANOTHER) {
         let mut refused = findings.unsafe_dir.lock().expect("unpoisoned");
         refused.push(host.name.clone());
+    } else if !probe.ok() {
+        let index = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
+        let mut unreached = findings.unreached.lock().expect("unpoisoned");
+        unreached.push((index, Cause::of(&probe.text)));
     }
     if !probe.ok() || fleet.dry_run {
         return probe;

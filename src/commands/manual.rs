@@ -2,8 +2,8 @@
 //! manual pages, generated from the clap declarations in [`crate::cli`]
 //! (clap_complete, clap_mangen), so neither can drift from what the parser
 //! accepts. Each page adds what clap does not know: EXIT STATUS, the
-//! ENVIRONMENT variables its switches read (from the same declarations), and
-//! EXAMPLES.
+//! ENVIRONMENT variables its switches read (from the same declarations),
+//! SUMMARY COLUMNS (summarize and run) and EXAMPLES.
 
 use std::io::Write;
 
@@ -59,6 +59,11 @@ const EXIT_STATUS: &[(&str, &str)] = &[
         "2",
         "Bad input: a switch, a value, a matrix cell or a file that cannot be \
          right, named in one line. Nothing touched a host.",
+    ),
+    (
+        "130",
+        "mx run cut short by ctrl-c: every flow ended and what ran summarized \
+         (a second ctrl-c gives up waiting for the fleet).",
     ),
 ];
 
@@ -236,6 +241,17 @@ fn sections(name: &str, env: &[(String, String)]) -> String {
             roff.control("TP", [])
                 .text([bold(var.as_str())])
                 .text([roman(what.as_str())]);
+        }
+    }
+    if ["summarize", "run"].contains(&name) {
+        roff.control("SH", ["SUMMARY COLUMNS"]);
+        roff.text([roman(
+            "The per-host table of the summary, one row per host, averaged over the steady span:",
+        )]);
+        for (column, meaning) in crate::summary::render::text::HOST_COLUMNS {
+            roff.control("TP", [])
+                .text([bold(*column)])
+                .text([roman(*meaning)]);
         }
     }
     if let Some((_, examples)) = EXAMPLES.iter().find(|(page, _)| *page == name) {

@@ -11,7 +11,9 @@ use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{AGENT_UNCHANGED, deploy_all, stage};
 use crate::fleet::transport::Outcome;
-use crate::fleet::{Fleet, PREPARE_TIMEOUT, STEP_TIMEOUT, bind, instants, launch, scripts};
+use crate::fleet::{
+    Fleet, PREPARE_TIMEOUT, Refusal, STEP_TIMEOUT, bind, instants, launch, scripts,
+};
 use crate::matrix::resolve::resolved;
 use crate::units::{self, local_clock, wall_now};
 
@@ -47,18 +49,23 @@ fn hosts_text(n: usize) -> String {
     }
 }
 
+/// Whether `outcome` is a host that declined because its agent already runs.
+fn is_already_running(outcome: &Outcome) -> bool {
+    !outcome.ok()
+        && outcome
+            .text
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with(scripts::ALREADY_RUNNING))
+}
+
+/// A host whose agent already runs declined to start another: a refusal,
+/// said as one, never a failure.
+const ALREADY_RUNNING_HOSTS: Refusal = ("already running", is_already_running);
+
 /// How many of the failed `outcomes` are hosts whose agent already runs.
 fn already_running(outcomes: &[Outcome]) -> usize {
-    outcomes
-        .iter()
-        .filter(|o| {
-            !o.ok()
-                && o.text
-                    .lines()
-                    .last()
-                    .is_some_and(|l| l.starts_with(scripts::ALREADY_RUNNING))
-        })
-        .count()
+    outcomes.iter().filter(|o| is_already_running(o)).count()
 }
 
 /// Why no agent was started when `running` hosts already run one: what to do.
@@ -295,7 +302,7 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
     )?;
     out.flush()?;
     let outcomes = deploy_all(fleet, &hosts, &staged, true);
-    let ready = fleet.print(out, &hosts, &outcomes, true)?;
+    let ready = fleet.print_refusing(out, &hosts, &outcomes, true, Some(ALREADY_RUNNING_HOSTS))?;
     let unchanged = outcomes
         .iter()
         .filter(|o| o.ok() && o.text == AGENT_UNCHANGED)
@@ -357,7 +364,7 @@ fn launch_armed(
         outcome.text = instants::without_clock(&outcome.text);
         outcomes.push(outcome);
     }
-    let started = fleet.print(out, hosts, &outcomes, true)?;
+    let started = fleet.print_refusing(out, hosts, &outcomes, true, Some(ALREADY_RUNNING_HOSTS))?;
     Ok(Launch {
         outcomes,
         started,

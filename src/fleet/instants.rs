@@ -67,9 +67,14 @@ impl Offset {
         }
     }
 
-    /// `+0.012s` / `-1.250s`.
+    /// `+0.012s` / `-1.250s`; `0.000s` for an offset under half a
+    /// millisecond either way (never `-0.000s`: no sign where none shows).
     pub fn text(&self) -> String {
-        format!("{:+.3}s", self.seconds)
+        if self.seconds.abs() < 0.0005 {
+            "0.000s".to_string()
+        } else {
+            format!("{:+.3}s", self.seconds)
+        }
     }
 }
 
@@ -159,6 +164,15 @@ mod tests {
                 seconds: s,
             })
             .collect()
+    }
+
+    #[test]
+    fn an_offset_says_its_sign_only_where_a_digit_shows() {
+        let text = |s| offsets(&[("a", s)])[0].text();
+        assert_eq!(text(-0.0001), "0.000s");
+        assert_eq!(text(0.0), "0.000s");
+        assert_eq!(text(0.012), "+0.012s");
+        assert_eq!(text(-1.25), "-1.250s");
     }
 
     #[test]

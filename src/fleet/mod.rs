@@ -32,6 +32,10 @@ use crate::matrix::{Host, Matrix};
 
 use transport::{Outcome, Transport};
 
+/// A step's outcome that declined, as it should, rather than failed: its
+/// words (`already running`) and which outcomes it covers.
+pub type Refusal = (&'static str, fn(&Outcome) -> bool);
+
 /// How long a generic remote step may take.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long copying the agent and matrix may take.
@@ -193,17 +197,35 @@ impl Fleet {
         outcomes: &[Outcome],
         quiet: bool,
     ) -> std::io::Result<Vec<usize>> {
+        self.print_refusing(out, hosts, outcomes, quiet, None)
+    }
+
+    /// [`Fleet::print`], where the hosts whose outcome `refusal` (its words,
+    /// and which outcomes it covers) picks out were not failures but a step
+    /// that declined, as it should: they are summed up in their own line
+    /// (`[mx] already running on 4/4 hosts: ...`), never as FAILED.
+    pub fn print_refusing(
+        &self,
+        out: &mut dyn std::io::Write,
+        hosts: &[usize],
+        outcomes: &[Outcome],
+        quiet: bool,
+        refusal: Option<Refusal>,
+    ) -> std::io::Result<Vec<usize>> {
         let width = hosts
             .iter()
             .map(|&h| self.matrix.hosts()[h].name.len())
             .max()
             .unwrap_or(0);
         let mut failed = Vec::new();
+        let mut refused = Vec::new();
         let mut succeeded = Vec::new();
         for (&h, outcome) in hosts.iter().zip(outcomes) {
             let name = &self.matrix.hosts()[h].name;
             if outcome.ok() {
                 succeeded.push(h);
+            } else if refusal.is_some_and(|(_, picks)| picks(outcome)) {
+                refused.push(name.as_str());
             } else {
                 failed.push(name.as_str());
             }
@@ -221,6 +243,15 @@ impl Fleet {
             for line in text.lines() {
                 writeln!(out, "  {name:<width$}  {line}")?;
             }
+        }
+        if let (Some((words, _)), false) = (refusal, refused.is_empty()) {
+            writeln!(
+                out,
+                "[mx] {words} on {}/{} hosts: {}",
+                refused.len(),
+                hosts.len(),
+                refused.join(" ")
+            )?;
         }
         if !failed.is_empty() {
             writeln!(

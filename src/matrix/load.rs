@@ -41,9 +41,29 @@ pub const ANSWER_HEADROOM: f64 = 0.25;
 pub const WORKER_EXCHANGES_PER_SECOND: f64 = 280_000.0;
 
 /// Worker threads a host needs to send `out_pps` requests and answer as many:
-/// `floor(2 * out_pps / WORKER_EXCHANGES_PER_SECOND) + 1`.
+/// `floor(2 * out_pps / WORKER_EXCHANGES_PER_SECOND) + 1` (saturating: a
+/// rate past any NIC is refused before it is weighed, never wrapped to 0).
 pub fn workers_needed(out_pps: f64) -> u64 {
-    (2.0 * out_pps / WORKER_EXCHANGES_PER_SECOND) as u64 + 1
+    ((2.0 * out_pps / WORKER_EXCHANGES_PER_SECOND) as u64).saturating_add(1)
+}
+
+/// The fastest Ethernet port there is, in Gb/s each way (1.6 Tb/s): a rate
+/// beyond it is a typo, never a plan.
+pub const FASTEST_NIC_GBPS: f64 = 1600.0;
+
+/// Packets per second that port carries at most: its bits over the smallest
+/// Ethernet frame on the wire (64 bytes, preamble and gap 20 more), about
+/// 2.38 Gpps. A matrix cell or `--pps` beyond it is refused.
+pub const FASTEST_NIC_PPS: f64 = FASTEST_NIC_GBPS * 1e9 / (84.0 * 8.0);
+
+/// Why a packet rate written `rate` (as the user wrote it) cannot be: more
+/// than any NIC carries.
+pub fn beyond_any_nic(rate: &str) -> String {
+    format!(
+        "{rate} packets/s is beyond what any NIC carries (at most {:.1} Gpps: {} Gb/s of the smallest Ethernet frames)",
+        FASTEST_NIC_PPS / 1e9,
+        crate::units::g(FASTEST_NIC_GBPS)
+    )
 }
 
 /// The disk block: every disk read and write moves whole, aligned 4 KiB

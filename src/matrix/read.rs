@@ -556,6 +556,9 @@ impl<'a> GridReader<'a> {
                     CellError::Negative => {
                         format!("cell {s} -> {d}: negative packet rate '{cell}'")
                     }
+                    CellError::BeyondAnyNic => {
+                        format!("cell {s} -> {d}: {}", super::load::beyond_any_nic(&cell))
+                    }
                 };
                 Err(self.refuse_at(line_no, what))
             }
@@ -744,6 +747,8 @@ impl<'a> GridReader<'a> {
 enum CellError {
     NotARate,
     Negative,
+    /// A finite rate past what any NIC carries (a typo: `1e30`).
+    BeyondAnyNic,
 }
 
 /// A cell's rate: blank or 0 is no flow, `max`/`inf`/`unpaced` (any case) unpaced.
@@ -764,6 +769,7 @@ fn parse_rate(field: &[u8]) -> Result<Option<Rate>, CellError> {
         Ok(v) if v < 0.0 => Err(CellError::Negative),
         Ok(0.0) => Ok(None),
         Ok(v) if v.is_infinite() => Ok(Some(Rate::UNPACED)),
+        Ok(v) if v > super::load::FASTEST_NIC_PPS => Err(CellError::BeyondAnyNic),
         Ok(v) => Ok(Some(Rate::per_second(v))),
     }
 }
@@ -1108,5 +1114,10 @@ mod tests {
         assert!(matches!(parse_rate(b"-5"), Err(CellError::Negative)));
         assert!(matches!(parse_rate(b"fast"), Err(CellError::NotARate)));
         assert!(matches!(parse_rate(b"nan"), Err(CellError::NotARate)));
+        // A typo past any NIC is refused; an infinite rate is `max`, as it
+        // always was.
+        assert!(matches!(parse_rate(b"1e30"), Err(CellError::BeyondAnyNic)));
+        assert!(matches!(parse_rate(b"2e9"), Ok(Some(_))));
+        assert_eq!(pps("1e400"), Some(f64::INFINITY));
     }
 }

@@ -342,7 +342,7 @@ fn python_is_accepted_and_ignored_with_one_line() {
         "--python",
         "python3",
         "--for",
-        "0",
+        "1",
         "--no-collect",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);

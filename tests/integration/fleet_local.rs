@@ -87,6 +87,15 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         "{}",
         again.stdout
     );
+    // A refusal, read as one: never "FAILED".
+    assert!(
+        again
+            .stdout
+            .contains("\n[mx] already running on 3/3 hosts: h1 h2 h3\n"),
+        "{}",
+        again.stdout
+    );
+    assert!(!again.stdout.contains("FAILED"), "{}", again.stdout);
     assert!(
         again.stdout.ends_with(
             "[mx] no agent was started: the agents already run on 3 hosts -- `mx stop --local hosts` first, or `mx reload --local hosts` to push an edited matrix\n"
@@ -470,7 +479,7 @@ fn agent_fleet_run_holds_summarizes_and_stops() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stdout
-            .contains("[mx] running for 4s -- ctrl-c stops the agents and summarizes early")
+            .contains("[mx] running for 4s -- ctrl-c ends every flow at once and summarizes what ran (twice: gives up waiting)")
     );
     assert!(
         run.stdout

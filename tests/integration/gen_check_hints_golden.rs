@@ -871,3 +871,22 @@ fn check_names_a_host_that_does_not_resolve_which_start_would_refuse() {
     );
     assert!(!run.stdout.contains("a=198.18.0.1 ("), "{}", run.stdout);
 }
+
+#[test]
+fn gen_prints_a_fractional_rate_as_it_was_given() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", &hosts(4));
+    let run = sb.mx(&["gen", "--pps", "1.5"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("\n  per pair : 1.5 pps\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\n  per host : 4.5 pps out, 4.5 pps back in -- every host identical\n"),
+        "{}",
+        run.stdout
+    );
+}

@@ -266,6 +266,80 @@ fn udp_datagrams_in(lab: &Lab, i: usize) -> (u64, u64) {
     (v4, v6)
 }
 
+/// Every host's UDP datagrams in so far (IPv4 and IPv6 summed): the lab's
+/// only UDP is mx's traffic.
+fn datagrams_in(lab: &Lab, hosts: usize) -> Vec<u64> {
+    (1..=hosts)
+        .map(|i| {
+            let (v4, v6) = udp_datagrams_in(lab, i);
+            v4 + v6
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_ctrl_c_stops_the_fleets_traffic_at_once_and_exits_130() {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let lab = Lab::up(88, 3);
+    let sb = lab.controller("2000");
+    let env = lab.env();
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut cmd = sb.mx_command(&["run", "--for", "30", "--interval", "1"], &pairs);
+    // Its own process group, as a terminal's foreground job: the terminal's
+    // ctrl-c reaches every process in it.
+    cmd.process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Until the traffic runs, then a few seconds of it.
+    let began = Instant::now();
+    let mut seen = datagrams_in(&lab, 3);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = datagrams_in(&lab, 3);
+        if now.iter().zip(&seen).all(|(n, s)| n > s) {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(40), "no traffic");
+        seen = now;
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let sent = Instant::now();
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+    // The last moment any host still received a datagram.
+    let mut last = datagrams_in(&lab, 3);
+    let mut last_rise = Duration::ZERO;
+    while sent.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = datagrams_in(&lab, 3);
+        if now != last {
+            last_rise = sent.elapsed();
+            last = now;
+        }
+    }
+    assert!(
+        last_rise <= Duration::from_secs(2),
+        "traffic ran on {last_rise:?} after ctrl-c"
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("[mx] interrupted: the run was cut short at "),
+        "{stdout}"
+    );
+    // The summary covers what ran, and says it was cut short.
+    assert!(stdout.contains("REQUESTS"), "{stdout}");
+    assert!(
+        stdout.contains("of the 30s planned: the summary covers what ran"),
+        "{stdout}"
+    );
+}
+
 #[test]
 #[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
@@ -714,6 +788,72 @@ fn agent_lab_doctor_checks_ssh_architecture_and_fd_limits() {
     assert_eq!(run.code, 1);
     assert!(
         run.stdout.contains("[mx] FAILED on 1/2 hosts: h2"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_doctor_tells_each_unreachable_host_its_own_fix_and_writes_the_ready_ones() {
+    let lab = Lab::up(87, 4);
+    let sb = lab.controller("1000");
+    // h2 is offered a key it does not know, h3 shows a host key other than
+    // the one known for it, h4's sshd is gone: three causes, three fixes.
+    let keygen = |path: &str| {
+        let status = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(sb.file(path))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    keygen("stranger");
+    keygen("impostor");
+    let impostor = sb.read("impostor.pub");
+    let impostor_key = impostor
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    sb.write("known_hosts", &format!("198.18.87.3 {impostor_key}\n"));
+    let lab_config = std::fs::read_to_string(lab.dir.join("ssh_config")).unwrap();
+    sb.write(
+        "ssh_config",
+        &format!(
+            "Host 198.18.87.2\n    IdentityFile {}\n\
+             Host 198.18.87.3\n    StrictHostKeyChecking yes\n    UserKnownHostsFile {}\n\
+             {lab_config}",
+            sb.file("stranger").display(),
+            sb.file("known_hosts").display()
+        ),
+    );
+    lab.cut(4);
+    let ssh = format!("ssh -F {}", sb.file("ssh_config").display());
+    let run = sb.mx_env(
+        &["doctor", "--ready-hosts", "ready.txt"],
+        &[("MX_SSH", &ssh)],
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    for line in [
+        "[mx] h2: your key was refused -- `ssh-copy-id 198.18.87.2` installs your key",
+        "[mx] h3: the host key changed -- if the host was reinstalled, `ssh-keygen -R 198.18.87.3` forgets its old key",
+        "[mx] h4: connection refused: no sshd listening -- start sshd on the host",
+    ] {
+        assert!(run.stdout.contains(line), "{line}\nin:\n{}", run.stdout);
+    }
+    // Only the refused key is told to copy a key.
+    assert_eq!(
+        run.stdout.matches("ssh-copy-id").count(),
+        1,
+        "{}",
+        run.stdout
+    );
+    // The ready hosts, as a server list gen takes.
+    assert_eq!(sb.read("ready.txt"), "h1=198.18.87.1\n");
+    assert!(
+        run.stdout
+            .contains("[mx] wrote ready.txt (1 of 4 hosts ready): `mx gen --servers ready.txt`"),
         "{}",
         run.stdout
     );

@@ -43,3 +43,4 @@ mod ramp;
 mod report_page;
 mod schedule;
 mod summarize;
+mod values;

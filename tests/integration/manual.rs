@@ -133,3 +133,34 @@ fn man_pages_say_exit_status_environment_and_examples() {
     assert!(examples < top.find(".SH VERSION").unwrap());
     assert!(top[examples..].contains("\\fBmx run \\-\\-for 60\\fR"));
 }
+
+#[test]
+fn the_readme_and_the_man_pages_say_what_each_summary_column_means() {
+    use matrix_orchestrator::summary::render::text::HOST_COLUMNS;
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let sb = Sandbox::new();
+    assert_eq!(sb.mx(&["man", "-o", "man1"]).code, 0);
+    // roff writes a hyphen as `\-`, an apostrophe as `\*(Aq`.
+    let roff = |text: &str| text.replace('-', "\\-").replace('\'', "\\*(Aq");
+    for page in ["mx-summarize.1", "mx-run.1"] {
+        let page = sb.read(&format!("man1/{page}"));
+        let columns = &page[page.find(".SH \"SUMMARY COLUMNS\"").expect(".SH")..];
+        for (column, meaning) in HOST_COLUMNS {
+            assert!(
+                columns.contains(&format!("\\fB{}\\fR\n{}\n", roff(column), roff(meaning))),
+                "{column}"
+            );
+        }
+    }
+    for (column, meaning) in HOST_COLUMNS {
+        assert!(
+            readme.contains(&format!("| `{column}` | {meaning} |\n")),
+            "README.md: {column}"
+        );
+    }
+    // Every column the table can print is among them.
+    for header in ["sent", "serving", "egress", "1 core", "agent", "unread"] {
+        assert!(HOST_COLUMNS.iter().any(|(c, _)| *c == header), "{header}");
+    }
+}

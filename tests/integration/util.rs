@@ -51,7 +51,9 @@ impl Sandbox {
         self.mx_fed(args, &[], Some(input))
     }
 
-    fn mx_fed(&self, args: &[&str], env: &[(&str, &str)], input: Option<&str>) -> Run {
+    /// `mx args...` to run here, every `MX_*` variable of this process
+    /// removed and `env` set: for a test that spawns it and acts meanwhile.
+    pub fn mx_command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mx"));
         cmd.args(args).current_dir(self.path());
         for (key, _) in std::env::vars() {
@@ -62,6 +64,11 @@ impl Sandbox {
         for (key, value) in env {
             cmd.env(key, value);
         }
+        cmd
+    }
+
+    fn mx_fed(&self, args: &[&str], env: &[(&str, &str)], input: Option<&str>) -> Run {
+        let mut cmd = self.mx_command(args, env);
         let Output {
             status,
             stdout,

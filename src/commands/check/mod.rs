@@ -230,7 +230,7 @@ fn table_and_caps(
     writeln!(
         out,
         "  {:<width$}{:>13}{:>15}{:>15}",
-        "host", "packets/s", "out (wire)", "in (wire)"
+        "host", "pps each way", "out (wire)", "in (wire)"
     )?;
     for &i in order.iter().take(args.top) {
         let h = &load.hosts[i];

@@ -12,7 +12,7 @@ use crate::matrix::build::Shape;
 use crate::matrix::load::{self, Exchange, Mtu, fragments_line, per_host};
 use crate::matrix::shape::LayerPlan;
 use crate::matrix::{DiskMode, MIN_PACKET_BYTES, Matrix, Rate};
-use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps};
+use crate::units::{self, Ip, bits, byte_rate, payload_bits, pps, pps_as_given};
 
 /// The console summary, over a path of `mtu`.
 pub(super) fn print_summary(
@@ -156,7 +156,7 @@ fn print_per_host(
     peers: usize,
 ) -> std::io::Result<()> {
     let (tx, rx) = (matrix.config.tx_size, matrix.config.rx_size);
-    writeln!(out, "  per pair : {}", pps(pair_pps))?;
+    writeln!(out, "  per pair : {}", pps_as_given(pair_pps))?;
     if matrix.pools().between.is_some() {
         let busiest = |f: fn(&load::HostLoad) -> f64| {
             load::layer_loads(matrix, 0)
@@ -167,7 +167,7 @@ fn print_per_host(
         writeln!(
             out,
             "  per host : {} out from each sender ({} peer{}), up to {} of requests in at a receiver",
-            pps(host_pps),
+            pps_as_given(host_pps),
             peers,
             plural(peers),
             pps(busiest(|l| l.in_pps))
@@ -176,8 +176,8 @@ fn print_per_host(
         writeln!(
             out,
             "  per host : {} out, {} back in -- every host identical",
-            pps(host_pps),
-            pps(host_pps)
+            pps_as_given(host_pps),
+            pps_as_given(host_pps)
         )?;
     }
     writeln!(

@@ -5,13 +5,13 @@
 //! `mx run --ramp`, the run that raises the rate step by step to find the
 //! limit.
 
+mod interrupt;
 mod progress;
 mod ramp;
 
 use std::io::Write;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
+use self::interrupt::{EXIT_INTERRUPTED, Interrupt};
 use self::progress::{Screen, Span};
 use crate::cli::RunArgs;
 use crate::commands::start::start_fleet;
@@ -20,7 +20,7 @@ use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, STEP_TIMEOUT, scripts};
-use crate::units::{self, local_clock};
+use crate::units::{self, local_clock, wall_now};
 
 /// `run --for S`: start, hold, summarize, stop. The flows begin at one
 /// instant and (unless `--keep`) end at one, S seconds later: the agents end
@@ -86,12 +86,11 @@ fn run_saying(
     writeln!(out)?;
     writeln!(
         out,
-        "[mx] running for {}s -- ctrl-c stops the agents and summarizes early",
+        "[mx] running for {}s -- ctrl-c ends every flow at once and summarizes what ran (twice: gives up waiting)",
         units::g(hold)
     )?;
     out.flush()?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
+    let interrupt = Interrupt::watch(fleet.hint("stop"))?;
     // Until the agents have ended themselves (the end, their grace, a breath);
     // with --keep, until the last interval is written.
     let interval = args.run.agent_flags.interval;
@@ -105,12 +104,19 @@ fn run_saying(
         done_at,
         interval,
     };
-    progress::hold(&fleet, &span, &interrupted, screen, out)?;
-    if interrupted.load(Ordering::Relaxed) {
+    progress::hold(&fleet, &span, interrupt.flag(), screen, out)?;
+    let cut_short = interrupt
+        .came()
+        .then(|| interrupt.at().unwrap_or_else(wall_now));
+    if let Some(at) = cut_short {
         writeln!(
             out,
-            "[mx] interrupted -- ending every flow now, then summarizing what ran"
+            "[mx] interrupted: the run was cut short at {} ({}s of the {}s planned) -- ending every flow now",
+            local_clock(at),
+            units::g((at - begin).clamp(0.0, hold).floor()),
+            units::g(hold)
         )?;
+        out.flush()?;
         if !args.keep {
             end_fleet(&fleet, out, "ending the flows together")?;
         }
@@ -126,7 +132,18 @@ fn run_saying(
     if !args.keep {
         say_what_stays(&fleet, out)?;
     }
-    summary
+    match cut_short {
+        Some(at) => {
+            writeln!(
+                out,
+                "[mx] cut short by ctrl-c at {}s of the {}s planned: the summary covers what ran",
+                units::g((at - begin).clamp(0.0, hold).floor()),
+                units::g(hold)
+            )?;
+            summary.map(|_| EXIT_INTERRUPTED)
+        }
+        None => summary,
+    }
 }
 
 /// Every agent has its end instant: waits for each to exit (an agent short

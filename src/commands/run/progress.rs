@@ -206,7 +206,12 @@ pub fn hold(
                     bar.set_message(line);
                 }
                 None => {
-                    writeln!(out, "[mx] {}s of {}s: {line}", into.floor(), total)?;
+                    writeln!(
+                        out,
+                        "[mx] {}s of {}s: {line}",
+                        seconds_into(into, span.hold),
+                        total
+                    )?;
                     out.flush()?;
                 }
             }
@@ -222,10 +227,24 @@ pub fn hold(
     Ok(())
 }
 
+/// Whole seconds into a hold of `hold` seconds, `into` after its begin: a
+/// look that ends past the hold read the hold's rows, so it says the hold's
+/// end, never "18s of 15s".
+fn seconds_into(into: f64, hold: f64) -> f64 {
+    into.clamp(0.0, hold).floor()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fleet::look::RowStatus;
+
+    #[test]
+    fn a_look_past_the_hold_says_the_holds_end() {
+        assert_eq!(seconds_into(18.4, 15.0), 15.0);
+        assert_eq!(seconds_into(7.9, 15.0), 7.0);
+        assert_eq!(seconds_into(-0.5, 15.0), 0.0);
+    }
 
     fn host(name: &str, ts: i64, phase: &str, sent: f64, loss: f64) -> HostStatus {
         HostStatus {

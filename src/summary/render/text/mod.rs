@@ -20,6 +20,7 @@ use fleet::{
 };
 use header::header_lines;
 use layers::layered_sections;
+pub use tables::HOST_COLUMNS;
 use tables::{host_table, worst_flows};
 
 /// The summary's text above WHAT TO DO NEXT: the header, the fleet lines,

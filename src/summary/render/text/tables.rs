@@ -9,6 +9,54 @@ use crate::summary::analysis::diagnosis;
 use crate::summary::analysis::figures::{self, percent};
 use crate::units::{self, bits, micros, pps};
 
+/// What each column of the per-host table says, in its order (the ones
+/// after `agent` only where some host has something to show): the man
+/// pages print it, and the README holds the same words (a test checks).
+pub const HOST_COLUMNS: &[(&str, &str)] = &[
+    ("host", "the host, worst delivery first"),
+    ("sent", "requests it sent per second, over the steady span"),
+    ("back", "replies that came back to it per second"),
+    (
+        "serving",
+        "requests it received from its peers per second, and answered",
+    ),
+    (
+        "egress",
+        "bits per second out of its interface, by the interface's byte counter (else the wire rate of what its agent sent)",
+    ),
+    ("loss", "its round trips lost, either leg: 1 - back / sent"),
+    ("rtt p99", "the 99th percentile of its round trips"),
+    ("cpu", "the host's CPU busy, all cores together"),
+    ("1 core", "its busiest core's busy share"),
+    (
+        "agent",
+        "its busiest agent worker's CPU, in % of one core: near 100%, the agent is the limit, not the network",
+    ),
+    ("disk", "its disk's busy share (disk runs)"),
+    ("dup", "requests and replies that arrived twice"),
+    ("reorder", "packets that arrived out of order"),
+    (
+        "stray",
+        "datagrams no flow of the run sent, left unanswered",
+    ),
+    (
+        "refused",
+        "requests left unanswered because their source sent past its plan",
+    ),
+    (
+        "dropped",
+        "datagrams its kernel dropped at the agent's full sockets",
+    ),
+    (
+        "unsent",
+        "packets its agent handed the kernel that its interface never sent",
+    ),
+    (
+        "unread",
+        "packets its interface received that its agent never read",
+    ),
+];
+
 /// The per-host table: worst delivery first, `top` rows, then the hosts
 /// outside the span and the notes its columns need.
 pub fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], top: usize) {
