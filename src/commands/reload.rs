@@ -14,15 +14,15 @@ use std::io::Write;
 
 use clap::Parser as _;
 
-use super::start::check_dwell_interval;
+use super::start::{Go, check_dwell_interval};
 use crate::agent::stamp::fingerprint;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{Staged, deploy, deploy_all, stage};
-use crate::fleet::scripts::Begin;
 use crate::fleet::transport::Outcome;
-use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, launch, scripts};
+use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
 use crate::matrix::{Host, Matrix};
+use crate::units::{self, wall_now};
 
 /// What the probe found on one host.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -111,6 +111,13 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         return Ok(0);
     }
     let found: Vec<Probe> = probes.iter().map(|o| parse_probe(&o.text)).collect();
+    if found.iter().all(|p| p.state != "running") {
+        writeln!(
+            out,
+            "[mx] no agent runs on any host: reload starts every host of the matrix, together, as `{}` would (each with the flags it last ran with)",
+            fleet.hint("start")
+        )?;
+    }
     let actions = actions(&found, target);
     let act = announce(&fleet, &actions, out)?;
     if act.is_empty() {
@@ -127,23 +134,9 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         check_dwell_interval(&fleet, interval_of(flags_of(i)))?;
     }
     let staged = stage(&fleet, &args.agent.resolve()?, Some(target))?;
-    let label = format!("restarting {} host(s)", act.len());
     let disks = super::data_files_needed(target);
-    let done = if disks || fleet.transport.holds_agents() {
-        let Some(done) = restart_in_steps(&fleet, &act, &staged, &flags_of, &label, disks, out)?
-        else {
-            return Ok(EXIT_PROBLEMS);
-        };
-        done
-    } else {
-        fleet.step(out, &label, &act, false, |host| {
-            let i = fleet.matrix.index_of(&host.name).expect("a matrix host") as usize;
-            let stopped = stop_and_deploy(&fleet, host, &staged);
-            if !stopped.ok() {
-                return stopped;
-            }
-            relaunch(&fleet, host, flags_of(i), &stopped.text)
-        })?
+    let Some(done) = restart_together(&fleet, &act, &staged, &flags_of, disks, out)? else {
+        return Ok(EXIT_PROBLEMS);
     };
     if done.len() < act.len() {
         writeln!(
@@ -285,36 +278,18 @@ fn stop_and_deploy_all(fleet: &Fleet, hosts: &[usize], staged: &Staged) -> Vec<O
         .collect()
 }
 
-/// Starts the agent on `host` with `flags`, at once; on success the outcome
-/// says `was`.
-fn relaunch(fleet: &Fleet, host: &Host, flags: &[String], was: &str) -> Outcome {
-    let script = scripts::launch(
-        &fleet.dir(host),
-        scripts::Keep::Detached(&host.name),
-        flags,
-        false,
-        scripts::Begin::Now,
-        &fleet.hint("stop"),
-    );
-    let mut started = fleet.transport.run(host, &script, STEP_TIMEOUT);
-    if started.ok() {
-        started.text = was.to_string();
-    }
-    started
-}
-
-/// A restart in steps over the hosts in `act`: stop and copy; with `disks`,
-/// write every data file (each with the `--disk-size` its host was started
-/// with), so that no restarted agent sends while a peer's disk is still busy
-/// writing; then launch them all (at once, where the transport holds its
-/// agents in one step). The hosts that came back, or `None` when a data file
-/// could not be written (said so; none was launched).
-fn restart_in_steps<'a>(
+/// The restart of the hosts in `act`, together: stop and copy; with
+/// `disks`, write every data file (each with the `--disk-size` its host was
+/// started with), so that no restarted agent sends while a peer's disk is
+/// still busy writing; then launch them all armed, and give them one start
+/// instant, as `mx start` does: hosts reload starts begin together, never
+/// one by one. The hosts that came back, or `None` when nothing could be
+/// started (said so).
+fn restart_together<'a>(
     fleet: &Fleet,
     act: &[usize],
     staged: &Staged,
     flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
-    label: &str,
     disks: bool,
     out: &mut dyn Write,
 ) -> Result<Option<Vec<usize>>> {
@@ -329,23 +304,45 @@ fn restart_in_steps<'a>(
     if disks && !super::start::prepare_disks(fleet, &deployed, &size_of, out)? {
         return Ok(None);
     }
-    let was = |i: usize| {
-        let at = act.iter().position(|&a| a == i).expect("an acted host");
-        stopped[at].text.as_str()
+    // Armed, then one instant for all, on the longest interval among them.
+    let launch = super::start::launch_armed(fleet, &deployed, flags_of, false, out)?;
+    let interval = deployed
+        .iter()
+        .map(|&i| interval_of(flags_of(i)))
+        .fold(0.0, f64::max);
+    let margins = super::start::margins_or_stop(fleet, &launch, interval, out)?;
+    if launch.started.is_empty() {
+        return Ok(None);
+    }
+    let begin = instants::start_instant(wall_now(), interval, margins.start);
+    let go = Go {
+        begin,
+        grace: margins.grace,
+        end: None,
+        scale: None,
     };
-    writeln!(out, "[mx] {label} on {} hosts", deployed.len())?;
-    let outcomes: Vec<Outcome> = launch::launch(fleet, &deployed, flags_of, false, Begin::Now)
-        .into_iter()
-        .zip(&deployed)
-        .map(|((mut started, _), &i)| {
-            if started.ok() {
-                started.text = was(i).to_string();
+    let went = super::start::give_start(fleet, &launch.started, &go, out)?;
+    // What each host was, beside its name.
+    let was: Vec<Outcome> = went
+        .iter()
+        .map(|&i| {
+            let at = act.iter().position(|&a| a == i).expect("an acted host");
+            Outcome {
+                code: 0,
+                text: stopped[at].text.clone(),
             }
-            started
         })
         .collect();
-    let done = fleet.print(out, &deployed, &outcomes, false)?;
-    Ok(Some(done))
+    fleet.print(out, &went, &was, false)?;
+    if !went.is_empty() {
+        writeln!(
+            out,
+            "[mx] {} host(s) begin together at {}",
+            went.len(),
+            units::local_clock(begin)
+        )?;
+    }
+    Ok(Some(went))
 }
 
 /// Refuses flags stamped on host `host` that its agent would refuse, before

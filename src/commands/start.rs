@@ -115,7 +115,8 @@ pub fn start_fleet(
     };
     // 1. Every agent up, listening and answering, sending nothing yet.
     let logs_hint = fleet.hint("logs");
-    let launch = launch_armed(fleet, &hosts, &run.agent_flags.to_args(), out)?;
+    let flags = run.agent_flags.to_args();
+    let launch = launch_armed(fleet, &hosts, &|_| &flags, true, out)?;
     // 2. The instants, with margins the clocks allow.
     let margins = margins_or_stop(fleet, &launch, interval, out)?;
     if let Some(note) = &margins.note {
@@ -178,7 +179,7 @@ pub fn start_fleet(
 /// The start and end margins the launched agents' clocks allow; when their
 /// clocks are too far apart, nothing was sent yet: the armed agents are
 /// stopped, and the run refused.
-fn margins_or_stop(
+pub(super) fn margins_or_stop(
     fleet: &Fleet,
     launch: &Launch,
     interval: f64,
@@ -335,24 +336,27 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
 
 /// The armed launch on every host: what each said, the hosts that came up,
 /// their clocks as read when each answered, and how long the fan-out took.
-struct Launch {
-    outcomes: Vec<Outcome>,
-    started: Vec<usize>,
+pub(super) struct Launch {
+    pub(super) outcomes: Vec<Outcome>,
+    pub(super) started: Vec<usize>,
     offsets: Vec<instants::Offset>,
     seconds: f64,
 }
 
-/// Launches the agents armed: listening and answering, sending nothing.
-fn launch_armed(
+/// Launches the agents armed: listening and answering, sending nothing;
+/// each with the flags `flags_of` its host, its report started afresh when
+/// `wipe` (a start) or kept (a reload's restart).
+pub(super) fn launch_armed<'a>(
     fleet: &Fleet,
     hosts: &[usize],
-    flags: &[String],
+    flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
+    wipe: bool,
     out: &mut dyn Write,
 ) -> Result<Launch> {
     let launched_at = Instant::now();
     writeln!(out, "[mx] starting agents on {} hosts", hosts.len())?;
     out.flush()?;
-    let answers = launch::launch(fleet, hosts, &|_| flags, true, scripts::Begin::Armed);
+    let answers = launch::launch(fleet, hosts, flags_of, wipe);
     let seconds = launched_at.elapsed().as_secs_f64();
     let mut offsets = Vec::new();
     let mut outcomes = Vec::with_capacity(answers.len());
@@ -375,17 +379,17 @@ fn launch_armed(
 
 /// What the go tells every host: the start instant, the grace, the end
 /// instant if any, and the rate scale the flows begin at if any.
-struct Go {
-    begin: f64,
-    grace: f64,
-    end: Option<f64>,
-    scale: Option<f64>,
+pub(super) struct Go {
+    pub(super) begin: f64,
+    pub(super) grace: f64,
+    pub(super) end: Option<f64>,
+    pub(super) scale: Option<f64>,
 }
 
 /// Gives every started host the start instant (and the end and the scale,
 /// if any); names a host that had it only after it passed. Returns the
 /// hosts told.
-fn give_start(
+pub(super) fn give_start(
     fleet: &Fleet,
     started: &[usize],
     go: &Go,

@@ -6,21 +6,21 @@
 
 use std::collections::BTreeMap;
 
-use super::scripts::{self, Begin, Keep};
+use super::scripts::{self, Keep};
 use super::transport::{HeldLaunch, Outcome};
 use super::{Fleet, STEP_TIMEOUT};
 use crate::units::wall_now;
 
 /// Launches the agent on each of `hosts` (indices into the matrix), host `i`
 /// with `flags_of(i)`: what each host said, and when it answered (this
-/// machine's clock, Unix seconds), in the order of `hosts`. `wipe` deletes
-/// the last run's log and report first.
+/// machine's clock, Unix seconds), in the order of `hosts`. Every agent
+/// starts armed: hosts started together begin at one instant ([`scripts::go`]).
+/// `wipe` deletes the last run's log and report first.
 pub fn launch<'a>(
     fleet: &Fleet,
     hosts: &[usize],
     flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
     wipe: bool,
-    begin: Begin,
 ) -> Vec<(Outcome, f64)> {
     let stop = fleet.hint("stop");
     let index = |name: &str| fleet.matrix.index_of(name).expect("a matrix host") as usize;
@@ -31,7 +31,6 @@ pub fn launch<'a>(
                 Keep::Detached(&host.name),
                 flags_of(index(&host.name)),
                 wipe,
-                begin,
                 &stop,
             );
             let outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
@@ -51,7 +50,7 @@ pub fn launch<'a>(
             .map(|&at| &fleet.hosts()[hosts[at]])
             .collect();
         let dir = fleet.dir(group[0]);
-        let script = scripts::launch(&dir, Keep::Held, flags, wipe, begin, &stop);
+        let script = scripts::launch(&dir, Keep::Held, flags, wipe, &stop);
         let held = HeldLaunch {
             script: &script,
             dir: &dir,

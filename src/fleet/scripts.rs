@@ -185,16 +185,6 @@ pub fn receive(dir: &str, name: &str, len: usize, sha: &str, mode: u32, ready: &
     )
 }
 
-/// How an agent begins sending once launched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Begin {
-    /// At once (a host restarted by `mx reload` rejoins a running fleet).
-    Now,
-    /// Armed: listening and answering, sending nothing until the controller
-    /// writes the fleet's start instant ([`go`]).
-    Armed,
-}
-
 /// Prints this host's wall clock, for the controller to measure its offset.
 const CLOCK: &str = "echo \"clock=$(date +%s.%N)\"";
 
@@ -218,34 +208,25 @@ pub const HELD_HOST: &str = "\"$MX_HOST\"";
 /// What a held launch script says once its agent runs, before it waits.
 pub const HELD: &str = "mx-held";
 
-/// Starts the agent (see [`Keep`]), from files only its user can read or
+/// Starts the agent armed (listening and answering, sending nothing until
+/// the controller writes the fleet's start instant, [`go`]; see [`Keep`]),
+/// from files only its user can read or
 /// write (a copy that kept an earlier file's mode is made so); waits for
 /// its stamp (written once its workers run, its responders listening) or
 /// its death, for at most 5 s; then prints the host's clock. `wipe` deletes the last run's log and
 /// report first. `stop` is the command that stops this fleet, named when an
 /// agent runs.
-pub fn launch(
-    dir: &str,
-    keep: Keep,
-    agent_flags: &[String],
-    wipe: bool,
-    begin: Begin,
-    stop: &str,
-) -> String {
+pub fn launch(dir: &str, keep: Keep, agent_flags: &[String], wipe: bool, stop: &str) -> String {
     let wipe = if wipe {
         "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end agent.rate\n"
     } else {
         "rm -f agent.stamp agent.start agent.end agent.rate\n"
     };
-    let armed = match begin {
-        Begin::Now => "",
-        Begin::Armed => " --armed",
-    };
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
          if [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\n\
          chmod 700 {AGENT_BIN} 2>/dev/null; chmod 600 matrix.csv 2>/dev/null\n\
-         {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log{armed} {flags} </dev/null >/dev/null 2>&1 &\n\
+         {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log --armed {flags} </dev/null >/dev/null 2>&1 &\n\
          child=$!\n\
          i=0; while [ $i -lt 50 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; sleep 0.1; i=$((i+1)); done\n\
          if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi\n\

@@ -954,6 +954,52 @@ fn edit_row(sb: &Sandbox, host: &str, from: &str, to: &str) {
     sb.write("matrix.csv", &edited);
 }
 
+/// `text` with the time after "begin together at " as `HH:MM:SS`.
+fn without_clock(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.split_once(" begin together at ") {
+            Some((head, _)) => format!("{head} begin together at HH:MM:SS\n"),
+            None => format!("{line}\n"),
+        })
+        .collect()
+}
+
+#[test]
+fn agent_fleet_reload_of_a_stopped_fleet_says_so_and_starts_every_host_at_one_instant() {
+    let sb = fleet_dir(66, &["h1", "h2", "h3"]);
+    let local = ["--local", "hosts"];
+    let start = sb.mx(&[&["start", "--interval", "1"][..], &local].concat());
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert_eq!(sb.mx(&[&["stop"][..], &local].concat()).code, 0);
+    let reload = sb.mx(&[&["reload"][..], &local].concat());
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    // Said first, before any host is touched.
+    let lines: Vec<&str> = reload.stdout.lines().collect();
+    assert!(
+        lines[1].starts_with(
+            "[mx] no agent runs on any host: reload starts every host of the matrix, together"
+        ),
+        "{}",
+        reload.stdout
+    );
+    assert!(
+        reload.stdout.contains("[mx] 3 host(s) begin together at "),
+        "{}",
+        reload.stdout
+    );
+    // One start instant, written to every host: no host on its own.
+    let instants: Vec<String> = ["h1", "h2", "h3"]
+        .iter()
+        .map(|h| sb.read(&format!("hosts/{h}/var/tmp/mx/agent.start")))
+        .collect();
+    assert!(instants.iter().all(|i| *i == instants[0]), "{instants:?}");
+    for h in ["h1", "h2", "h3"] {
+        let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
+        assert!(log.contains("all hosts together"), "{h}: {log}");
+    }
+    assert_eq!(sb.mx(&[&["stop"][..], &local].concat()).code, 0);
+}
+
 #[test]
 fn agent_fleet_reload_says_what_each_host_was_and_refuses_a_stamp_no_agent_could_run() {
     let sb = fleet_dir(63, &["h1", "h2"]);
@@ -963,7 +1009,7 @@ fn agent_fleet_reload_says_what_each_host_was_and_refuses_a_stamp_no_agent_could
     edit_row(&sb, "h2", ",1000", ",1500");
     let reload = sb.mx(&[&["reload"][..], &local].concat());
     assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
-    crate::util::assert_golden("fleet_reload.stdout", &reload.stdout);
+    crate::util::assert_golden("fleet_reload.stdout", &without_clock(&reload.stdout));
 
     // A stamp no agent could start with (edited by hand, or from another
     // tool): refused before anything is copied, in the agent's own words.
@@ -1239,7 +1285,7 @@ fn agent_fleet_reload_brings_disk_into_a_running_fleet_files_first() {
         out,
         "[mx] disk: preparing each host's data file at the --disk-size it runs with (written once, reused by later runs) on 3 hosts\n",
     );
-    let launch = at(out, "[mx] restarting 3 host(s) on 3 hosts\n");
+    let launch = at(out, "[mx] starting agents on 3 hosts\n");
     assert!(deploy < prepare && prepare < launch, "{out}");
     for (h, mib) in [("h1", 2), ("h2", 2), ("h3", 3)] {
         let wrote = at(
