@@ -216,6 +216,20 @@ pub fn log_stamp(ts: i64) -> String {
     format!("ts={ts} time={}", local_clock(ts as f64))
 }
 
+/// `names` for a line: all of them comma-separated when there are at most
+/// `shown`, else the first `shown` and how many more.
+pub fn names_list(names: &[&str], shown: usize) -> String {
+    if names.len() <= shown {
+        names.join(", ")
+    } else {
+        format!(
+            "{} and {} more",
+            names[..shown].join(", "),
+            names.len() - shown
+        )
+    }
+}
+
 /// Wall time `t` (Unix seconds) as local `HH:MM:SS.mmm`: an instant the
 /// user compares with another to the millisecond (a start, a lateness).
 pub fn local_clock_ms(t: f64) -> String {

@@ -163,6 +163,9 @@ fn one_scale(batches: &[Batch]) -> Option<f64> {
 
 pub struct Reporter {
     host: String,
+    /// The print of this host's traffic (`matrix::run_print`), on every
+    /// host row: what a summary checks the matrix beside it against.
+    matrix_fp: String,
     size: u32,
     rep_size: u32,
     workers: usize,
@@ -205,6 +208,7 @@ impl Reporter {
         cpu.sample();
         Ok(Reporter {
             host: plan.matrix.hosts()[plan.me as usize].name.clone(),
+            matrix_fp: crate::matrix::run_print::run_print(&plan.matrix, plan.me),
             size: plan.matrix.config.tx_size,
             rep_size: plan.matrix.config.rx_size,
             workers: plan.workers,
@@ -448,6 +452,7 @@ impl Reporter {
     ) -> ReportRow {
         let sum = &t.sum;
         let mut r = self.row(ts, Dir::Host, "*");
+        r.matrix_fp = Some(self.matrix_fp.clone());
         // Blank target: some flow is unpaced and nothing is paced.
         r.target_pps = (!(sum.unpaced && sum.target == 0.0)).then_some(sum.target);
         r.pps = Some(sum.pps);

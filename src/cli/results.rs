@@ -7,6 +7,15 @@ use clap::Args;
 
 use super::fleet::{FleetArgs, ReportsDir};
 
+/// Which to trust when reports and the matrix beside them disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Trust {
+    /// The reports, read alone: the matrix beside them is left out.
+    Reports,
+    /// The matrix: its names, order and rates, over reports of another run.
+    Matrix,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct SummarizeArgs {
     #[command(flatten)]
@@ -14,6 +23,12 @@ pub struct SummarizeArgs {
 
     #[command(flatten)]
     pub reports: ReportsDir,
+
+    /// When the reports were written by agents running another matrix than
+    /// --matrix (another run's): summarize them anyway, trusting `reports`
+    /// (read alone, without the matrix) or `matrix`
+    #[arg(long, value_name = "WHICH")]
+    pub trust: Option<Trust>,
 
     /// Seconds of the newest reports to summarize (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 60.0,
@@ -48,6 +63,12 @@ pub struct ReportArgs {
 
     #[command(flatten)]
     pub reports: ReportsDir,
+
+    /// When the reports were written by agents running another matrix than
+    /// --matrix (another run's): summarize them anyway, trusting `reports`
+    /// (read alone, without the matrix) or `matrix`
+    #[arg(long, value_name = "WHICH")]
+    pub trust: Option<Trust>,
 
     /// Seconds of the newest reports to show (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 0.0,
@@ -125,6 +146,12 @@ pub struct ExportArgs {
 
     #[command(flatten)]
     pub reports: ReportsDir,
+
+    /// When the reports were written by agents running another matrix than
+    /// --matrix (another run's): summarize them anyway, trusting `reports`
+    /// (read alone, without the matrix) or `matrix`
+    #[arg(long, value_name = "WHICH")]
+    pub trust: Option<Trust>,
 
     /// Seconds of the newest reports to reduce over (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 60.0,

@@ -28,7 +28,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
         // The samples may be going to stdout: the collect's narration goes to stderr.
         collect_reports(&fleet, reports, &mut std::io::stderr())?;
     }
-    let matrix = super::summarize::optional_matrix(matrix_path)?;
+    let matrix = super::summarize::matrix_for_reports(matrix_path, reports, args.trust)?;
     let alone = matrix.is_none();
     let export = crate::export::from_reports(reports, matrix, &opts)?;
     // Said once the reports have read: a bad report is the one line to fix.

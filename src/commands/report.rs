@@ -5,7 +5,6 @@
 
 use std::io::Write;
 
-use super::summarize::optional_matrix;
 use crate::cli::ReportArgs;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::files::write_atomically;
@@ -27,7 +26,8 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<u8> {
         top_hosts: 15,
         series: true,
     };
-    let matrix = optional_matrix(&args.fleet.matrix)?;
+    let matrix =
+        super::summarize::matrix_for_reports(&args.fleet.matrix, &args.reports.dir, args.trust)?;
     let unreachable: Vec<String> = missed.iter().map(|m| m.host.clone()).collect();
     let summary = Summary::read_collected(&args.reports.dir, matrix, opts, &unreachable)?;
     let before = match &args.compare {

@@ -5,13 +5,14 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cli::SummarizeArgs;
+use crate::cli::{SummarizeArgs, Trust};
 use crate::error::{EXIT_PROBLEMS, EXIT_REFUSED, Error, Result};
 use crate::files::write_atomically;
 use crate::fleet::collect::{Missed, missed_reports};
 use crate::matrix::Matrix;
+use crate::matrix::run_print::run_print;
 use crate::summary::{Options, Summary};
-use crate::units::local_clock;
+use crate::units::{self, local_clock};
 
 pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
     if args.no_collect {
@@ -67,6 +68,56 @@ pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
     }
 }
 
+/// The matrix at `path` beside the reports in `reports`, checked against
+/// what their agents ran (each host row's `matrix_fp`): reports of another
+/// matrix (a shared remote directory, an edit since) are refused, naming
+/// the hosts, unless `trust` says which to believe.
+pub fn matrix_for_reports(
+    path: &Path,
+    reports: &Path,
+    trust: Option<Trust>,
+) -> Result<Option<Matrix>> {
+    let Some(matrix) = optional_matrix(path)? else {
+        return Ok(None);
+    };
+    let mut other = Vec::new();
+    for (i, host) in matrix.hosts().iter().enumerate() {
+        let file = reports.join(format!("{}.csv", host.name));
+        if !file.is_file() {
+            continue;
+        }
+        let ran = crate::report::read::latest_matrix_print(&file)?;
+        if ran.is_some_and(|print| print != run_print(&matrix, i as u32)) {
+            other.push(host.name.as_str());
+        }
+    }
+    if other.is_empty() {
+        return Ok(Some(matrix));
+    }
+    let hosts = units::names_list(&other, 5);
+    match trust {
+        None => Err(Error::refused(format!(
+            "the reports of {hosts} in {}/ were written by agents running another matrix than {}: another run's (a remote directory two runs share, or an edit since) -- give the matrix they ran (--matrix FILE), or --trust reports (read them alone) or --trust matrix",
+            reports.display(),
+            path.display()
+        ))),
+        Some(Trust::Reports) => {
+            eprintln!(
+                "[mx] the reports of {hosts} ran another matrix than {}: read alone, as --trust reports asks",
+                path.display()
+            );
+            Ok(None)
+        }
+        Some(Trust::Matrix) => {
+            eprintln!(
+                "[mx] the reports of {hosts} ran another matrix than {}: read with it all the same, as --trust matrix asks",
+                path.display()
+            );
+            Ok(Some(matrix))
+        }
+    }
+}
+
 /// The summary of the reports in `--reports`, and the grids `--grid` asks
 /// for; `unreachable` names the hosts whose report could not be collected.
 fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) -> Result<u8> {
@@ -76,7 +127,7 @@ fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) 
         top_hosts: args.top_hosts,
         series: args.json,
     };
-    let matrix = optional_matrix(&args.fleet.matrix)?;
+    let matrix = matrix_for_reports(&args.fleet.matrix, &args.reports.dir, args.trust)?;
     let summary = Summary::read_collected(&args.reports.dir, matrix, opts, unreachable)?;
     if args.json {
         if let Some(dir) = &args.grid {

@@ -25,6 +25,7 @@ pub mod load;
 pub mod pools;
 pub mod read;
 pub mod resolve;
+pub mod run_print;
 pub mod schedule;
 pub mod selection;
 pub mod servers;

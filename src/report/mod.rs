@@ -43,7 +43,10 @@
 //! - `over_plan` (rx and host rows): requests that arrived and were left
 //!   unanswered because their source sent past what the matrix plans for it
 //!   here, and its headroom (agent::budget). They count in `pkts`, never in
-//!   `rep_pkts`: refused by plan, not lost.
+//!   `rep_pkts`: refused by plan, not lost;
+//! - `matrix_fp` (host rows): the print of the traffic this agent ran
+//!   (`matrix::run_print`): a summary refuses reports whose print is not
+//!   the matrix's beside them, another run's.
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -207,6 +210,7 @@ columns! {
     RttMinUs = "rtt_min_us",
     JitterUs = "jitter_us",
     OverPlan = "over_plan",
+    MatrixFp = "matrix_fp",
 }
 
 /// Columns of the original tool's reports (ours add the rest).

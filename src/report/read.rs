@@ -228,6 +228,50 @@ pub fn rows_of(
     Ok(())
 }
 
+/// The traffic print (`matrix_fp`) of the newest host row of `path` that
+/// carries one: what its agent last ran. Read from the tail (the last 256
+/// KiB, a host row every interval), the whole file where the tail holds
+/// none; `None` for a report of an agent that wrote no print.
+pub fn latest_matrix_print(path: &Path) -> Result<Option<String>> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    check_header_line(&mut file, path)?;
+    let length =
+        complete_length(&mut file).map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    let mut header = Vec::new();
+    std::io::BufRead::read_until(&mut std::io::BufReader::new(&mut file), b'\n', &mut header)
+        .map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    let tail_start = length.saturating_sub(256 * 1024).max(header.len() as u64);
+    let mut tail = vec![0u8; length.saturating_sub(tail_start) as usize];
+    file.seek(SeekFrom::Start(tail_start))
+        .and_then(|_| file.read_exact(&mut tail))
+        .map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    // A tail that starts inside a line skips to the next one.
+    let body = if tail_start == header.len() as u64 {
+        &tail[..]
+    } else {
+        memchr::memchr(b'\n', &tail).map_or(&tail[..0], |p| &tail[p + 1..])
+    };
+    let latest = newest_print(|f| rows_of((&header[..]).chain(body), path, f))?;
+    if latest.is_none() && tail_start > header.len() as u64 {
+        return newest_print(|f| for_each_row(path, f));
+    }
+    Ok(latest)
+}
+
+/// The print of the last host row `scan` shows that carries one.
+fn newest_print(
+    scan: impl FnOnce(&mut dyn FnMut(&RowView<'_>)) -> Result<()>,
+) -> Result<Option<String>> {
+    let mut latest = None;
+    scan(&mut |row: &RowView<'_>| {
+        let print = row.text(Column::MatrixFp);
+        if row.dir() == Some(Dir::Host) && !print.is_empty() {
+            latest = Some(print.to_string());
+        }
+    })?;
+    Ok(latest)
+}
+
 /// The newest timestamp in `path`, read from its tail (reports are appended in
 /// time order); the whole file is scanned only if the tail holds no row.
 pub fn latest_ts(path: &Path) -> Result<Option<i64>> {

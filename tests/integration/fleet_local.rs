@@ -2013,3 +2013,43 @@ fn a_remote_directory_others_can_write_or_reached_through_a_symlink_is_refused()
     assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
     assert_eq!(sb.mx(&["clean", "--yes", "--local", "hosts"]).code, 0);
 }
+
+#[test]
+fn agent_fleet_reports_of_another_matrix_are_refused_unless_told_which_to_trust() {
+    // Run A (1000 pps per pair) on the hosts; B keeps another matrix
+    // (1500 pps) for the same hosts and the same remote directory.
+    let a = fleet_dir(67, &["h1", "h2"]);
+    let hosts = a.file("hosts");
+    let hosts = hosts.to_str().unwrap();
+    let start = a.mx(&["start", "--local", hosts, "--interval", "1"]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    std::thread::sleep(Duration::from_millis(3500));
+    let b = fleet_dir_with(67, &["h1", "h2"], &["--pps", "1500"]);
+    let summary = b.mx(&["summarize", "--local", hosts, "--window", "2"]);
+    assert_eq!(summary.code, 2, "{}{}", summary.stdout, summary.stderr);
+    assert!(
+        summary.stderr.starts_with(
+            "mx: the reports of h1, h2 in reports/ were written by agents running another matrix than matrix.csv"
+        ),
+        "{}",
+        summary.stderr
+    );
+    assert!(!summary.stdout.contains("REQUESTS"), "{}", summary.stdout);
+    // Told which to trust, it reads them; the run's own matrix needs no word.
+    let alone = b.mx(&[
+        "summarize",
+        "--local",
+        hosts,
+        "--window",
+        "2",
+        "--trust",
+        "reports",
+    ]);
+    assert_eq!(alone.code, 0, "{}{}", alone.stdout, alone.stderr);
+    assert!(alone.stdout.contains("REQUESTS"), "{}", alone.stdout);
+    assert!(alone.stderr.contains("read alone, as --trust reports asks"));
+    let own = a.mx(&["summarize", "--local", hosts, "--window", "2"]);
+    assert_eq!(own.code, 0, "{}{}", own.stdout, own.stderr);
+    assert!(!own.stderr.contains("another matrix"), "{}", own.stderr);
+    assert_eq!(a.mx(&["stop", "--local", hosts]).code, 0);
+}

@@ -418,11 +418,18 @@ fn gen_zero_pps() {
 
 #[test]
 fn gen_zero_gbps() {
-    refuses_gen(
-        THREE,
-        &["--gbps", "0"],
-        "--gbps must be greater than 0 (got 0)",
+    let sb = Sandbox::new();
+    sb.write("servers.txt", THREE);
+    let run = sb.mx(&["gen", "--gbps", "0"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.starts_with(
+            "error: invalid value '0' for '--gbps <G>': a rate of 0 Gb/s carries nothing\n"
+        ),
+        "{}",
+        run.stderr
     );
+    assert!(!sb.file("matrix.csv").exists());
 }
 
 #[test]

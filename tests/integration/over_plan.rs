@@ -74,9 +74,15 @@ fn a_source_sending_ten_times_its_plan_gets_the_budget_back_and_the_rest_is_refu
     std::fs::create_dir_all(&reports).unwrap();
     std::fs::copy(plan.dir("h2").join("report.csv"), reports.join("h2.csv")).unwrap();
     std::fs::copy(old.dir("h1").join("report.csv"), reports.join("h1.csv")).unwrap();
-    let run = plan
-        .sandbox
-        .mx(&["summarize", "--no-collect", "--matrix", "matrix.csv"]);
+    // h1 ran the old matrix: told to trust the plan's.
+    let run = plan.sandbox.mx(&[
+        "summarize",
+        "--no-collect",
+        "--matrix",
+        "matrix.csv",
+        "--trust",
+        "matrix",
+    ]);
     let out = run.stdout;
     println!("{out}");
     assert!(
@@ -110,6 +116,8 @@ fn a_source_sending_ten_times_its_plan_gets_the_budget_back_and_the_rest_is_refu
         "--no-collect",
         "--matrix",
         "matrix.csv",
+        "--trust",
+        "matrix",
         "--json",
     ]);
     let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
