@@ -4,51 +4,15 @@
 //! flags. The terms are the original tool's, so stamps compare across the two
 //! implementations.
 
-use sha2::{Digest, Sha256};
-
 use crate::matrix::Matrix;
-use crate::units::g;
+use crate::matrix::run_print::{print, traffic_terms};
 
-/// First 16 hex digits of SHA-256 over the terms that decide host `me`'s traffic.
+/// First 16 hex digits of SHA-256 over the terms that decide host `me`'s
+/// traffic, as the original wrote them (each host with its address).
 pub fn fingerprint(matrix: &Matrix, me: u32) -> String {
-    let c = &matrix.config;
-    let mut terms = vec![
-        "mx-stamp-v1".to_string(),
-        format!("tx={}", c.tx_size),
-        format!("rx={}", c.rx_size),
-        format!("port={}", c.port),
-    ];
-    // Only when on: a matrix without disks keeps the fingerprint it always had.
-    if c.disk.is_on() {
-        terms.push(format!("disk={}", c.disk.name()));
-    }
-    // Likewise the class: only a marked run adds the term.
-    if !c.dscp.is_default() {
-        terms.push(format!("dscp={}", c.dscp.value()));
-    }
-    if let (Some(key), Some(r)) = (c.shuffle, c.rotation) {
-        terms.push(format!(
-            "rotation={},{},{},{},{}",
-            key.peers,
-            r.layers,
-            g(r.dwell),
-            key.seed,
-            u8::from(r.fill)
-        ));
-    }
-    for host in matrix.hosts() {
-        terms.push(format!("host={},{},{}", host.name, host.addr, host.port));
-    }
-    terms.push(format!("me={}", matrix.hosts()[me as usize].name));
-    for cell in matrix.row(me) {
-        let rate = cell.rate.pps().map_or("max".to_string(), g);
-        terms.push(format!(
-            "flow={},{rate}",
-            matrix.hosts()[cell.dst as usize].name
-        ));
-    }
-    let digest = Sha256::digest(terms.join("\n").as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    print(&traffic_terms(matrix, me, "mx-stamp-v1", |h| {
+        format!("host={},{},{}", h.name, h.addr, h.port)
+    }))
 }
 
 /// The stamp file's text: `fp=<fingerprint>` and `flags=<agent flags>`.
@@ -62,6 +26,7 @@ pub fn stamp_text(fingerprint: &str, flags: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     fn matrix(text: &str) -> Matrix {
         Matrix::parse(text.as_bytes(), "m.csv").unwrap()

@@ -5,28 +5,49 @@
 //! directory, an edit since) are never summarized as this one's without a
 //! word.
 //!
-//! The terms are what decides the host's traffic: sizes, port, disk mode,
-//! class, the layer rotation, the hosts by name, and its flows and rates.
+//! The terms are what decides the host's traffic ([`traffic_terms`]):
+//! sizes, port, disk mode, class, the layer rotation, the hosts by name,
+//! and its flows and rates.
 //! Never addresses: the controller resolves names and `--bind` retargets
 //! them, so a host's address differs between the matrix a user keeps and
 //! the one an agent ran, while its traffic is the same.
 
 use sha2::{Digest, Sha256};
 
-use super::Matrix;
+use super::{Host, Matrix};
 use crate::units::g;
 
 /// The print of host `me`'s traffic in `matrix`.
 pub fn run_print(matrix: &Matrix, me: u32) -> String {
+    print(&traffic_terms(matrix, me, "mx-run-v1", |h| {
+        format!("host={},{}", h.name, h.port)
+    }))
+}
+
+/// The terms that decide host `me`'s traffic, after `tag`: sizes and port;
+/// the disk mode and class only when set (a plain matrix keeps the terms it
+/// always had); the layer rotation; every host as `host_term` writes it;
+/// `me`; its flows and their rates. The agent's stamp takes them too, with
+/// the original tool's tag and host terms.
+pub fn traffic_terms(
+    matrix: &Matrix,
+    me: u32,
+    tag: &str,
+    host_term: impl Fn(&Host) -> String,
+) -> Vec<String> {
     let c = &matrix.config;
     let mut terms = vec![
-        "mx-run-v1".to_string(),
+        tag.to_string(),
         format!("tx={}", c.tx_size),
         format!("rx={}", c.rx_size),
         format!("port={}", c.port),
-        format!("disk={}", c.disk.name()),
-        format!("dscp={}", c.dscp.value()),
     ];
+    if c.disk.is_on() {
+        terms.push(format!("disk={}", c.disk.name()));
+    }
+    if !c.dscp.is_default() {
+        terms.push(format!("dscp={}", c.dscp.value()));
+    }
     if let (Some(key), Some(r)) = (c.shuffle, c.rotation) {
         terms.push(format!(
             "rotation={},{},{},{},{}",
@@ -37,9 +58,7 @@ pub fn run_print(matrix: &Matrix, me: u32) -> String {
             u8::from(r.fill)
         ));
     }
-    for host in matrix.hosts() {
-        terms.push(format!("host={},{}", host.name, host.port));
-    }
+    terms.extend(matrix.hosts().iter().map(host_term));
     terms.push(format!("me={}", matrix.hosts()[me as usize].name));
     for cell in matrix.row(me) {
         let rate = cell.rate.pps().map_or("max".to_string(), g);
@@ -48,6 +67,11 @@ pub fn run_print(matrix: &Matrix, me: u32) -> String {
             matrix.hosts()[cell.dst as usize].name
         ));
     }
+    terms
+}
+
+/// The first 16 hex digits of SHA-256 over `terms`, one per line.
+pub fn print(terms: &[String]) -> String {
     let digest = Sha256::digest(terms.join("\n").as_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
