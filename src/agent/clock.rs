@@ -65,6 +65,9 @@ pub struct RunClock {
     /// The wall-clock times behind the instants, for the reporter's phases.
     started_wall: AtomicU64,
     end_wall: AtomicU64,
+    /// The command whose start instant began the flows (`by=` in the start
+    /// file: `start` or `reload`), for the first host row's `began_by`.
+    began_by: std::sync::OnceLock<&'static str>,
     /// The rate scales learned (`agent.rate`): (the number of the first
     /// interval it applies to, the factor), in order. Read by the workers
     /// once per interval, never per packet.
@@ -133,6 +136,7 @@ impl RunClock {
             exit_ns: AtomicU64::new(UNSET),
             stop,
             started_wall: AtomicU64::new(UNSET),
+            began_by: std::sync::OnceLock::new(),
             end_wall: AtomicU64::new(UNSET),
             rates: Mutex::new(Vec::new()),
         }
@@ -174,6 +178,17 @@ impl RunClock {
         self.started_wall.store(begin.to_bits(), Ordering::Relaxed);
         self.start_ns.store(ns_of_wall(begin), Ordering::Release);
         late
+    }
+
+    /// Notes which command gave the start instant (once; a later word is
+    /// ignored).
+    pub fn set_began_by(&self, by: &'static str) {
+        let _ = self.began_by.set(by);
+    }
+
+    /// The command whose start instant began the flows, when one said.
+    pub fn began_by(&self) -> Option<&'static str> {
+        self.began_by.get().copied()
     }
 
     /// Sets the end: flows stop at wall time `at` (now if past), responders
@@ -290,6 +305,15 @@ pub fn read_control(path: &Path) -> Option<(f64, Option<f64>)> {
             .filter(|v| v.is_finite())
     };
     Some((value("at=")?, value("grace=")))
+}
+
+/// The command a start file says gave its instant (its `by=` word): `start`
+/// (`mx start`, `mx run`) or `reload`; `None` for any other word or none.
+pub fn read_began_by(path: &Path) -> Option<&'static str> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix("by="))
+        .and_then(|by| ["start", "reload"].into_iter().find(|known| *known == by))
 }
 
 /// Reads a rate file's `scale=` and `at=` words; `None` when absent,
@@ -416,12 +440,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(END_FILE);
         assert_eq!(read_control(&path), None);
+        assert_eq!(read_began_by(&path), None);
         std::fs::write(&path, "at=1796003025.5 grace=1.5\n").unwrap();
         assert_eq!(read_control(&path), Some((1_796_003_025.5, Some(1.5))));
         std::fs::write(&path, "at=1796003025\n").unwrap();
         assert_eq!(read_control(&path), Some((1_796_003_025.0, None)));
         std::fs::write(&path, "at=soon\n").unwrap();
         assert_eq!(read_control(&path), None);
+        // The start file names the command that gave its instant.
+        for (words, by) in [
+            ("at=5 grace=1 by=reload", Some("reload")),
+            ("at=5 grace=1 by=start", Some("start")),
+            ("at=5 grace=1 by=cron", None),
+            ("at=5 grace=1", None),
+        ] {
+            std::fs::write(&path, words).unwrap();
+            assert_eq!(read_began_by(&path), by, "{words}");
+        }
     }
 
     #[test]

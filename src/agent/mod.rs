@@ -581,6 +581,9 @@ impl Timing {
             && !clock.has_started()
             && let Some((at, _)) = clock::read_control(path)
         {
+            if let Some(by) = clock::read_began_by(path) {
+                clock.set_began_by(by);
+            }
             self.start(clock, Some(at));
         }
         if let Some((at, grace)) = clock::read_control(&self.end_file)

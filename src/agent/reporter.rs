@@ -279,15 +279,21 @@ impl Reporter {
         let cpu = self.cpu.sample();
         let host = self.counters.sample(tick_key(tick));
         let status = if complete {
+            let first = !self.wrote_one;
             let phase = phase_of(
                 tick,
                 self.interval,
                 self.clock.started_wall().unwrap_or(tick - self.interval),
                 self.clock.end_wall(),
-                !self.wrote_one,
+                first,
             );
             self.wrote_one = true;
-            let row = self.host_row(ts, &merged, &totals, cpu, host, phase);
+            let mut row = self.host_row(ts, &merged, &totals, cpu, host, phase);
+            // The first host row says which command began the flows: a
+            // summary tells a restart by `mx reload` from a late host by it.
+            if first {
+                row.began_by = self.clock.began_by();
+            }
             row.write_csv(&mut out);
             self.status_line(&row, &merged, &totals, serving, phase)
         } else {

@@ -51,9 +51,14 @@ pub struct SummarizeArgs {
     #[arg(long)]
     pub no_collect: bool,
 
-    /// Print one JSON document (schema mx.summary/1, in docs/json.md) instead of the text
+    /// Print one JSON document (schema mx.summary/1, in docs/json.md; a
+    /// ramp's: mx.ramp/1) instead of the text
     #[arg(long)]
     pub json: bool,
+
+    /// Over a ramp (mx run --ramp): when each step held
+    #[command(flatten)]
+    pub holds: super::StepHolds,
 }
 
 #[derive(Debug, Args)]

@@ -46,6 +46,16 @@ pub struct RampArgs {
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub ramp_hold: Option<String>,
 
+    /// After the first step that falls short, bisect between it and the last
+    /// that held, to within 2%
+    #[arg(long)]
+    pub bisect: bool,
+}
+
+/// When a ramp's step holds: `mx run --ramp` judges each step by these, and
+/// `mx summarize` a ramp's steps read back from their reports.
+#[derive(Debug, Clone, Args)]
+pub struct StepHolds {
     /// A step holds while at least this % of the requests it offered come
     /// back [default: 99.9]
     #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
@@ -55,22 +65,18 @@ pub struct RampArgs {
     /// 0.2s) [default: not judged]
     #[arg(long, value_name = "DURATION", allow_negative_numbers = true)]
     pub max_p99: Option<String>,
-
-    /// After the first step that falls short, bisect between it and the last
-    /// that held, to within 2%
-    #[arg(long)]
-    pub bisect: bool,
 }
 
-impl RampArgs {
+impl RunArgs {
     /// The ramp flags given on the command line besides --ramp.
-    pub fn others_given(&self) -> Vec<&'static str> {
+    pub fn ramp_flags_given(&self) -> Vec<&'static str> {
+        let (r, holds) = (&self.ramp, &self.report.holds);
         [
-            ("--ramp-step", self.ramp_step.is_some()),
-            ("--ramp-hold", self.ramp_hold.is_some()),
-            ("--min-delivered", self.min_delivered.is_some()),
-            ("--max-p99", self.max_p99.is_some()),
-            ("--bisect", self.bisect),
+            ("--ramp-step", r.ramp_step.is_some()),
+            ("--ramp-hold", r.ramp_hold.is_some()),
+            ("--min-delivered", holds.min_delivered.is_some()),
+            ("--max-p99", holds.max_p99.is_some()),
+            ("--bisect", r.bisect),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))

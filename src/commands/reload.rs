@@ -14,11 +14,12 @@ use std::io::Write;
 
 use clap::Parser as _;
 
-use super::start::{Go, check_dwell_interval};
+use super::start::check_dwell_interval;
 use crate::agent::stamp::fingerprint;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{Staged, deploy, deploy_all, stage};
+use crate::fleet::scripts::{BeganBy, Go};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
 use crate::matrix::{Host, Matrix};
@@ -320,6 +321,7 @@ fn restart_together<'a>(
         grace: margins.grace,
         end: None,
         scale: None,
+        by: BeganBy::Reload,
     };
     let went = super::start::give_start(fleet, &launch.started, &go, out)?;
     // What each host was, beside its name.

@@ -10,6 +10,7 @@ use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{AGENT_UNCHANGED, deploy_all, stage};
+use crate::fleet::scripts::{BeganBy, Go};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{
     Fleet, PREPARE_TIMEOUT, Refusal, STEP_TIMEOUT, bind, instants, launch, scripts,
@@ -146,6 +147,7 @@ pub fn start_fleet(
         grace: margins.grace,
         end,
         scale,
+        by: BeganBy::Start,
     };
     let went = give_start(fleet, &launch.started, &go, out)?;
     if went.is_empty() {
@@ -377,15 +379,6 @@ pub(super) fn launch_armed<'a>(
     })
 }
 
-/// What the go tells every host: the start instant, the grace, the end
-/// instant if any, and the rate scale the flows begin at if any.
-pub(super) struct Go {
-    pub(super) begin: f64,
-    pub(super) grace: f64,
-    pub(super) end: Option<f64>,
-    pub(super) scale: Option<f64>,
-}
-
 /// Gives every started host the start instant (and the end and the scale,
 /// if any); names a host that had it only after it passed. Returns the
 /// hosts told.
@@ -399,14 +392,7 @@ pub(super) fn give_start(
     let late = std::sync::Mutex::new(Vec::new());
     let begin = go.begin;
     let went = fleet.step(out, "", started, true, |host| {
-        let script = scripts::go(
-            &fleet.dir(host),
-            begin,
-            go.grace,
-            go.end,
-            go.scale,
-            &logs_hint,
-        );
+        let script = scripts::go(&fleet.dir(host), go, &logs_hint);
         let mut outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
         let returned = wall_now();
         if outcome.ok() && returned > begin && !fleet.dry_run {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use crate::cli::StatusArgs;
 use crate::error::{EXIT_PROBLEMS, Result};
+use crate::fleet::look::newest_print;
 use crate::fleet::{LOOK_TIMEOUT, scripts};
+use crate::matrix::run_print::run_print;
 use crate::units::{self, local_clock, wall_now};
 
 pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
@@ -39,16 +41,37 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
                 .run(host, &scripts::status(&fleet.dir(host)), LOOK_TIMEOUT)
         });
         let now = wall_now();
-        for (outcome, last) in outcomes.iter_mut().zip(last_rows.iter_mut()) {
+        let mut other = Vec::new();
+        for ((outcome, last), &h) in outcomes.iter_mut().zip(last_rows.iter_mut()).zip(&all) {
             if !outcome.ok() || fleet.dry_run {
                 continue;
             }
-            let ts = row_ts(&outcome.text);
+            let line = outcome.text.lines().next().unwrap_or_default();
+            let ts = row_ts(line);
             let unchanged = !first && ts.is_some() && ts == *last;
-            outcome.text = status_row(&outcome.text, now, unchanged);
+            let mut shown = status_row(line, now, unchanged);
+            let running = !matches!(line, "NOT-RUNNING" | "NOT-DEPLOYED");
+            if running
+                && newest_print(&outcome.text)
+                    .is_some_and(|print| print != run_print(&fleet.matrix, h as u32))
+            {
+                shown.push_str(" -- ANOTHER MATRIX");
+                other.push(fleet.matrix.hosts()[h].name.as_str());
+            }
+            outcome.text = shown;
             *last = ts;
         }
         let answered = fleet.print(&mut look, &all, &outcomes, false)?;
+        if !other.is_empty() {
+            writeln!(
+                look,
+                "[mx] ANOTHER MATRIX: the agents of {} run another matrix than {} (another run's, from a directory that shares {} on the hosts, or an edit since): their figures are not this matrix's -- `{}` runs this one there",
+                units::names_list(&other, 5),
+                args.fleet.matrix.display(),
+                args.fleet.remote_dir,
+                fleet.hint("reload")
+            )?;
+        }
         if args.watch > 0.0 {
             if terminal {
                 out.flush()?;

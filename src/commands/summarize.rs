@@ -5,16 +5,20 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cli::{SummarizeArgs, Trust};
+use crate::cli::{StepHolds, SummarizeArgs, Trust};
 use crate::error::{EXIT_PROBLEMS, EXIT_REFUSED, Error, Result};
 use crate::files::write_atomically;
 use crate::fleet::collect::{Missed, missed_reports};
 use crate::matrix::Matrix;
 use crate::matrix::run_print::run_print;
+use crate::summary::analysis::span::Step;
+use crate::summary::ramp::{self, Kind, Thresholds};
 use crate::summary::{Options, Summary};
 use crate::units::{self, local_clock};
 
 pub fn run(args: &SummarizeArgs, out: &mut dyn Write) -> Result<u8> {
+    // Bad input is refused before anything reaches a host.
+    step_holds(&args.holds)?;
     if args.no_collect {
         return summarize(args, &[], out);
     }
@@ -55,6 +59,13 @@ fn collect_and_summarize(
         Err(e) if e.code() == EXIT_REFUSED => Err(Error::problems(e.message())),
         Err(e) => Err(e),
     }
+}
+
+/// `--min-delivered` and `--max-p99`, checked: one line naming the value
+/// at fault.
+pub fn step_holds(holds: &StepHolds) -> Result<Thresholds> {
+    Thresholds::parse(holds.min_delivered.as_deref(), holds.max_p99.as_deref())
+        .map_err(Error::refused)
 }
 
 /// Loads the matrix for names, order, layers and each host's IP version
@@ -129,6 +140,10 @@ fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) 
     };
     let matrix = matrix_for_reports(&args.fleet.matrix, &args.reports.dir, args.trust)?;
     let summary = Summary::read_collected(&args.reports.dir, matrix, opts, unreachable)?;
+    let steps = summary.ramp_steps();
+    if !steps.is_empty() {
+        return summarize_ramp(args, &summary, &steps, out);
+    }
     if args.json {
         if let Some(dir) = &args.grid {
             write_grids(dir, &summary)?;
@@ -141,6 +156,51 @@ fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) 
         text.push_str(&write_grids(dir, &summary)?);
     }
     text.push_str(&summary.what_to_do_next());
+    out.write_all(text.as_bytes())?;
+    Ok(0)
+}
+
+/// A ramp's reports (`mx run --ramp`), step by step: one figure over the
+/// whole run would average every step's rate.
+fn summarize_ramp(
+    args: &SummarizeArgs,
+    summary: &Summary,
+    steps: &[(Step, Kind)],
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let thresholds = step_holds(&args.holds)?;
+    let results = ramp::recorded::judge(&args.reports.dir, steps, &thresholds)?;
+    if args.json {
+        let doc = ramp::recorded::recorded_document(&results, &thresholds, summary.interval());
+        out.write_all(ramp::to_json(&doc).as_bytes())?;
+        return Ok(0);
+    }
+    let scales = |pick: fn(f64, f64) -> f64| {
+        let scale = results.iter().map(|s| s.scale).reduce(pick).unwrap_or(0.0);
+        ramp::scale_text(scale)
+    };
+    let window = if args.window > 0.0 {
+        format!(
+            " (the newest {}s; --window 0: the whole run)",
+            units::g(args.window)
+        )
+    } else {
+        String::new()
+    };
+    let mut text = format!(
+        "mx summarize -- a ramp (mx run --ramp): {} step(s), x{} to x{}, each summarized alone, as one figure over the run would average {} rates{window}; a step holds while {}\n",
+        results.len(),
+        scales(f64::min),
+        scales(f64::max),
+        results.len(),
+        thresholds.text()
+    );
+    text.push_str(&ramp::steps_text(&results));
+    if args.grid.is_some() {
+        text.push_str(
+            "[mx] --grid: not written, as a ramp's steps ran at different rates and a grid holds one per flow -- summarize one step with --window\n",
+        );
+    }
     out.write_all(text.as_bytes())?;
     Ok(0)
 }

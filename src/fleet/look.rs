@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{Fleet, LOOK_TIMEOUT, scripts};
+use crate::matrix::run_print::run_print;
 use crate::report::Column;
 use crate::report::read::rows_of;
 use crate::units::wall_now;
@@ -21,6 +22,11 @@ pub struct HostStatus {
     pub error: Option<String>,
     /// Its newest host row; null when it has none yet.
     pub row: Option<RowStatus>,
+    /// Whether its agent runs the matrix here (its newest host row's
+    /// print, `matrix_fp`, is this matrix's for the host); false: another
+    /// run's (a remote directory two runs share, an edit since); null when
+    /// no agent runs or its rows carry no print.
+    pub runs_this_matrix: Option<bool>,
 }
 
 /// The figures of a host row (null: blank in the row, not measured).
@@ -68,9 +74,15 @@ pub fn look(fleet: &Fleet, hosts: &[usize]) -> (f64, Vec<HostStatus>) {
                         .filter(|e| !e.is_empty())
                         .or_else(|| Some(format!("exit {}", outcome.code))),
                     row: None,
+                    runs_this_matrix: None,
                 };
             }
-            host_status(name, &outcome.text, now)
+            let mut status = host_status(name, &outcome.text, now);
+            if status.state == "running" {
+                status.runs_this_matrix = newest_print(&outcome.text)
+                    .map(|print| print == run_print(&fleet.matrix, h as u32));
+            }
+            status
         })
         .collect();
     (now, said)
@@ -112,5 +124,18 @@ fn host_status(host: String, text: &str, now: f64) -> HostStatus {
         state,
         error: None,
         row,
+        runs_this_matrix: None,
     }
+}
+
+/// The print of the traffic the agent ran (`matrix_fp`), from the newest
+/// host row a status script printed after its first line; `None` when it
+/// printed none, or the row carries no print (an older agent's).
+pub fn newest_print(said: &str) -> Option<String> {
+    let (_, report) = said.split_once('\n')?;
+    let mut print = None;
+    let _ = rows_of(report.as_bytes(), Path::new("status"), |r| {
+        print = Some(r.text(Column::MatrixFp).to_string()).filter(|p| !p.is_empty());
+    });
+    print
 }

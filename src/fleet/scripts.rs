@@ -300,32 +300,58 @@ fn running_agent(dir: &str, logs: &str) -> String {
     )
 }
 
+/// What the go tells every host: the start instant, the grace, the end
+/// instant if any, the rate scale the flows begin at if any, and the
+/// command that gave the instant.
+pub struct Go {
+    pub begin: f64,
+    pub grace: f64,
+    pub end: Option<f64>,
+    pub scale: Option<f64>,
+    pub by: BeganBy,
+}
+
+/// The command that gave a fleet its start instant. The agent writes it on
+/// its first host row (`began_by`), so that a summary can tell a restart by
+/// `mx reload` from a host that came up late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeganBy {
+    /// `mx start`, `mx run`.
+    Start,
+    Reload,
+}
+
+impl BeganBy {
+    /// The start file's `by=` word (the agent's `clock::read_began_by`).
+    fn word(self) -> &'static str {
+        match self {
+            BeganBy::Start => "start",
+            BeganBy::Reload => "reload",
+        }
+    }
+}
+
 /// Tells an armed agent the fleet's start instant (and, for `mx run`, the end
 /// instant and grace; for `mx run --ramp`, the rate scale of the first step,
 /// written first); fails when no agent runs there any more, naming `logs`,
 /// the command that fetches this fleet's logs.
-pub fn go(
-    dir: &str,
-    start: f64,
-    grace: f64,
-    end: Option<f64>,
-    scale: Option<f64>,
-    logs: &str,
-) -> String {
+pub fn go(dir: &str, go: &Go, logs: &str) -> String {
     let mut script = running_agent(dir, logs);
-    if let Some(scale) = scale {
-        script.push_str(&write_control(RATE_FILE, &rate_words(scale, start)));
+    if let Some(scale) = go.scale {
+        script.push_str(&write_control(RATE_FILE, &rate_words(scale, go.begin)));
         script.push('\n');
     }
-    script.push_str(&write_control(
-        "agent.start",
-        &instant_words(start, Some(grace)),
-    ));
+    let start = format!(
+        "{} by={}",
+        instant_words(go.begin, Some(go.grace)),
+        go.by.word()
+    );
+    script.push_str(&write_control("agent.start", &start));
     script.push('\n');
-    if let Some(end) = end {
+    if let Some(end) = go.end {
         script.push_str(&write_control(
             "agent.end",
-            &instant_words(end, Some(grace)),
+            &instant_words(end, Some(go.grace)),
         ));
         script.push('\n');
     }
@@ -403,31 +429,42 @@ pub fn bind_probe(spec: &str) -> String {
     )
 }
 
-/// One status line: the agent's last log line, NOT-RUNNING or NOT-DEPLOYED.
+/// One status line: the agent's last log line, NOT-RUNNING or NOT-DEPLOYED;
+/// then, when there is a report, the report's header and newest host row (what the
+/// agent ran, to compare with the matrix here).
 pub fn status(dir: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then tail -n 1 agent.log 2>/dev/null || echo 'running (no report yet)'; else echo NOT-RUNNING; fi",
+         if [ -n \"$(agent_pids)\" ]; then tail -n 1 agent.log 2>/dev/null || echo 'running (no report yet)'; else echo NOT-RUNNING; fi\n{newest}",
         pids = head(dir),
-        d = q(dir)
+        d = q(dir),
+        newest = newest_host_row(),
     )
 }
 
+/// The report's header line and its newest host row, when there is a
+/// report (read from the end: `tac` seeks, so an hour's report costs what
+/// its last interval does). While an agent runs (its pid file is there),
+/// only a row it wrote: a report a reload kept holds the last agent's
+/// rows, another matrix's, until the new one writes. Run in the agent's
+/// directory.
+fn newest_host_row() -> &'static str {
+    "if [ -s report.csv ] && { [ ! -e agent.pid ] || [ report.csv -nt agent.pid ]; }; then\n\
+     head -n 1 report.csv\n\
+     col=$(head -n 1 report.csv | tr -d '\\r' | tr ',' '\\n' | grep -nxF dir | head -n 1 | cut -d: -f1)\n\
+     tac report.csv | awk -F, -v d=\"$col\" '$d == \"host\" { print; exit }'\n\
+     fi"
+}
+
 /// The agent's state for `status --json`: `running`, `NOT-RUNNING` or
-/// `NOT-DEPLOYED` on the first line; then, when there is a report, its
-/// header line and its newest host row (read from the end: `tac` seeks, so
-/// an hour's report costs what its last interval does).
+/// `NOT-DEPLOYED` on the first line; then the report's header and newest host row.
 pub fn status_row(dir: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then echo running; else echo NOT-RUNNING; fi\n\
-         if [ -s report.csv ]; then\n\
-         head -n 1 report.csv\n\
-         col=$(head -n 1 report.csv | tr -d '\\r' | tr ',' '\\n' | grep -nxF dir | head -n 1 | cut -d: -f1)\n\
-         tac report.csv | awk -F, -v d=\"$col\" '$d == \"host\" {{ print; exit }}'\n\
-         fi",
+         if [ -n \"$(agent_pids)\" ]; then echo running; else echo NOT-RUNNING; fi\n{newest}",
         pids = head(dir),
-        d = q(dir)
+        d = q(dir),
+        newest = newest_host_row(),
     )
 }
 
@@ -530,13 +567,24 @@ mod tests {
             "{script}"
         );
         // The go of a ramp orders the first step's scale before the start.
-        let go = go("/var/tmp/mx", 100.0, 1.0, None, Some(0.5), "mx logs");
+        let at = |scale| Go {
+            begin: 100.0,
+            grace: 1.0,
+            end: None,
+            scale,
+            by: BeganBy::Reload,
+        };
+        let go = go("/var/tmp/mx", &at(Some(0.5)), "mx logs");
         let (rate_at, start_at) = (
             go.find("agent.rate.tmp").unwrap(),
             go.find("agent.start.tmp").unwrap(),
         );
         assert!(rate_at < start_at, "{go}");
-        assert!(!super::go("/d", 100.0, 1.0, None, None, "l").contains("agent.rate"));
+        assert!(!super::go("/d", &at(None), "l").contains("agent.rate"));
+        assert!(
+            go.contains("'at=100.000000 grace=1.000 by=reload' > agent.start.tmp"),
+            "{go}"
+        );
     }
 
     #[test]

@@ -46,7 +46,10 @@
 //!   `rep_pkts`: refused by plan, not lost;
 //! - `matrix_fp` (host rows): the print of the traffic this agent ran
 //!   (`matrix::run_print`): a summary refuses reports whose print is not
-//!   the matrix's beside them, another run's.
+//!   the matrix's beside them, another run's;
+//! - `began_by` (the first host row an agent writes): the command whose
+//!   start instant began its flows, `start` (`mx start`, `mx run`) or
+//!   `reload`: a summary says "restarted by reload", not "came up late".
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -211,6 +214,7 @@ columns! {
     JitterUs = "jitter_us",
     OverPlan = "over_plan",
     MatrixFp = "matrix_fp",
+    BeganBy = "began_by",
 }
 
 /// Columns of the original tool's reports (ours add the rest).

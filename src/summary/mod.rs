@@ -112,6 +112,18 @@ impl Summary {
         })
     }
 
+    /// The steps of a ramp (`mx run --ramp`) among the summarized
+    /// intervals, which are to be summarized one by one; empty when the
+    /// run was not a ramp.
+    pub fn ramp_steps(&self) -> Vec<(analysis::span::Step, ramp::Kind)> {
+        ramp::recorded::steps(self.set.timeline(), &self.set.span)
+    }
+
+    /// The report interval in seconds (1 when a single tick cannot say).
+    pub fn interval(&self) -> f64 {
+        self.set.interval.unwrap_or(1) as f64
+    }
+
     /// The text above WHAT TO DO NEXT.
     pub fn text(&self) -> String {
         render::text::render(&self.set, &self.ctx, &self.figs, &self.opts)

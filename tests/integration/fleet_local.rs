@@ -997,6 +997,24 @@ fn agent_fleet_reload_of_a_stopped_fleet_says_so_and_starts_every_host_at_one_in
         let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
         assert!(log.contains("all hosts together"), "{h}: {log}");
     }
+    // The summary names the restart as reload's, at its instant: never a
+    // host that came up late.
+    let begin = reload
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("[mx] 3 host(s) begin together at "))
+        .expect("the instant")
+        .to_string();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let summary = sb.mx(&[&["summarize"][..], &local].concat());
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    let want = format!("; h1, h2, h3 restarted by reload at {begin} (the reload's edges");
+    assert!(summary.stdout.contains(&want), "{want}: {}", summary.stdout);
+    assert!(
+        !summary.stdout.contains("came up late"),
+        "{}",
+        summary.stdout
+    );
     assert_eq!(sb.mx(&[&["stop"][..], &local].concat()).code, 0);
 }
 

@@ -285,7 +285,7 @@ fn check_a_mixed_matrix_checks_the_paced_flows_and_names_the_rest() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout.contains(
-            "  131 flows are unpaced ('max'), left out below: their load is whatever the senders manage\n\
+            "  131 flows are unpaced ('max'; a cell of 'inf' or 'unpaced' means max too), left out below: their load is whatever the senders manage\n\
              \x20   h1 -> h3, h4, h5, h6, h7, h8, h9, h10 and 2 more\n"
         ),
         "{}",

@@ -90,10 +90,42 @@ fn agent_status_json_reads_each_hosts_newest_row_and_its_state() {
         assert!(row["age_s"].as_f64().unwrap() < 10.0, "{h}");
         // Counted, and a clean run at its plan refuses nothing.
         assert_eq!(row["over_plan"], 0, "{h}");
+        assert_eq!(h["runs_this_matrix"], true, "{h}");
     }
+    let own = sb.mx(&["status", "--local", "hosts"]);
+    assert!(!own.stdout.contains("ANOTHER MATRIX"), "{}", own.stdout);
+
+    // Another directory whose matrix is 2 kpps a pair, on the same hosts
+    // (the same remote directory): its status says the agents run another
+    // matrix than its own, in words and in the document.
+    let other = fleet_dir_with(122, &["h1", "h2"], &["--pps", "2000"]);
+    let hosts = sb.file("hosts");
+    let hosts = hosts.to_str().unwrap();
+    let text = other.mx(&["status", "--local", hosts]);
+    assert_eq!(text.code, 0, "{}{}", text.stdout, text.stderr);
+    assert_eq!(
+        text.stdout.matches(" -- ANOTHER MATRIX\n").count(),
+        2,
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains(
+            "[mx] ANOTHER MATRIX: the agents of h1, h2 run another matrix than matrix.csv"
+        ),
+        "{}",
+        text.stdout
+    );
+    let json = other.mx(&["status", "--local", hosts, "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).expect(&json.stdout);
+    for h in doc["hosts"].as_array().unwrap() {
+        assert_eq!(h["runs_this_matrix"], false, "{h}");
+    }
+
     assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
     let doc = status(&sb);
     for h in doc["hosts"].as_array().unwrap() {
+        assert!(h["runs_this_matrix"].is_null(), "no agent runs: {h}");
         assert_eq!(h["state"], "not-running", "{h}");
         assert!(h["row"].is_object(), "the last row stays readable: {h}");
     }

@@ -93,6 +93,50 @@ fn agent_fleet_ramp_raises_the_running_agents_rate_and_rows_carry_its_scale() {
     assert_eq!(doc["highest_held"]["scale"], 2.0);
     assert!(doc["lowest_failed_scale"].is_null());
 
+    // Summarized afterwards, the reports read as the ramp they are: each
+    // step alone, never one average of both rates.
+    let summary = sb.mx(&["summarize", "--no-collect", "--min-delivered", "50"]);
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    assert!(
+        summary.stdout.starts_with(
+            "mx summarize -- a ramp (mx run --ramp): 2 step(s), x1 to x2, each summarized alone"
+        ),
+        "{}",
+        summary.stdout
+    );
+    for (n, scale, offered) in [("1", "x1", "2.0 kpps"), ("2", "x2", "4.0 kpps")] {
+        let row = summary
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq([n, scale]))
+            .unwrap_or_else(|| panic!("step {n}: {}", summary.stdout));
+        assert!(row.contains(offered) && row.ends_with("held"), "{row}");
+    }
+    assert!(
+        summary.stdout.contains("highest rate that held: 4000 pps"),
+        "{}",
+        summary.stdout
+    );
+    let json = sb.mx(&[
+        "summarize",
+        "--no-collect",
+        "--min-delivered",
+        "50",
+        "--json",
+    ]);
+    let recorded: serde_json::Value = serde_json::from_str(&json.stdout).expect(&json.stdout);
+    assert_eq!(recorded["schema"], "mx.ramp/1");
+    let offered: Vec<f64> = recorded["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["offered_pps"].as_f64().unwrap())
+        .collect();
+    assert_eq!(offered, [2000.0, 4000.0], "{recorded}");
+    assert_eq!(recorded["ramp"]["from"], 1.0);
+    assert_eq!(recorded["ramp"]["to"], 2.0);
+    assert_eq!(recorded["ramp"]["step"], 1.0);
+
     // The rows: each interval at one scale, the target and the rate sent
     // following it, and the scale blank on rx rows (the peer's to say).
     let host_rows = report_rows(&sb, "h1", "host", "*");

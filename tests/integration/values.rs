@@ -119,7 +119,8 @@ fn rates_past_any_nic_or_not_numbers_are_refused_naming_the_switch_or_cell() {
         &["start", FLEET, "hosts", "--matrix", "huge.csv"],
         "cell a -> b: 1e30 packets/s is beyond what any NIC carries",
     );
-    // `inf`, `unpaced` and `max` are unpaced, as they always were.
+    // `inf`, `unpaced` and `max` are unpaced, as they always were, and
+    // check says so in words.
     sb.write(
         "unpaced.csv",
         "src\\dst,a=127.0.0.1,b=127.0.0.2\na=127.0.0.1,,inf\nb=127.0.0.2,unpaced,\n",
@@ -127,7 +128,8 @@ fn rates_past_any_nic_or_not_numbers_are_refused_naming_the_switch_or_cell() {
     let run = sb.mx(&["check", "--matrix", "unpaced.csv"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stdout.contains("every flow is unpaced ('max')"),
+        run.stdout
+            .contains("every flow is unpaced ('max'; a cell of 'inf' or 'unpaced' means max too)"),
         "{}",
         run.stdout
     );

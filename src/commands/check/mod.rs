@@ -116,12 +116,12 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> Result<u8> {
     if unpaced > 0 {
         let (flows, load) = if unpaced == 1 {
             (
-                "1 flow is unpaced ('max')".to_string(),
+                format!("1 flow is {UNPACED}"),
                 "its load is whatever its sender manages",
             )
         } else {
             (
-                format!("{unpaced} flows are unpaced ('max')"),
+                format!("{unpaced} flows are {UNPACED}"),
                 "their load is whatever the senders manage",
             )
         };
@@ -178,6 +178,10 @@ fn families(matrix: &Matrix) -> Vec<Ip> {
     ips
 }
 
+/// How a flow without a rate is named: the cell words that make one (any
+/// case) all mean `max`, as they did in the original.
+const UNPACED: &str = "unpaced ('max'; a cell of 'inf' or 'unpaced' means max too)";
+
 /// Nothing paced: no load to weigh and no rate to size workers from. Exit 0: an
 /// unpaced matrix is a fine thing to run, only not one to check.
 fn all_unpaced(args: &CheckArgs, matrix: &Matrix, out: &mut dyn Write) -> Result<u8> {
@@ -188,7 +192,7 @@ fn all_unpaced(args: &CheckArgs, matrix: &Matrix, out: &mut dyn Write) -> Result
     };
     writeln!(
         out,
-        "  {every} unpaced ('max'): the offered load is whatever the senders manage, so there"
+        "  {every} {UNPACED}: the offered load is whatever the senders manage, so there"
     )?;
     writeln!(
         out,

@@ -54,7 +54,7 @@ fn run_saying(
     if args.ramp.range.is_some() {
         return ramp::run(args, out, document);
     }
-    if let Some(flag) = args.ramp.others_given().first() {
+    if let Some(flag) = args.ramp_flags_given().first() {
         return Err(Error::refused(format!(
             "{flag} is a setting of the ramp: give --ramp FROM:TO with it (e.g. --ramp 0.5:3)"
         )));

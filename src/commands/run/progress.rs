@@ -267,6 +267,7 @@ mod tests {
                 workers: None,
                 over_plan: None,
             }),
+            runs_this_matrix: Some(true),
         }
     }
 

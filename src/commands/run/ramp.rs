@@ -61,8 +61,7 @@ impl Ramp {
         let r = &args.ramp;
         let range = r.range.as_deref().unwrap_or_default();
         let plan = Plan::parse(range, r.ramp_step.as_deref(), r.bisect).map_err(Error::refused)?;
-        let thresholds = Thresholds::parse(r.min_delivered.as_deref(), r.max_p99.as_deref())
-            .map_err(Error::refused)?;
+        let thresholds = crate::commands::summarize::step_holds(&args.report.holds)?;
         crate::commands::agent::check_flags(&args.run.agent_flags)?;
         if args.run.agent_flags.duration > 0.0 {
             return Err(Error::refused(
@@ -178,18 +177,7 @@ fn table(fleet: &Fleet, ramp: &Ramp, steps: &[StepResult]) -> String {
         units::g(ramp.interval),
         ramp.thresholds.text()
     );
-    text.push_str(&ramp::table_header());
-    for (i, s) in steps.iter().enumerate() {
-        text.push_str(&ramp::table_row(i + 1, s));
-    }
-    if steps.iter().any(|s| s.kind == Kind::Bisect) {
-        text.push_str("  (b: a bisection step)\n");
-    }
-    if steps.iter().any(|s| s.kind == Kind::Again) {
-        text.push_str("  (r: the step before, tried again: an agent was short of CPU in it)\n");
-    }
-    text.push('\n');
-    text.push_str(&ramp::conclusion(steps));
+    text.push_str(&ramp::steps_text(steps));
     text
 }
 

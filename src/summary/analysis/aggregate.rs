@@ -496,6 +496,11 @@ impl ReportSet {
         id
     }
 
+    /// Every host's intervals, by label: who reported when, and how.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
     pub fn id_of(&self, name: &str) -> Option<u32> {
         self.ids.get(name).copied()
     }
@@ -584,6 +589,7 @@ impl ReportSet {
             Dir::Host if row.num(Column::Pps).is_some() => {
                 mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
                 mark.rate_scale = row.num(Column::RateScale);
+                mark.reloaded = row.text(Column::BeganBy) == "reload";
                 mark.nic = row.num(Column::NicTxPkts).is_some();
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));

@@ -38,6 +38,9 @@ pub struct Mark {
     pub rate_scale: Option<f64>,
     /// Its host row carries the interface's counters.
     pub nic: bool,
+    /// Its host row is the first of an agent `mx reload` began
+    /// (`began_by`): an edge of the reload's making.
+    pub reloaded: bool,
 }
 
 /// Every host's marks, by interval label (`ts`).
@@ -79,8 +82,12 @@ pub struct Span {
     /// summarized as it is (and the header says so).
     pub no_steady: bool,
     /// Hosts whose first whole interval came after the others': (host, by how
-    /// many seconds).
+    /// many seconds). A host `mx reload` started is not late: it is among
+    /// `reloaded`.
     pub late: Vec<(u32, i64)>,
+    /// The agents `mx reload` began: (host, the label of its first interval,
+    /// whether it ran before: restarted, not started).
+    pub reloaded: Vec<Reloaded>,
     /// The run ended as planned (some host marked its end).
     pub planned_end: bool,
     /// Some host marked its intervals' phase: the span is the steady part.
@@ -100,6 +107,32 @@ impl Span {
     pub fn contains(&self, ts: i64) -> bool {
         self.keep.contains(&ts)
     }
+}
+
+/// An agent `mx reload` began, as its first host row says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reloaded {
+    pub host: u32,
+    /// The label (end) of its first interval.
+    pub ts: i64,
+    /// The host had reported before: the reload restarted it.
+    pub restarted: bool,
+}
+
+/// Every agent `mx reload` began, in `timeline`'s order of hosts, then time.
+fn reloads(timeline: &Timeline) -> Vec<Reloaded> {
+    let mut reloaded = Vec::new();
+    for (host, marks) in timeline.iter().enumerate() {
+        let first = marks.keys().next().copied();
+        for (&ts, _) in marks.iter().filter(|(_, m)| m.reloaded) {
+            reloaded.push(Reloaded {
+                host: host as u32,
+                ts,
+                restarted: first.is_some_and(|first| first < ts),
+            });
+        }
+    }
+    reloaded
 }
 
 /// One step of a ramp (`mx run --ramp`): the intervals its figures come from.
@@ -204,7 +237,17 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
             .collect(),
         None => BTreeSet::new(),
     };
-    let late = late_hosts(&first_whole);
+    let reloaded = reloads(timeline);
+    // A host reload started, whose first whole interval is its reload's,
+    // did not come up late: reload began it then.
+    let late: Vec<(u32, i64)> = late_hosts(&first_whole)
+        .into_iter()
+        .filter(|&(host, _)| {
+            !reloaded
+                .iter()
+                .any(|r| r.host == host && first_whole[host as usize].is_some_and(|f| r.ts <= f))
+        })
+        .collect();
     let planned_end = !ended.is_empty();
     if keep.is_empty() {
         // Nothing steady (a run of one interval, say): the window as it is.
@@ -221,6 +264,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
             left_out: 0,
             no_steady: true,
             late,
+            reloaded,
             planned_end,
             marked,
         };
@@ -239,6 +283,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
         left_out,
         no_steady: false,
         late,
+        reloaded,
         planned_end,
         marked,
     }
@@ -335,6 +380,7 @@ mod tests {
                         flows: true,
                         rate_scale: None,
                         nic: false,
+                        reloaded: false,
                     },
                 )
             })
@@ -394,9 +440,35 @@ mod tests {
                 flows: true,
                 rate_scale: None,
                 nic: false,
+                reloaded: false,
             },
         );
         assert_eq!(span(&vec![a, d], 0.0).keep, BTreeSet::from([1, 2, 4]));
+    }
+
+    #[test]
+    fn a_host_reload_began_is_named_as_reload_s_not_as_late() {
+        let reloaded = |marks: &mut BTreeMap<i64, Mark>, ts: i64| {
+            marks.get_mut(&ts).unwrap().reloaded = true;
+        };
+        let a = host(&[(1, S, true), (2, S, true), (3, S, true), (4, S, true)]);
+        // b ran from 1 and reload restarted it at 3; c, new in the matrix,
+        // reload started at 3.
+        let mut b = host(&[(1, S, true), (3, S, true), (4, S, true)]);
+        reloaded(&mut b, 3);
+        let mut c = host(&[(3, S, true), (4, S, true)]);
+        reloaded(&mut c, 3);
+        let span = span(&vec![a.clone(), b, c.clone()], 0.0);
+        assert_eq!(span.late, []);
+        let began = |r: &Reloaded| (r.host, r.ts, r.restarted);
+        assert_eq!(
+            span.reloaded.iter().map(began).collect::<Vec<_>>(),
+            [(1, 3, true), (2, 3, false)]
+        );
+        // Without the mark, c came up late.
+        let mut unmarked = c;
+        unmarked.get_mut(&3).unwrap().reloaded = false;
+        assert_eq!(super::span(&vec![a, unmarked], 0.0).late, [(1, 2)]);
     }
 
     #[test]
@@ -448,7 +520,7 @@ mod tests {
                         host_row: Some(S),
                         flows: true,
                         rate_scale,
-                        nic: false,
+                        ..Mark::default()
                     },
                 )
             })
@@ -493,8 +565,7 @@ mod tests {
             Mark {
                 host_row: None,
                 flows: true,
-                rate_scale: None,
-                nic: false,
+                ..Mark::default()
             },
         );
         let timeline = vec![ramped(&[(1, Some(1.0)), (2, Some(1.0)), (3, Some(1.0))]), c];

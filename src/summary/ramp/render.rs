@@ -34,6 +34,23 @@ pub fn table_header() -> String {
     )
 }
 
+/// The steps' table, its legend, and the answer under it.
+pub fn steps_text(steps: &[StepResult]) -> String {
+    let mut text = table_header();
+    for (i, s) in steps.iter().enumerate() {
+        text.push_str(&table_row(i + 1, s));
+    }
+    if steps.iter().any(|s| s.kind == Kind::Bisect) {
+        text.push_str("  (b: a bisection step)\n");
+    }
+    if steps.iter().any(|s| s.kind == Kind::Again) {
+        text.push_str("  (r: the step before, tried again: an agent was short of CPU in it)\n");
+    }
+    text.push('\n');
+    text.push_str(&conclusion(steps));
+    text
+}
+
 /// One step's row of the table (`n` counts from 1).
 pub fn table_row(n: usize, s: &StepResult) -> String {
     let f = &s.figures;

@@ -2,11 +2,13 @@
 //! span and what it left out and why, the class the agents marked with, and
 //! a layered run's rotation.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::summary::Options;
 use crate::summary::analysis::aggregate::{self, ReportSet};
 use crate::summary::analysis::figures::{Context, Figures};
+use crate::summary::analysis::span::Reloaded;
 use crate::units;
 
 /// The first line (what was covered, hosts, flows, sizes), the span line,
@@ -116,6 +118,7 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
             );
         }
     }
+    line.push_str(&reload_words(set, &span.reloaded, interval));
     for &(host, behind) in &span.late {
         let _ = write!(
             line,
@@ -142,6 +145,33 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
 
 /// What became of a host that went: `<name>'s agent stopped`, `<name> was
 /// out of reach` or `<name> wrote no report`.
+/// `; h1, h2 restarted by reload at 12:00:03; h4 started by reload at
+/// 12:00:03 (...)`: the agents `mx reload` began, by instant (the start of
+/// each one's first interval, `interval` seconds before its label).
+fn reload_words(set: &ReportSet, reloaded: &[Reloaded], interval: i64) -> String {
+    let mut by_instant: BTreeMap<(i64, bool), Vec<&str>> = BTreeMap::new();
+    for r in reloaded {
+        by_instant
+            .entry((r.ts, !r.restarted))
+            .or_default()
+            .push(set.name(r.host));
+    }
+    let mut words = String::new();
+    for ((ts, started), hosts) in &by_instant {
+        let _ = write!(
+            words,
+            "; {} {} by reload at {}",
+            units::names_list(hosts, 5),
+            if *started { "started" } else { "restarted" },
+            units::local_clock((ts - interval) as f64)
+        );
+    }
+    if !words.is_empty() {
+        words.push_str(" (the reload's edges are left out, not counted as loss)");
+    }
+    words
+}
+
 fn gone_what(name: &str, gone: &aggregate::Departure) -> String {
     match gone.why {
         aggregate::Gone::Stopped => format!("{name}'s agent stopped"),
