@@ -13,6 +13,8 @@
 //!   (the MXO1 header) and writing [`report`] rows and an [`agent::stamp`];
 //! - [`summary`]: `mx summarize`, report sets turned into answers, and
 //!   [`export`], the same numbers as floor-plan overlays;
+//! - [`monitor`]: always on: the Prometheus targets, rules and the Grafana
+//!   dashboard of a fleet of agents serving `/metrics`, from the matrix;
 //! - [`fleet`]: files and processes moved to the hosts, over ssh (or a local
 //!   sandbox per host);
 //! - [`commands`]: one module per sub-command: checks its flags, composes the
@@ -35,6 +37,7 @@ pub mod files;
 pub mod fleet;
 pub mod input;
 pub mod matrix;
+pub mod monitor;
 pub mod private_dir;
 pub mod report;
 pub mod summary;

@@ -35,6 +35,17 @@ pub struct AgentConfig {
     pub run: RunSettings,
 }
 
+/// Where an agent serves `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsAt {
+    /// This port of the host's own address in the matrix (or its `--bind`
+    /// address): where the fleet's targets file points Prometheus, and
+    /// distinct for agents that share a machine.
+    Port(u16),
+    /// Exactly this address and port (`0.0.0.0:9464`: every address).
+    Addr(std::net::SocketAddr),
+}
+
 /// The part of an agent's run the controller passes alike to every agent,
 /// and each agent stamps for a reload to reuse.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +74,8 @@ pub struct RunSettings {
     /// Bytes of the data file of a disk run (`--disk-size`): whole blocks,
     /// at least 1 MiB.
     pub disk_size: u64,
+    /// Where the agent serves `/metrics` (`--metrics`); `None`: nowhere.
+    pub metrics: Option<MetricsAt>,
     /// These settings as the words of an agent command line, written into
     /// the stamp for `mx reload` to pass again.
     pub stamp_words: Vec<String>,

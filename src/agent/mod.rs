@@ -39,6 +39,7 @@ pub mod disk;
 pub mod host_counters;
 pub mod identity;
 pub mod limits;
+pub mod metrics;
 pub mod pacing;
 pub mod pair_rtt;
 pub mod plan;
@@ -64,8 +65,10 @@ use crate::units;
 
 use crate::units::wall_now;
 use clock::RunClock;
-use config::AgentConfig;
+use config::{AgentConfig, MetricsAt};
 use counters::Batch;
+use metrics::Metrics;
+use metrics::endpoint::Endpoint;
 use plan::AgentPlan;
 use reporter::Reporter;
 use udp::Buffers;
@@ -172,7 +175,8 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     for stale in [&start_file, &end_file, &rate_file] {
         let _ = std::fs::remove_file(stale);
     }
-    let mut reporter = Reporter::open(&config.report, &plan, Arc::clone(&clock))
+    let metrics = serve_metrics(config, &plan)?;
+    let mut reporter = Reporter::open(&config.report, &plan, Arc::clone(&clock), metrics)
         .map_err(|e| Error::io(&config.report, "cannot open the report", &e))?;
     let (rx, threads) = spawn_workers(&plan, &clock)?;
 
@@ -506,6 +510,29 @@ fn schedule_peers(matrix: &Matrix, me: u32) -> std::collections::BTreeSet<u32> {
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// `--metrics`: listens (a port taken or an address not here refuses the
+/// start, in one line) and serves this agent's counts from a thread of its
+/// own; the metrics the reporter is to publish to.
+fn serve_metrics(config: &AgentConfig, plan: &AgentPlan) -> Result<Option<Arc<Metrics>>> {
+    let addr = match config.run.metrics {
+        None => return Ok(None),
+        Some(MetricsAt::Addr(addr)) => addr,
+        Some(MetricsAt::Port(port)) => {
+            let ip = plan
+                .local_ip
+                .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+            SocketAddr::new(ip, port)
+        }
+    };
+    let endpoint = Endpoint::listen(addr).map_err(|e| Error::refused(format!("--metrics: {e}")))?;
+    let metrics = Arc::new(Metrics::new(&plan.matrix, plan.me, plan.interval));
+    endpoint
+        .serve(Arc::clone(&metrics))
+        .map_err(|e| Error::refused(format!("--metrics: cannot start its thread: {e}")))?;
+    say!("metrics: serving /metrics on {}", endpoint.addr);
+    Ok(Some(metrics))
 }
 
 /// How this agent learns its start and end.

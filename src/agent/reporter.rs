@@ -15,6 +15,7 @@ use super::counters::{Batch, RxCounts, SocketDrops};
 use super::cpu::{CpuSampler, CpuShares};
 use super::disk::stats::DiskStats;
 use super::host_counters::{HostCounters, HostDelta};
+use super::metrics::Metrics;
 use super::plan::AgentPlan;
 use crate::report::row::header_line;
 use crate::report::rtt::MergedRtt;
@@ -188,6 +189,8 @@ pub struct Reporter {
     /// Intervals dropped because too much was already held, since the last
     /// time the disk took everything.
     dropped: u64,
+    /// `--metrics`: each interval's rows are published there too.
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// Most report bytes held in memory while the disk refuses them (~1 million
@@ -196,7 +199,12 @@ const MAX_UNWRITTEN: usize = 256 << 20;
 
 impl Reporter {
     /// Opens `path` for appending, writing the header if the file is new or empty.
-    pub fn open(path: &Path, plan: &AgentPlan, clock: Arc<RunClock>) -> io::Result<Reporter> {
+    pub fn open(
+        path: &Path,
+        plan: &AgentPlan,
+        clock: Arc<RunClock>,
+        metrics: Option<Arc<Metrics>>,
+    ) -> io::Result<Reporter> {
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -226,6 +234,7 @@ impl Reporter {
             stalled: None,
             news: None,
             dropped: 0,
+            metrics,
         })
     }
 
@@ -293,6 +302,9 @@ impl Reporter {
             // summary tells a restart by `mx reload` from a late host by it.
             if first {
                 row.began_by = self.clock.began_by();
+            }
+            if let Some(metrics) = &self.metrics {
+                metrics.host_row(&row, &totals.rtt, tick);
             }
             row.write_csv(&mut out);
             self.status_line(&row, &merged, &totals, serving, phase)
@@ -406,6 +418,9 @@ impl Reporter {
             r.send_errors = Some(row.send_errors);
             r.rate_scale = m.rate_scale;
             r.write_csv(out);
+            if let Some(metrics) = &self.metrics {
+                metrics.client_row(&r, &row.rtt);
+            }
             t.live_peers += 1;
             t.sum.pps += row.pps;
             t.sum.mbps += row.mbps;
@@ -441,6 +456,9 @@ impl Reporter {
             r.late_pkts = Some(row.counts.late);
             r.over_plan = Some(row.counts.over_plan);
             r.write_csv(out);
+            if let Some(metrics) = &self.metrics {
+                metrics.server_row(&r);
+            }
             serving += row.pps;
         }
         serving

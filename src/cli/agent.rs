@@ -102,6 +102,11 @@ pub struct AgentFlags {
     #[arg(long)]
     pub no_gso: bool,
 
+    /// Serve each agent's counts to Prometheus on this port (or ADDR:PORT),
+    /// at /metrics, in the OpenMetrics text format
+    #[arg(long, value_name = "[ADDR:]PORT", env = "MX_METRICS")]
+    pub metrics: Option<String>,
+
     /// Size of each host's data file in a disk run (K/M/G/T, binary; at least 1M;
     /// written once, reused by later runs)
     #[arg(long, value_name = "SIZE")]
@@ -139,6 +144,9 @@ impl AgentFlags {
         }
         if let Some(size) = &self.disk_size {
             flags.extend(["--disk-size".to_string(), size.clone()]);
+        }
+        if let Some(metrics) = &self.metrics {
+            flags.extend(["--metrics".to_string(), metrics.clone()]);
         }
         flags
     }

@@ -331,3 +331,57 @@ mod tests {
         assert!(parse_pps("fast").is_err());
     }
 }
+
+/// `mx monitor`: the files that wire an always-on fleet into Prometheus.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Writes targets.json (file_sd), rules.yml (recording and alerting rules), \
+                  prometheus.yml (a config that scrapes the one with the other) and \
+                  dashboard.json (Grafana) into --dir. Start the agents with the same \
+                  port: mx start --metrics PORT (or MX_METRICS)."
+)]
+pub struct MonitorArgs {
+    /// The matrix the fleet runs
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "MX_MATRIX",
+        hide_env_values = true,
+        default_value = "matrix.csv"
+    )]
+    pub matrix: PathBuf,
+
+    /// The port the agents serve /metrics on, as mx start --metrics was given it
+    #[arg(long, value_name = "PORT", env = "MX_METRICS", default_value = "9464")]
+    pub metrics: String,
+
+    /// Where to write the files
+    #[arg(long, value_name = "DIR", default_value = "monitor")]
+    pub dir: PathBuf,
+
+    /// Alert when a leg, or a host's legs in or out, lose more than this %
+    #[arg(long, value_name = "PCT", default_value = "1",
+          value_parser = super::values::percent, allow_negative_numbers = true)]
+    pub loss_pct: f64,
+
+    /// ... and at least this many packets over --window (at a few packets a
+    /// second a share of a handful misleads)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub min_lost: u64,
+
+    /// ... for this long (a Prometheus duration: 30s, 5m, 1h)
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub alert_for: String,
+
+    /// Alert when a host's RTT p99 is over this (800us, 5ms, 0.2s)
+    #[arg(long, value_name = "DURATION", default_value = "10ms")]
+    pub rtt_p99: String,
+
+    /// The window loss and RTT are taken over (a Prometheus duration)
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub window: String,
+
+    /// How often Prometheus scrapes the agents (a Prometheus duration)
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub scrape_interval: String,
+}

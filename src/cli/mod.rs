@@ -93,6 +93,8 @@ pub enum Command {
     Logs(LogsArgs),
     /// Fetch every host's report into --reports
     Collect(CollectArgs),
+    /// Always on: Prometheus targets, loss rules, alerts and a Grafana dashboard
+    Monitor(MonitorArgs),
     /// start, hold --for S, summarize, stop: a whole run in one command
     Run(Box<RunArgs>),
     /// A whole run on local agents (127.77.0.x), no ssh and no root: try mx here

@@ -78,6 +78,16 @@ pub fn mpps(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A share in percent: above 0, at most 100 (`--loss-pct`).
+pub fn percent(text: &str) -> Result<f64, String> {
+    match finite(text.trim().trim_end_matches('%'), "a percentage")? {
+        v if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{text}': want a percentage above 0 and at most 100"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! pass with [`check_flags`] before anything is copied, so both refuse with
 //! the same words.
 
-use crate::agent::config::{AgentConfig, MAX_STREAMS, RunSettings};
+use crate::agent::config::{AgentConfig, MAX_STREAMS, MetricsAt, RunSettings};
 use crate::agent::{self, disk};
 use crate::cli::{AgentArgs, AgentFlags, WorkersArg};
 use crate::error::{Error, Result};
@@ -112,8 +112,30 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
         no_gso: flags.no_gso,
         bind: flags.bind.clone(),
         disk_size,
+        metrics: flags.metrics.as_deref().map(metrics_addr).transpose()?,
         stamp_words: flags.to_args(),
     })
+}
+
+/// `--metrics`: a port (on the host's own address) or ADDR:PORT.
+pub fn metrics_addr(text: &str) -> Result<MetricsAt> {
+    let refused = || {
+        Error::refused(format!(
+            "--metrics '{text}': want the port to serve /metrics on (9464), or ADDR:PORT (10.0.0.1:9464, [::]:9464)"
+        ))
+    };
+    let t = text.trim();
+    if let Ok(port) = t.parse::<u16>() {
+        return match port {
+            0 => Err(refused()),
+            _ => Ok(MetricsAt::Port(port)),
+        };
+    }
+    t.parse::<std::net::SocketAddr>()
+        .ok()
+        .filter(|a| a.port() != 0)
+        .map(MetricsAt::Addr)
+        .ok_or_else(refused)
 }
 
 /// Refuses a `--grace` the agent could not keep (the agent's own flag: the

@@ -15,6 +15,7 @@ pub mod help;
 pub mod hints;
 pub mod logs;
 pub mod manual;
+pub mod monitor;
 pub mod reload;
 pub mod report;
 pub mod run;

@@ -144,6 +144,14 @@ impl MergedRtt {
             .collect()
     }
 
+    /// Calls `each(ns, count)` for every non-empty bucket, in order (the
+    /// bucket's highest value, as [`MergedRtt::encode`] writes it).
+    pub fn for_each_bucket(&self, mut each: impl FnMut(u64, u64)) {
+        for v in self.0.iter_recorded() {
+            each(v.value_iterated_to(), v.count_at_value());
+        }
+    }
+
     /// The `q` quantile (0..=1) in microseconds; `None` when nothing was recorded.
     pub fn quantile_us(&self, q: f64) -> Option<f64> {
         (!self.0.is_empty()).then(|| self.0.value_at_quantile(q) as f64 / 1000.0)

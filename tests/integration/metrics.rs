@@ -1,0 +1,279 @@
+//! `mx start --metrics PORT`: every agent serves its counts on /metrics
+//! (OpenMetrics text), read here over real HTTP from real agents on
+//! loopback, and checked against the report rows the same agents wrote.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::fleet_local::fleet_dir_with;
+use crate::util::Sandbox;
+
+/// `GET path` from `addr`: (status code, body).
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response");
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, body.to_string())
+}
+
+/// The samples of an OpenMetrics text: `name{label="v",...}` (labels as
+/// written) -> value.
+pub fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (key, value) = l.rsplit_once(' ').expect(l);
+            (key.to_string(), value.parse().expect(l))
+        })
+        .collect()
+}
+
+/// Two scrapes in a row that agree: the agent between two intervals.
+fn settled(addr: &str) -> BTreeMap<String, f64> {
+    let mut last = samples(&http_get(addr, "/metrics").1);
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(150));
+        let now = samples(&http_get(addr, "/metrics").1);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the metrics of {addr} never held still");
+}
+
+/// A host's report rows, as column -> cell.
+fn rows(sb: &Sandbox, host: &str) -> Vec<BTreeMap<String, String>> {
+    let text = sb.read(&format!("hosts/{host}/var/tmp/mx/report.csv"));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().trim_end().split(',').collect();
+    lines
+        .map(|l| {
+            header
+                .iter()
+                .zip(l.trim_end().split(','))
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn agent_metrics_count_what_the_report_rows_count_per_peer_and_host() {
+    let hosts = ["h1", "h2", "h3"];
+    let sb = fleet_dir_with(78, &hosts, &["--pps", "200"]);
+    let port = "19478";
+    let start = sb.mx(&[
+        "start",
+        "--local",
+        "hosts",
+        "--interval",
+        "1",
+        "--metrics",
+        port,
+    ]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let addr = |i: usize| format!("127.78.0.{}:{port}", i + 1);
+    // A few whole intervals on every host (bounded).
+    let began = Instant::now();
+    while hosts.iter().enumerate().any(|(i, _)| {
+        let m = samples(&http_get(&addr(i), "/metrics").1);
+        m.get(&format!(
+            "mx_host_rtt_seconds_count{{host=\"{}\"}}",
+            hosts[i]
+        ))
+        .is_none_or(|n| *n < 1200.0)
+    }) {
+        assert!(began.elapsed() < Duration::from_secs(30), "no intervals");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for (i, host) in hosts.iter().enumerate() {
+        let m = settled(&addr(i));
+        let end = m[&format!("mx_last_interval_end_timestamp_seconds{{host=\"{host}\"}}")];
+        let written: Vec<_> = rows(&sb, host)
+            .into_iter()
+            .filter(|r| r["ts"].parse::<f64>().unwrap() <= end)
+            .collect();
+        let sum = |dir: &str, peer: &str, column: &str| -> f64 {
+            written
+                .iter()
+                .filter(|r| r["dir"] == dir && r["peer"] == peer)
+                .filter_map(|r| r[column].parse::<f64>().ok())
+                .sum()
+        };
+        for peer in hosts.iter().filter(|p| *p != host) {
+            let at = |name: &str| {
+                let key = format!("{name}{{host=\"{host}\",peer=\"{peer}\"}}");
+                *m.get(&key).unwrap_or_else(|| panic!("{key} in {m:?}"))
+            };
+            // The counters are the report's interval counts, summed.
+            assert_eq!(at("mx_requests_sent_total"), sum("tx", peer, "pkts"));
+            assert_eq!(at("mx_replies_received_total"), sum("tx", peer, "rep_pkts"));
+            assert_eq!(at("mx_requests_received_total"), sum("rx", peer, "pkts"));
+            assert_eq!(at("mx_replies_sent_total"), sum("rx", peer, "rep_pkts"));
+            assert_eq!(at("mx_reply_duplicates_total"), sum("tx", peer, "dup_pkts"));
+            assert_eq!(
+                at("mx_requests_over_plan_total"),
+                sum("rx", peer, "over_plan")
+            );
+            assert_eq!(at("mx_target_requests_per_second"), 200.0);
+            // At 200 a second for a few seconds, every request back.
+            assert!(at("mx_requests_sent_total") >= 400.0, "{host} -> {peer}");
+            assert_eq!(
+                at("mx_replies_received_total"),
+                at("mx_requests_sent_total"),
+                "loopback loses nothing: {host} -> {peer}"
+            );
+            // Every reply's round trip is in the peer's histogram.
+            let rtt = |suffix: &str, le: &str| {
+                let key =
+                    format!("mx_peer_rtt_seconds_{suffix}{{host=\"{host}\",{le}peer=\"{peer}\"}}");
+                *m.get(&key).unwrap_or_else(|| panic!("{key}"))
+            };
+            assert_eq!(rtt("count", ""), at("mx_replies_received_total"));
+            assert_eq!(rtt("bucket", "le=\"+Inf\","), rtt("count", ""));
+        }
+        // The host's histogram holds what its host rows' histograms hold.
+        let hist_count: f64 = written
+            .iter()
+            .filter(|r| r["dir"] == "host")
+            .flat_map(|r| {
+                r["rtt_hist"]
+                    .split(';')
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter_map(|b| b.split_once(':').map(|(_, n)| n.parse::<f64>().unwrap()))
+            .sum();
+        assert_eq!(
+            m[&format!("mx_host_rtt_seconds_count{{host=\"{host}\"}}")],
+            hist_count
+        );
+        // Not a disk run: no disk series at all, never a 0 that reads as
+        // measured.
+        assert!(!m.keys().any(|k| k.starts_with("mx_disk_")), "{m:?}");
+        assert_eq!(m[&format!("mx_interval_seconds{{host=\"{host}\"}}")], 1.0);
+    }
+    // The content type Prometheus asks for; another path is not found.
+    let (code, body) = http_get(&addr(0), "/metrics");
+    assert_eq!(code, 200);
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    assert!(
+        body.contains("# TYPE mx_peer_rtt_seconds histogram"),
+        "{body}"
+    );
+    assert_eq!(http_get(&addr(0), "/").0, 404);
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+}
+
+#[test]
+fn agent_metrics_a_bad_port_is_refused_before_any_host_and_a_taken_one_names_its_host() {
+    let sb = fleet_dir_with(79, &["h1", "h2"], &["--pps", "100"]);
+    for bad in ["0", "70000", "nine", "127.0.0.1"] {
+        let run = sb.mx(&["start", "--local", "hosts", "--metrics", bad]);
+        assert_eq!(run.code, 2, "{bad}: {}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.stderr,
+            format!(
+                "mx: --metrics '{bad}': want the port to serve /metrics on (9464), or ADDR:PORT (10.0.0.1:9464, [::]:9464)\n"
+            )
+        );
+        assert!(!sb.file("hosts").exists(), "nothing touched a host");
+    }
+    // MX_METRICS is --metrics.
+    let run = sb.mx_env(&["start", "--local", "hosts"], &[("MX_METRICS", "nine")]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.starts_with("mx: --metrics 'nine'"), "{}", run.stderr);
+    // The port taken on h1's address: h1's agent says so, and the start
+    // fails naming it.
+    let _taken = std::net::TcpListener::bind("127.79.0.1:19479").unwrap();
+    let run = sb.mx(&["start", "--local", "hosts", "--metrics", "19479"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("--metrics: cannot serve metrics on 127.79.0.1:19479"),
+        "{}",
+        run.stdout
+    );
+    let _ = sb.mx(&["stop", "--local", "hosts"]);
+}
+
+#[test]
+fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
+    let sb = fleet_dir_with(80, &["h1", "h2", "h3"], &["--pps", "10"]);
+    for (args, want) in [
+        (
+            &["--window", "30s", "--scrape-interval", "15s"][..],
+            "mx: --window 30s holds fewer than 4 scrapes at --scrape-interval 15s",
+        ),
+        (
+            &["--alert-for", "5"][..],
+            "mx: --alert-for '5': want a Prometheus duration",
+        ),
+        (&["--loss-pct", "0"][..], "'0': want a percentage above 0"),
+        (&["--rtt-p99", "5"][..], "mx: --rtt-p99 '5': want a positive duration"),
+        (&["--metrics", "0"][..], "mx: --metrics '0': want the port"),
+    ] {
+        let run = sb.mx(&[&["monitor"][..], args].concat());
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        // The first line says it (clap adds its --help hint under its own).
+        let first = run.stderr.lines().next().unwrap_or_default();
+        assert!(first.contains(want), "{args:?}: {}", run.stderr);
+        assert!(!sb.file("monitor").exists(), "nothing written: {args:?}");
+    }
+    let run = sb.mx(&["monitor", "--metrics", "9464"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let targets: serde_json::Value =
+        serde_json::from_str(&sb.read("monitor/targets.json")).unwrap();
+    let want: Vec<serde_json::Value> = (1..=3)
+        .map(|i| {
+            serde_json::json!({
+                "targets": [format!("127.80.0.{i}:9464")],
+                "labels": {"mx_host": format!("h{i}")}
+            })
+        })
+        .collect();
+    assert_eq!(targets, serde_json::Value::Array(want));
+    // Each host sends to 2 peers and hears from 2.
+    let per_host = 47 + 2 * 20 + 2 * 6;
+    assert!(
+        run.stdout.contains(&format!(
+            "series: at most {per_host} a host, {} in all",
+            3 * per_host
+        )),
+        "{}",
+        run.stdout
+    );
+    for (what, file) in [("rules", "rules.yml"), ("config", "prometheus.yml")] {
+        let out = std::process::Command::new("promtool")
+            .args(["check", what, sb.file(&format!("monitor/{file}")).to_str().unwrap()])
+            .output()
+            .expect("promtool (.ci/run installs Debian's prometheus)");
+        assert!(
+            out.status.success(),
+            "promtool check {what}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&sb.read("monitor/dashboard.json")).unwrap();
+    let exprs = matrix_orchestrator::monitor::dashboard::expressions(&dashboard);
+    assert!(
+        exprs.iter().any(|e| e == "mx:forward_loss:ratio")
+            && exprs.iter().any(|e| e == "mx:return_loss:ratio"),
+        "{exprs:?}"
+    );
+}
