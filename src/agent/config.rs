@@ -74,6 +74,8 @@ pub struct RunSettings {
     /// Bytes of the data file of a disk run (`--disk-size`): whole blocks,
     /// at least 1 MiB.
     pub disk_size: u64,
+    /// How much of its report the agent keeps (`--keep-report`).
+    pub keep: crate::agent::report_keep::Keep,
     /// Where the agent serves `/metrics` (`--metrics`); `None`: nowhere.
     pub metrics: Option<MetricsAt>,
     /// These settings as the words of an agent command line, written into

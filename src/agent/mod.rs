@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod pacing;
 pub mod pair_rtt;
 pub mod plan;
+pub mod report_keep;
 pub mod reporter;
 pub mod sequence;
 pub mod slots;
@@ -176,8 +177,14 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
         let _ = std::fs::remove_file(stale);
     }
     let metrics = serve_metrics(config, &plan)?;
-    let mut reporter = Reporter::open(&config.report, &plan, Arc::clone(&clock), metrics)
-        .map_err(|e| Error::io(&config.report, "cannot open the report", &e))?;
+    let mut reporter = Reporter::open(
+        &config.report,
+        &plan,
+        Arc::clone(&clock),
+        metrics,
+        config.run.keep,
+    )
+    .map_err(|e| Error::io(&config.report, "cannot open the report", &e))?;
     let (rx, threads) = spawn_workers(&plan, &clock)?;
 
     // 10. The banner, then the files that say this agent is up.

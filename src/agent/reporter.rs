@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::clock::{RunClock, phase_of};
@@ -17,6 +17,7 @@ use super::disk::stats::DiskStats;
 use super::host_counters::{HostCounters, HostDelta};
 use super::metrics::Metrics;
 use super::plan::AgentPlan;
+use super::report_keep::{self, Keep};
 use crate::report::row::header_line;
 use crate::report::rtt::MergedRtt;
 use crate::report::{Dir, Phase, ReportRow};
@@ -191,6 +192,12 @@ pub struct Reporter {
     dropped: u64,
     /// `--metrics`: each interval's rows are published there too.
     metrics: Option<Arc<Metrics>>,
+    /// The report's path, its bound (`--keep-report`), its size and the label of
+    /// its oldest row.
+    path: PathBuf,
+    keep: Keep,
+    report_bytes: u64,
+    oldest: Option<i64>,
 }
 
 /// Most report bytes held in memory while the disk refuses them (~1 million
@@ -204,6 +211,7 @@ impl Reporter {
         plan: &AgentPlan,
         clock: Arc<RunClock>,
         metrics: Option<Arc<Metrics>>,
+        keep: Keep,
     ) -> io::Result<Reporter> {
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -235,6 +243,10 @@ impl Reporter {
             news: None,
             dropped: 0,
             metrics,
+            path: path.to_path_buf(),
+            keep,
+            report_bytes: file_size(path),
+            oldest: report_keep::oldest_label(path),
         })
     }
 
@@ -317,6 +329,7 @@ impl Reporter {
             )
         };
         self.append(ts, out.as_bytes());
+        self.keep_bound(ts);
         Some(status)
     }
 
@@ -631,6 +644,43 @@ impl Reporter {
     /// Appends `rows` after whatever is still held, writing as much as the disk
     /// takes. A short write leaves the rest held, to continue at the exact byte
     /// where the file stopped: no row is ever half-written for good.
+    /// Past `--keep-report`, cuts the report to its newest rows (between ticks,
+    /// and only with nothing held back for a refusing disk), and says so in
+    /// the log. A cut that fails is said once, and the report grows on.
+    fn keep_bound(&mut self, ts: i64) {
+        if !self.unwritten.is_empty() {
+            return;
+        }
+        let Some(from) = self.keep.cut(self.report_bytes, self.oldest, ts) else {
+            return;
+        };
+        let cut = report_keep::cut(&self.path, from).and_then(|cut| {
+            self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+            Ok(cut)
+        });
+        self.news = Some(match cut {
+            Ok(cut) => {
+                self.report_bytes = cut.size;
+                self.oldest = cut.oldest;
+                format!(
+                    "{} report: past --keep-report, its {} oldest rows were dropped; it keeps {} KiB, from the interval ending {}",
+                    units::log_stamp(ts),
+                    cut.dropped,
+                    cut.size >> 10,
+                    cut.oldest
+                        .map_or("-".to_string(), |t| units::local_clock(t as f64))
+                )
+            }
+            Err(e) => {
+                self.keep = Keep::All;
+                format!(
+                    "{} report: cannot be cut to --keep-report ({e}): it grows on",
+                    units::log_stamp(ts)
+                )
+            }
+        });
+    }
+
     fn append(&mut self, ts: i64, rows: &[u8]) {
         if self.unwritten.len() + rows.len() > MAX_UNWRITTEN {
             self.dropped += 1;
@@ -655,6 +705,10 @@ impl Reporter {
             }
         };
         self.unwritten.drain(..written);
+        self.report_bytes += written as u64;
+        if self.oldest.is_none() && written > 0 {
+            self.oldest = Some(ts);
+        }
         if self.unwritten.is_empty() && self.unwritten.capacity() > 1 << 20 {
             // A long stall is over: give the memory back.
             self.unwritten = Vec::new();
@@ -683,4 +737,9 @@ impl Reporter {
             (None, None) => {}
         }
     }
+}
+
+/// The bytes of the file at `path` (0 when it cannot say).
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }

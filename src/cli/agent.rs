@@ -107,6 +107,11 @@ pub struct AgentFlags {
     #[arg(long, value_name = "[ADDR:]PORT", env = "MX_METRICS")]
     pub metrics: Option<String>,
 
+    /// How much of its report each agent keeps: a size (512M, 2G) or an age
+    /// (12h, 14d); past it the oldest rows are dropped. 0 keeps it all
+    #[arg(long, value_name = "SIZE|AGE", default_value = crate::agent::report_keep::DEFAULT)]
+    pub keep_report: String,
+
     /// Size of each host's data file in a disk run (K/M/G/T, binary; at least 1M;
     /// written once, reused by later runs)
     #[arg(long, value_name = "SIZE")]
@@ -144,6 +149,9 @@ impl AgentFlags {
         }
         if let Some(size) = &self.disk_size {
             flags.extend(["--disk-size".to_string(), size.clone()]);
+        }
+        if self.keep_report != crate::agent::report_keep::DEFAULT {
+            flags.extend(["--keep-report".to_string(), self.keep_report.clone()]);
         }
         if let Some(metrics) = &self.metrics {
             flags.extend(["--metrics".to_string(), metrics.clone()]);

@@ -112,6 +112,7 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
         no_gso: flags.no_gso,
         bind: flags.bind.clone(),
         disk_size,
+        keep: agent::report_keep::parse(&flags.keep_report).map_err(Error::refused)?,
         metrics: flags.metrics.as_deref().map(metrics_addr).transpose()?,
         stamp_words: flags.to_args(),
     })

@@ -91,7 +91,8 @@ mod tests {
 
     #[test]
     fn a_target_per_host_at_its_address_and_the_metrics_port() {
-        let m = matrix("src\\dst,a=2001:db8::1,b=2001:db8::2\na=2001:db8::1,,10\nb=2001:db8::2,10,\n");
+        let m =
+            matrix("src\\dst,a=2001:db8::1,b=2001:db8::2\na=2001:db8::1,,10\nb=2001:db8::2,10,\n");
         let doc: serde_json::Value = serde_json::from_str(&file_sd(&m, 9464)).unwrap();
         assert_eq!(
             doc,

@@ -49,7 +49,9 @@
 //!   the matrix's beside them, another run's;
 //! - `began_by` (the first host row an agent writes): the command whose
 //!   start instant began its flows, `start` (`mx start`, `mx run`) or
-//!   `reload`: a summary says "restarted by reload", not "came up late".
+//!   `reload`: a summary says "restarted by reload", not "came up late";
+//!   `keep` on the first host row of a report cut to its newest rows
+//!   (`--keep-report`, agent::report_keep).
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.

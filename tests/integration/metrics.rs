@@ -195,7 +195,11 @@ fn agent_metrics_a_bad_port_is_refused_before_any_host_and_a_taken_one_names_its
     // MX_METRICS is --metrics.
     let run = sb.mx_env(&["start", "--local", "hosts"], &[("MX_METRICS", "nine")]);
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
-    assert!(run.stderr.starts_with("mx: --metrics 'nine'"), "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with("mx: --metrics 'nine'"),
+        "{}",
+        run.stderr
+    );
     // The port taken on h1's address: h1's agent says so, and the start
     // fails naming it.
     let _taken = std::net::TcpListener::bind("127.79.0.1:19479").unwrap();
@@ -223,7 +227,10 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
             "mx: --alert-for '5': want a Prometheus duration",
         ),
         (&["--loss-pct", "0"][..], "'0': want a percentage above 0"),
-        (&["--rtt-p99", "5"][..], "mx: --rtt-p99 '5': want a positive duration"),
+        (
+            &["--rtt-p99", "5"][..],
+            "mx: --rtt-p99 '5': want a positive duration",
+        ),
         (&["--metrics", "0"][..], "mx: --metrics '0': want the port"),
     ] {
         let run = sb.mx(&[&["monitor"][..], args].concat());
@@ -258,7 +265,11 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
     );
     for (what, file) in [("rules", "rules.yml"), ("config", "prometheus.yml")] {
         let out = std::process::Command::new("promtool")
-            .args(["check", what, sb.file(&format!("monitor/{file}")).to_str().unwrap()])
+            .args([
+                "check",
+                what,
+                sb.file(&format!("monitor/{file}")).to_str().unwrap(),
+            ])
             .output()
             .expect("promtool (.ci/run installs Debian's prometheus)");
         assert!(
@@ -276,4 +287,89 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
             && exprs.iter().any(|e| e == "mx:return_loss:ratio"),
         "{exprs:?}"
     );
+}
+
+#[test]
+fn agent_report_kept_to_its_bound_for_minutes_and_summarized_whole() {
+    let hosts = ["h1", "h2", "h3", "h4", "h5", "h6"];
+    let sb = fleet_dir_with(81, &hosts, &["--pps", "50"]);
+    let start = sb.mx(&[
+        "start",
+        "--local",
+        "hosts",
+        "--interval",
+        "1",
+        "--keep-report",
+        "64K",
+    ]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let report = |h: &str| sb.file(&format!("hosts/{h}/var/tmp/mx/report.csv"));
+    // A minute: a host writes about 4.5 KB a second, so each report passes
+    // 64 KiB and is cut back to its newest half several times.
+    let mut largest = 0;
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(60) {
+        for h in hosts {
+            largest = largest.max(std::fs::metadata(report(h)).map_or(0, |m| m.len()));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Within the bound, give or take the one interval written before a cut.
+    assert!(
+        largest <= (64 << 10) + 8192,
+        "a report grew to {largest} bytes"
+    );
+    for h in hosts {
+        let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
+        assert!(
+            log.matches("report: past --keep-report").count() >= 2,
+            "{h} cut its report: {log}"
+        );
+    }
+    // The summary reads every host's kept rows: its span runs from where
+    // every kept report begins to the newest interval.
+    let summary = sb.mx(&["summarize", "--local", "hosts", "--window", "0", "--json"]);
+    assert_eq!(summary.code, 0, "{}", summary.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&summary.stdout).unwrap();
+    let labels = |h: &str| -> Vec<i64> {
+        sb.read(&format!("reports/{h}.csv"))
+            .lines()
+            .skip(1)
+            .filter_map(|row| row.split(',').next()?.parse().ok())
+            .collect()
+    };
+    let first_kept = hosts.iter().map(|h| labels(h)[0]).max().unwrap();
+    let newest = hosts
+        .iter()
+        .map(|h| *labels(h).last().unwrap())
+        .min()
+        .unwrap();
+    let span = &doc["span"];
+    let (first, last) = (
+        span["first_ts"].as_i64().unwrap(),
+        span["last_ts"].as_i64().unwrap(),
+    );
+    assert!(
+        (0..=2).contains(&(first - first_kept)),
+        "the span begins where every kept report does ({first_kept}): {span}"
+    );
+    assert!(
+        newest - last <= 1,
+        "and runs to the newest ({newest}): {span}"
+    );
+    assert_eq!(
+        span["intervals"].as_i64().unwrap(),
+        last - first + 1,
+        "{span}"
+    );
+    // And it is said: the reports were cut, no host came up late.
+    let text = sb.mx(&["summarize", "--no-collect", "--window", "0"]);
+    assert!(
+        text.stdout
+            .contains("keep only their newest rows (cut to the agents' --keep-report)"),
+        "{}",
+        text.stdout
+    );
+    assert!(!text.stdout.contains("came up late"), "{}", text.stdout);
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
 }

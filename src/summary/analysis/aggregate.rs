@@ -589,7 +589,9 @@ impl ReportSet {
             Dir::Host if row.num(Column::Pps).is_some() => {
                 mark.host_row = Some(Phase::parse(row.text(Column::Phase)));
                 mark.rate_scale = row.num(Column::RateScale);
-                mark.reloaded = row.text(Column::BeganBy) == "reload";
+                let began_by = row.text(Column::BeganBy);
+                mark.reloaded = began_by == "reload";
+                mark.cut = began_by == "keep";
                 mark.nic = row.num(Column::NicTxPkts).is_some();
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));

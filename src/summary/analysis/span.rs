@@ -41,6 +41,9 @@ pub struct Mark {
     /// Its host row is the first of an agent `mx reload` began
     /// (`began_by`): an edge of the reload's making.
     pub reloaded: bool,
+    /// Its host row is the first of a report cut to its newest rows
+    /// (`began_by=keep`, the agents' `--keep-report`).
+    pub cut: bool,
 }
 
 /// Every host's marks, by interval label (`ts`).
@@ -88,6 +91,9 @@ pub struct Span {
     /// The agents `mx reload` began: (host, the label of its first interval,
     /// whether it ran before: restarted, not started).
     pub reloaded: Vec<Reloaded>,
+    /// Hosts whose report begins after its agent did: cut to its newest
+    /// rows (`--keep-report`). Not late: their agents' first rows are gone.
+    pub cut: Vec<u32>,
     /// The run ended as planned (some host marked its end).
     pub planned_end: bool,
     /// Some host marked its intervals' phase: the span is the steady part.
@@ -133,6 +139,22 @@ fn reloads(timeline: &Timeline) -> Vec<Reloaded> {
         }
     }
     reloaded
+}
+
+/// The hosts whose report begins with a row marked cut (`--keep-report`): its
+/// agent's first rows are gone, not late.
+fn cut_reports(timeline: &Timeline) -> Vec<u32> {
+    timeline
+        .iter()
+        .enumerate()
+        .filter(|(_, marks)| {
+            marks
+                .values()
+                .find(|m| m.host_row.is_some())
+                .is_some_and(|m| m.cut)
+        })
+        .map(|(host, _)| host as u32)
+        .collect()
 }
 
 /// One step of a ramp (`mx run --ramp`): the intervals its figures come from.
@@ -238,14 +260,17 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
         None => BTreeSet::new(),
     };
     let reloaded = reloads(timeline);
+    let cut = cut_reports(timeline);
     // A host reload started, whose first whole interval is its reload's,
-    // did not come up late: reload began it then.
+    // did not come up late: reload began it then. Nor did a host whose
+    // report was cut to its newest rows.
     let late: Vec<(u32, i64)> = late_hosts(&first_whole)
         .into_iter()
         .filter(|&(host, _)| {
             !reloaded
                 .iter()
                 .any(|r| r.host == host && first_whole[host as usize].is_some_and(|f| r.ts <= f))
+                && !cut.contains(&host)
         })
         .collect();
     let planned_end = !ended.is_empty();
@@ -265,6 +290,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
             no_steady: true,
             late,
             reloaded,
+            cut,
             planned_end,
             marked,
         };
@@ -284,6 +310,7 @@ pub fn span(timeline: &Timeline, window: f64) -> Span {
         no_steady: false,
         late,
         reloaded,
+        cut,
         planned_end,
         marked,
     }
@@ -379,8 +406,7 @@ mod tests {
                         host_row: complete.then_some(phase),
                         flows: true,
                         rate_scale: None,
-                        nic: false,
-                        reloaded: false,
+                        ..Mark::default()
                     },
                 )
             })
@@ -439,8 +465,7 @@ mod tests {
                 host_row: Some(Some(Phase::Start)),
                 flows: true,
                 rate_scale: None,
-                nic: false,
-                reloaded: false,
+                ..Mark::default()
             },
         );
         assert_eq!(span(&vec![a, d], 0.0).keep, BTreeSet::from([1, 2, 4]));

@@ -119,6 +119,14 @@ fn span_lines(set: &ReportSet, opts: &Options) -> (String, String) {
         }
     }
     line.push_str(&reload_words(set, &span.reloaded, interval));
+    if !span.cut.is_empty() {
+        let names: Vec<&str> = span.cut.iter().map(|&h| set.name(h)).collect();
+        let _ = write!(
+            line,
+            "; the reports of {} keep only their newest rows (cut to the agents' --keep-report): the span begins where every host's report does",
+            units::names_list(&names, 5)
+        );
+    }
     for &(host, behind) in &span.late {
         let _ = write!(
             line,
