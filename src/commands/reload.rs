@@ -15,6 +15,7 @@ use std::io::Write;
 use clap::Parser as _;
 
 use super::start::check_dwell_interval;
+use crate::agent::config::MetricsAt;
 use crate::agent::stamp::fingerprint;
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
@@ -54,6 +55,32 @@ fn value_of<'a>(flags: &'a [String], flag: &str) -> Option<&'a str> {
         .position(|f| f == flag)
         .and_then(|i| flags.get(i + 1))
         .map(String::as_str)
+}
+
+/// Where `mx monitor` writes the targets by default: a reload of an
+/// always-on fleet rewrites them there, so that Prometheus (which rereads a
+/// `file_sd` file by itself) follows the new matrix.
+const MONITOR_TARGETS: &str = "monitor/targets.json";
+
+/// With agents serving `/metrics` (`metrics`, their flag) and `mx
+/// monitor`'s targets beside the matrix, rewrites them for `target`.
+fn rewrite_targets(target: &Matrix, metrics: Option<&str>, out: &mut dyn Write) -> Result<()> {
+    let path = std::path::Path::new(MONITOR_TARGETS);
+    let (Some(metrics), true) = (metrics, path.is_file()) else {
+        return Ok(());
+    };
+    let port = match super::agent::metrics_addr(metrics)? {
+        MetricsAt::Port(port) => port,
+        MetricsAt::Addr(addr) => addr.port(),
+    };
+    let text = crate::monitor::targets::file_sd(target, port);
+    crate::files::write_atomically(path, |f| f.write_all(text.as_bytes()))?;
+    writeln!(
+        out,
+        "[mx] {MONITOR_TARGETS} rewritten for the new matrix: {} targets on port {port} (Prometheus rereads it by itself)",
+        target.host_count()
+    )?;
+    Ok(())
 }
 
 /// The `--interval` of a flag list (5 s when absent, the agent's default).
@@ -147,6 +174,8 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         )?;
         return Ok(EXIT_PROBLEMS);
     }
+    let metrics = act.iter().find_map(|&i| value_of(flags_of(i), "--metrics"));
+    rewrite_targets(target, metrics, out)?;
     let kept = actions.iter().filter(|a| matches!(a, Action::Keep)).count();
     writeln!(
         out,

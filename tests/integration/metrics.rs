@@ -373,3 +373,48 @@ fn agent_report_kept_to_its_bound_for_minutes_and_summarized_whole() {
     assert!(!text.stdout.contains("came up late"), "{}", text.stdout);
     assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
 }
+
+#[test]
+fn agent_metrics_reload_of_an_edited_matrix_rewrites_the_targets() {
+    let sb = fleet_dir_with(82, &["h1", "h2"], &["--pps", "10"]);
+    let start = sb.mx(&[
+        "start",
+        "--local",
+        "hosts",
+        "--interval",
+        "1",
+        "--metrics",
+        "19482",
+    ]);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert_eq!(sb.mx(&["monitor", "--metrics", "19482"]).code, 0);
+    // A third host joins the matrix.
+    sb.write(
+        "servers.txt",
+        "h1=127.82.0.1\nh2=127.82.0.2\nh3=127.82.0.3\n",
+    );
+    assert_eq!(sb.mx(&["gen", "--pps", "10"]).code, 0);
+    let reload = sb.mx(&["reload", "--local", "hosts"]);
+    assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
+    assert!(
+        reload.stdout.contains(
+            "[mx] monitor/targets.json rewritten for the new matrix: 3 targets on port 19482"
+        ),
+        "{}",
+        reload.stdout
+    );
+    let targets: serde_json::Value =
+        serde_json::from_str(&sb.read("monitor/targets.json")).unwrap();
+    assert_eq!(targets[2]["targets"][0], "127.82.0.3:19482");
+    // And the new host's agent serves there.
+    let began = Instant::now();
+    while std::net::TcpStream::connect("127.82.0.3:19482").is_err() {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "h3 serves no metrics"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(http_get("127.82.0.3:19482", "/metrics").0, 200);
+    assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
+}
