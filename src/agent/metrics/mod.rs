@@ -444,3 +444,52 @@ fn register(registry: &mut Registry, c: &Client, s: &Server, h: &Host, interval:
         h.interval_end.clone(),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Dir;
+
+    fn matrix(text: &str) -> Matrix {
+        Matrix::parse(text.as_bytes(), "m.csv").unwrap()
+    }
+
+    #[test]
+    fn every_series_names_its_host_and_a_peer_s_its_peer_with_pools_and_dscp_where_set() {
+        let m = matrix(
+            "# tx_size=64 rx_size=64 port=5300 dscp=34\n# pool tor1: a\n# pool tor2: b\nsrc\\dst,a,b\na,,10\nb,10,\n",
+        );
+        let metrics = Metrics::new(&m, 0, 5.0);
+        let row = ReportRow {
+            ts: 100,
+            host: "a".to_string(),
+            dir: Some(Dir::Tx),
+            peer: "b".to_string(),
+            pkts: Some(50),
+            rep_pkts: Some(49),
+            ..ReportRow::default()
+        };
+        metrics.client_row(&row, &MergedRtt::of_buckets(&[(20_000, 49)]));
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "mx_requests_sent_total{host=\"a\",pool=\"tor1\",dscp=\"34\",peer=\"b\",peer_pool=\"tor2\"} 50"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("mx_replies_received_total{host=\"a\",pool=\"tor1\",dscp=\"34\",peer=\"b\",peer_pool=\"tor2\"} 49"),
+            "{text}"
+        );
+        // Without pools or a class: the host and the peer alone.
+        let plain = Metrics::new(&matrix("src\\dst,a,b\na,,10\nb,10,\n"), 0, 5.0);
+        plain.client_row(&row, &MergedRtt::default());
+        assert!(
+            plain
+                .encode()
+                .contains("mx_requests_sent_total{host=\"a\",peer=\"b\"} 50"),
+            "{}",
+            plain.encode()
+        );
+    }
+}
