@@ -5,6 +5,7 @@
 //! (resetting its own) and sends it down a channel: one message per worker per
 //! interval.
 
+use super::legs::LegCounts;
 use crate::report::rtt::Compact;
 
 /// One flow socket's traffic in an interval.
@@ -87,6 +88,9 @@ pub struct FlowReport {
     pub rtt_max_ns: u64,
     /// Smallest RTT of the interval, ns (`None`: no reply timed).
     pub rtt_min_ns: Option<u64>,
+    /// What its replies' counts settled since its last report, each leg
+    /// apart (`None`: no counted reply yet, or a peer that counts nothing).
+    pub legs: Option<LegCounts>,
 }
 
 /// Datagrams the kernel dropped at this worker's sockets because their

@@ -38,6 +38,7 @@ pub mod cpu;
 pub mod disk;
 pub mod host_counters;
 pub mod identity;
+pub mod legs;
 pub mod limits;
 pub mod metrics;
 pub mod pacing;

@@ -15,6 +15,7 @@ use super::counters::{Batch, RxCounts, SocketDrops};
 use super::cpu::{CpuSampler, CpuShares};
 use super::disk::stats::DiskStats;
 use super::host_counters::{HostCounters, HostDelta};
+use super::legs::LegCounts;
 use super::metrics::Metrics;
 use super::plan::AgentPlan;
 use super::report_keep::{self, Keep};
@@ -46,6 +47,8 @@ struct TxRow {
     rep_pkts: u64,
     late: u64,
     send_errors: u64,
+    /// Both legs as the flows' replies told them; `None`: no flow could.
+    legs: Option<LegCounts>,
 }
 
 /// One rx row in the making.
@@ -316,7 +319,7 @@ impl Reporter {
                 row.began_by = self.clock.began_by();
             }
             if let Some(metrics) = &self.metrics {
-                metrics.host_row(&row, &totals.rtt, tick);
+                metrics.host_row(&row, &totals.rtt);
             }
             row.write_csv(&mut out);
             self.status_line(&row, &merged, &totals, serving, phase)
@@ -329,6 +332,9 @@ impl Reporter {
             )
         };
         self.append(ts, out.as_bytes());
+        if let Some(metrics) = &self.metrics {
+            metrics.interval_written(tick);
+        }
         self.keep_bound(ts);
         Some(status)
     }
@@ -387,6 +393,9 @@ impl Reporter {
                 row.jitter_count += f.counts.jitter_count;
                 row.dup += f.counts.dup;
                 row.ooo += f.counts.ooo;
+                if let Some(legs) = &f.legs {
+                    row.legs.get_or_insert_default().add(legs);
+                }
             }
             for (peer, counts) in &batch.rx {
                 let row = m.rx.entry(self.names[*peer as usize].clone()).or_default();
@@ -430,6 +439,11 @@ impl Reporter {
             r.late_pkts = Some(row.late);
             r.send_errors = Some(row.send_errors);
             r.rate_scale = m.rate_scale;
+            if let Some(legs) = row.legs {
+                r.settled_pkts = Some(legs.settled);
+                r.fwd_lost_pkts = Some(legs.forward_lost);
+                r.ret_lost_pkts = Some(legs.return_lost);
+            }
             r.write_csv(out);
             if let Some(metrics) = &self.metrics {
                 metrics.client_row(&r, &row.rtt);

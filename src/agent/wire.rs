@@ -6,10 +6,10 @@
 //! |--------|------|--------------|-------------------------|------------------------|
 //! | 0      | 4    | magic        | `MXO1`                  | `MXO1`                 |
 //! | 4      | 1    | kind         | 0                       | 1                      |
-//! | 5      | 1    | flags        | interval tag (see below)| 0                      |
+//! | 5      | 1    | flags        | interval tag (see below)| counted (see below)    |
 //! | 6      | 2    | src index    | sender's matrix index   | responder's own index  |
 //! | 8      | 4    | packet len   | tx_size                 | the reply's size       |
-//! | 12     | 4    | reply len    | rx_size (reply to send) | 0                      |
+//! | 12     | 4    | reply len    | rx_size (reply to send) | responder's count      |
 //! | 16     | 8    | seq          | per-socket, first = 1   | echoed                 |
 //! | 24     | 8    | t_send       | sender's clock          | echoed untouched       |
 //!
@@ -25,6 +25,20 @@
 //! hosts, and a receiver's count never exceeds what was sent (see
 //! `agent::slots`). A request with bit 7 clear (the original's) is counted in
 //! the interval it arrives in.
+//!
+//! In a reply, the original writes the flags and the reply length as 0 and
+//! never reads them (nor do we, but for what follows). Our responders set
+//! flags bit 7 ([`COUNTED`]) and put in the reply-length field their running
+//! count, mod 2^32, of the requests that arrived on the flow the reply
+//! answers (that sender's socket, duplicates left out), this request
+//! included; and in flags bits 0-6 how many of them, mod 128, they left
+//! unanswered on purpose (refused by plan, or a disk queue full:
+//! `agent::budget`). With the sequence number the reply echoes, that tells
+//! the sender both legs from its own counts alone: of the requests up to
+//! that number, so many reached the responder, so many were refused, and so
+//! many replies came back (`agent::legs`; STAMP, RFC 8762, and TWAMP, RFC
+//! 5357, carry the reflector's own sequence number for the same reason). A
+//! reply with bit 7 clear (the original's) carries no count.
 use crate::matrix::{MAX_PACKET_BYTES, MIN_PACKET_BYTES};
 
 pub const HEADER_LEN: usize = 32;
@@ -35,6 +49,23 @@ pub const KIND_REPLY: u8 = 1;
 pub const TAGGED: u8 = 0x80;
 /// The interval numbers a tag tells apart.
 pub const TAG_MASK: u64 = 0x7f;
+/// Flags bit 7 of a reply: its reply-length field holds the responder's
+/// count of the flow's requests, and bits 0-6 its refusals (mod 128).
+pub const COUNTED: u8 = 0x80;
+/// The refusals a reply's flags hold.
+pub const REFUSED_MASK: u8 = 0x7f;
+
+/// What a counted reply says of its flow, up to the request it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Requests that reached the responder, this one included (mod 2^32).
+    pub arrived: u32,
+    /// Of them, the ones it left unanswered on purpose (mod 128).
+    pub refused: u8,
+}
+/// The bytes of a reply that hold the responder's count (the reply-length
+/// field, big-endian).
+pub const COUNT: std::ops::Range<usize> = 12..16;
 
 /// A decoded header (kind-independent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +112,24 @@ impl Header {
     pub fn in_interval(mut self, interval: u64) -> Header {
         self.flags = TAGGED | (interval & TAG_MASK) as u8;
         self
+    }
+
+    /// This reply, carrying the responder's tally of its flow: `arrived`,
+    /// the requests it has had so far, its own request included (kept mod
+    /// 2^32), and `refused`, those it left unanswered (kept mod 128).
+    pub fn counting(mut self, arrived: u64, refused: u64) -> Header {
+        self.flags = COUNTED | (refused as u8 & REFUSED_MASK);
+        self.reply_len = arrived as u32;
+        self
+    }
+
+    /// The responder's tally a reply carries; `None` for a reply that
+    /// carries none (the original's) and for a request.
+    pub fn tally(&self) -> Option<Tally> {
+        (self.kind == KIND_REPLY && self.flags & COUNTED != 0).then_some(Tally {
+            arrived: self.reply_len,
+            refused: self.flags & REFUSED_MASK,
+        })
     }
 
     /// The interval tag (0..=127) of a request from one of our senders.
@@ -130,17 +179,30 @@ impl Header {
 /// sequence number and the send time it echoes.
 pub const ECHOED: std::ops::Range<usize> = 16..32;
 
+/// The first 16 bytes of a header but the count field, as a mask over them
+/// read in native byte order.
+const BESIDE_COUNT: u128 = {
+    let mut bytes = [0xff_u8; 16];
+    let mut i = COUNT.start;
+    while i < COUNT.end {
+        bytes[i] = 0;
+        i += 1;
+    }
+    u128::from_ne_bytes(bytes)
+};
+
 /// The header of the first of `n` datagrams of `segment` bytes each, back
 /// to back in `bytes` (a GRO message), when they are one clean run: the
 /// first decodes as `kind`, and each one after carries the same header but
-/// for a sequence number one higher (and, with `same_t_send`, the same send
-/// time). `None` when any differs, is short, or the numbers would wrap:
+/// for a sequence number one higher, a responder's count one higher where
+/// the first carries one ([`COUNTED`]), and (with `same_t_send`) the same
+/// send time. `None` when any differs, is short, or the numbers would wrap:
 /// the caller then takes the datagrams one by one.
 ///
 /// Why: a run is what a peer's send batch becomes on the way, and counting
 /// it once instead of datagram by datagram is most of an agent's own time
 /// per round trip saved. Checking it costs a compare of 16 bytes and a
-/// number per datagram.
+/// number or two per datagram.
 pub fn decode_run(
     bytes: &[u8],
     segment: usize,
@@ -153,13 +215,24 @@ pub fn decode_run(
     }
     let first = Header::decode(bytes).filter(|h| h.kind == kind)?;
     first.seq.checked_add(n as u64 - 1)?;
+    // A counted reply's count field steps with its sequence number (mod
+    // 2^32); every other field but the echoed ones is the first's.
+    let count = first.tally().map(|t| t.arrived);
     let u128_at = |at: usize| u128::from_ne_bytes(bytes[at..at + 16].try_into().expect("16 bytes"));
     let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let (fixed, t_send) = (u128_at(0), u64_at(24));
+    let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    // With a count, bytes 12..16 are compared apart: masked out here.
+    let mask = if count.is_some() {
+        BESIDE_COUNT
+    } else {
+        u128::MAX
+    };
+    let (fixed, t_send) = (u128_at(0) & mask, u64_at(24));
     for k in 1..n {
         let at = k * segment;
-        if u128_at(at) != fixed
+        if u128_at(at) & mask != fixed
             || u64::from_be(u64_at(at + 16)) != first.seq + k as u64
+            || count.is_some_and(|c| u32_at(at + COUNT.start) != c.wrapping_add(k as u32))
             || (same_t_send && u64_at(at + 24) != t_send)
         {
             return None;
@@ -269,6 +342,55 @@ mod tests {
         // The original's requests (flags 0) carry none, and replies echo none.
         assert_eq!(Header::request(3, 64, 64, 1, 5).interval_tag(), None);
         assert_eq!(Header::reply_to(&req, 1, MAX_PACKET_BYTES).flags, 0);
+    }
+
+    #[test]
+    fn a_counted_reply_carries_the_responder_s_count_where_the_original_writes_0() {
+        let req = Header::request(7, 64, 512, 99, 123).in_interval(5);
+        let rep = Header::reply_to(&req, 2, MAX_PACKET_BYTES).counting((1 << 32) + 41, 130);
+        let mut bytes = [0u8; HEADER_LEN];
+        rep.encode(&mut bytes);
+        assert_eq!(bytes[5], COUNTED | 2);
+        assert_eq!(bytes[COUNT], 41u32.to_be_bytes());
+        let back = Header::decode(&bytes).unwrap();
+        assert_eq!(
+            back.tally(),
+            Some(Tally {
+                arrived: 41,
+                refused: 2
+            })
+        );
+        // What it echoes and its size are the uncounted reply's.
+        assert_eq!((back.seq, back.t_send, back.packet_len), (99, 123, 512));
+        // The original's reply (flags and reply length 0) carries none, and
+        // a request's flags byte is its interval tag, not a count.
+        assert_eq!(Header::reply_to(&req, 2, MAX_PACKET_BYTES).tally(), None);
+        assert_eq!(req.tally(), None);
+    }
+
+    #[test]
+    fn a_run_of_counted_replies_steps_its_count_with_its_numbers() {
+        let run = |counts: &[u32]| -> Vec<u8> {
+            let mut bytes = vec![0u8; counts.len() * 64];
+            for (k, &count) in counts.iter().enumerate() {
+                let h: &mut [u8; HEADER_LEN] = (&mut bytes[k * 64..k * 64 + HEADER_LEN])
+                    .try_into()
+                    .unwrap();
+                let req = Header::request(3, 64, 64, 10 + k as u64, 1);
+                Header::reply_to(&req, 1, 64)
+                    .counting(u64::from(count), 3)
+                    .encode(h);
+            }
+            bytes
+        };
+        let first = decode_run(&run(&[5, 6, 7]), 64, 3, KIND_REPLY, true).unwrap();
+        assert_eq!((first.seq, first.tally().map(|t| t.arrived)), (10, Some(5)));
+        // Across the 2^32 wrap of the count too.
+        assert!(decode_run(&run(&[u32::MAX, 0, 1]), 64, 3, KIND_REPLY, true).is_some());
+        // A count that does not step with the numbers: not a run.
+        for counts in [[5, 5, 6], [5, 7, 8], [5, 6, 6]] {
+            assert_eq!(decode_run(&run(&counts), 64, 3, KIND_REPLY, true), None);
+        }
     }
 
     #[test]

@@ -42,10 +42,11 @@ pub fn file_sd(matrix: &Matrix, port: u16) -> String {
     text
 }
 
-/// Series an agent serves: per peer it sends to, 6 counters, a target
-/// gauge and a 12-series histogram (10 bounds, +Inf, sum and count: 13
-/// with the count); per peer it hears from, 6 counters.
-const PER_PEER_SENT_TO: usize = 6 + 1 + 13;
+/// Series an agent serves: per peer it sends to, 9 counters (3 of them the
+/// legs it tells from its replies' counts), a target gauge and a 12-series
+/// histogram (10 bounds, +Inf, sum and count: 13 with the count); per peer
+/// it hears from, 6 counters.
+const PER_PEER_SENT_TO: usize = 9 + 1 + 13;
 const PER_PEER_HEARD_FROM: usize = 6;
 /// Its own: 12 interface and socket counters, 5 CPU gauges (5 more in a
 /// disk run), strays, the host histogram (19 bounds, +Inf, sum, count),

@@ -51,7 +51,16 @@
 //!   start instant began its flows, `start` (`mx start`, `mx run`) or
 //!   `reload`: a summary says "restarted by reload", not "came up late";
 //!   `keep` on the first host row of a report cut to its newest rows
-//!   (`--keep-report`, agent::report_keep).
+//!   (`--keep-report`, agent::report_keep);
+//! - both legs as this host tells them from its own counts (tx rows): the
+//!   responder's count each reply carries says how many of the requests up
+//!   to it arrived (agent::legs). `settled_pkts`: requests whose fate became
+//!   known while the interval was written (up to the newest reply's
+//!   number); of them `fwd_lost_pkts` never reached the peer and
+//!   `ret_lost_pkts` reached it and were never answered back. Settled when
+//!   the row is written, not by the interval the requests were sent in;
+//!   blank when the peer's replies carry no count (the original's agent) or
+//!   none came back yet.
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -217,6 +226,9 @@ columns! {
     OverPlan = "over_plan",
     MatrixFp = "matrix_fp",
     BeganBy = "began_by",
+    SettledPkts = "settled_pkts",
+    FwdLostPkts = "fwd_lost_pkts",
+    RetLostPkts = "ret_lost_pkts",
 }
 
 /// Columns of the original tool's reports (ours add the rest).

@@ -98,6 +98,9 @@ pub struct ReportRow {
     pub over_plan: Option<u64>,
     pub matrix_fp: Option<String>,
     pub began_by: Option<&'static str>,
+    pub settled_pkts: Option<u64>,
+    pub fwd_lost_pkts: Option<u64>,
+    pub ret_lost_pkts: Option<u64>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -198,6 +201,9 @@ impl ReportRow {
             C::OverPlan => int(out, self.over_plan),
             C::MatrixFp => out.push_str(self.matrix_fp.as_deref().unwrap_or("")),
             C::BeganBy => out.push_str(self.began_by.unwrap_or("")),
+            C::SettledPkts => int(out, self.settled_pkts),
+            C::FwdLostPkts => int(out, self.fwd_lost_pkts),
+            C::RetLostPkts => int(out, self.ret_lost_pkts),
         }
     }
 }
@@ -243,13 +249,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 64);
+        assert_eq!(header_line().trim_end().split(',').count(), 67);
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod lab_security;
 mod lab_slurm;
 mod lab_truth;
 mod layering;
+mod legs;
 mod malformed_input;
 mod manual;
 mod metrics;

@@ -25,7 +25,31 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     stream.read_to_string(&mut text).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("a response");
     let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (code, body.to_string())
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (
+        code,
+        if chunked {
+            unchunked(body)
+        } else {
+            body.to_string()
+        },
+    )
+}
+
+/// An HTTP/1.1 chunked body, joined (as Prometheus sends a long answer).
+fn unchunked(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
 }
 
 /// The samples of an OpenMetrics text: `name{label="v",...}` (labels as
@@ -127,6 +151,19 @@ fn agent_metrics_count_what_the_report_rows_count_per_peer_and_host() {
             assert_eq!(
                 at("mx_requests_over_plan_total"),
                 sum("rx", peer, "over_plan")
+            );
+            // Both legs as the sender tells them from its replies' counts.
+            for (counter, column) in [
+                ("mx_requests_settled_total", "settled_pkts"),
+                ("mx_forward_lost_total", "fwd_lost_pkts"),
+                ("mx_return_lost_total", "ret_lost_pkts"),
+            ] {
+                assert_eq!(at(counter), sum("tx", peer, column), "{counter}");
+            }
+            assert!(at("mx_requests_settled_total") >= 300.0, "{host} -> {peer}");
+            assert_eq!(
+                at("mx_forward_lost_total") + at("mx_return_lost_total"),
+                0.0
             );
             assert_eq!(at("mx_target_requests_per_second"), 200.0);
             // At 200 a second for a few seconds, every request back.
@@ -254,7 +291,7 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
         .collect();
     assert_eq!(targets, serde_json::Value::Array(want));
     // Each host sends to 2 peers and hears from 2.
-    let per_host = 47 + 2 * 20 + 2 * 6;
+    let per_host = 47 + 2 * 23 + 2 * 6;
     assert!(
         run.stdout.contains(&format!(
             "series: at most {per_host} a host, {} in all",

@@ -10,19 +10,21 @@
 //!
 //! Every series carries `host` (and `pool`, `dscp` where the matrix has
 //! them); a peer's add `peer` (and `peer_pool`). Per host: as a client, per
-//! peer it sends to, 6 counters, the target rate and a 13-series RTT
+//! peer it sends to, 9 counters, the target rate and a 13-series RTT
 //! histogram; as a server, per peer it hears from, 6 counters; and about 40
 //! series of its own (the interface, the sockets, the CPU, the host
-//! histogram; 5 more in a disk run). With `--peers 8` that is about 255
-//! series a host with Prometheus's own: 2.6 million at 10,000 hosts, which
+//! histogram; 5 more in a disk run). With `--peers 8` that is about 280
+//! series a host with Prometheus's own: 2.8 million at 10,000 hosts, which
 //! one Prometheus holds (docs/always-on.md; `mx monitor` counts them for a
 //! matrix).
 //!
-//! The legs fall out in PromQL: the forward loss a -> b is 1 - (b's
-//! `mx_requests_received_total{peer="a"}`) / (a's
-//! `mx_requests_sent_total{peer="b"}`), the return loss 1 - (a's
-//! `mx_replies_received_total{peer="b"}`) / (b's
-//! `mx_replies_sent_total{peer="a"}`).
+//! Both legs of a flow come from its sender alone: of the requests it has
+//! settled (`mx_requests_settled_total`, up to its newest reply's number),
+//! `mx_forward_lost_total` never reached the peer and
+//! `mx_return_lost_total` reached it and were never answered back, by the
+//! count each reply carries (`agent::legs`). A loss share is then one
+//! target's counter over another of the same target, scraped at one
+//! instant: never one agent's count over another's.
 
 pub mod endpoint;
 pub mod histogram;
@@ -64,28 +66,101 @@ pub struct Metrics {
 }
 
 /// As a client: per peer it sends requests to.
-#[derive(Default)]
 struct Client {
-    requests_sent: PerPeer,
-    replies_received: PerPeer,
-    duplicates: PerPeer,
-    out_of_order: PerPeer,
-    late: PerPeer,
-    send_errors: PerPeer,
+    counters: Vec<(CountOf, PerPeer)>,
     target: PeerGauge,
     rtt: Family<PeerLabels, RttHistogram>,
 }
 
 /// As a server: per peer whose requests it answers.
-#[derive(Default)]
 struct Server {
-    requests_received: PerPeer,
-    replies_sent: PerPeer,
-    duplicates: PerPeer,
-    out_of_order: PerPeer,
-    late: PerPeer,
-    over_plan: PerPeer,
+    counters: Vec<(CountOf, PerPeer)>,
 }
+
+/// A tx row's counts, per peer: name, help, the row's interval count. The
+/// legs' counts are blank (no series) where the peer's replies carry no
+/// count.
+const CLIENT_COUNTERS: [(&str, &str, CountOf); 9] = [
+    (
+        "mx_requests_sent",
+        "Requests this host sent to the peer",
+        |r| r.pkts,
+    ),
+    (
+        "mx_replies_received",
+        "Replies back from the peer to this host's requests",
+        |r| r.rep_pkts,
+    ),
+    (
+        "mx_reply_duplicates",
+        "Replies from the peer that came twice",
+        |r| r.dup_pkts,
+    ),
+    (
+        "mx_replies_out_of_order",
+        "Replies from the peer that came out of order",
+        |r| r.ooo_pkts,
+    ),
+    (
+        "mx_replies_late",
+        "Replies from the peer that came after their interval was written (counted lost there)",
+        |r| r.late_pkts,
+    ),
+    (
+        "mx_send_errors",
+        "Requests to the peer the kernel refused to send (never counted sent)",
+        |r| r.send_errors,
+    ),
+    (
+        "mx_requests_settled",
+        "Requests to the peer whose fate this host knows: up to the newest reply's number",
+        |r| r.settled_pkts,
+    ),
+    (
+        "mx_forward_lost",
+        "Settled requests to the peer that never reached it, by the count its replies carry",
+        |r| r.fwd_lost_pkts,
+    ),
+    (
+        "mx_return_lost",
+        "Settled requests that reached the peer and whose replies never came back",
+        |r| r.ret_lost_pkts,
+    ),
+];
+
+/// An rx row's counts, per peer: name, help, the row's interval count.
+const SERVER_COUNTERS: [(&str, &str, CountOf); 6] = [
+    (
+        "mx_requests_received",
+        "Requests from the peer that reached this host",
+        |r| r.pkts,
+    ),
+    (
+        "mx_replies_sent",
+        "Replies this host sent to the peer",
+        |r| r.rep_pkts,
+    ),
+    (
+        "mx_request_duplicates",
+        "Requests from the peer that came twice",
+        |r| r.dup_pkts,
+    ),
+    (
+        "mx_requests_out_of_order",
+        "Requests from the peer that came out of order",
+        |r| r.ooo_pkts,
+    ),
+    (
+        "mx_requests_late",
+        "Requests from the peer that came after their interval was written",
+        |r| r.late_pkts,
+    ),
+    (
+        "mx_requests_over_plan",
+        "Requests from the peer left unanswered: it sent past what the matrix plans for it here (refused by plan, not lost)",
+        |r| r.over_plan,
+    ),
+];
 
 /// The host's own: its interface, sockets, CPU and disk, and the interval.
 struct Host {
@@ -93,7 +168,9 @@ struct Host {
     counters: Vec<(CountOf, Measured<Counter>)>,
     gauges: Vec<(FigureOf, Measured<FloatGauge>)>,
     stray: Counter,
-    interval_end: FloatGauge,
+    /// No series until the first interval is written: a 0 would read as an
+    /// agent silent since 1970.
+    interval_end: Measured<FloatGauge>,
 }
 
 /// The host's counters: name, help, and the host row's interval count.
@@ -240,8 +317,20 @@ impl Metrics {
             })
             .collect();
         let mut registry = Registry::with_labels(labels.into_iter());
-        let client = Client::default();
-        let server = Server::default();
+        let families = |table: &[(&str, &str, CountOf)]| {
+            table
+                .iter()
+                .map(|&(_, _, of)| (of, PerPeer::default()))
+                .collect()
+        };
+        let client = Client {
+            counters: families(&CLIENT_COUNTERS),
+            target: PeerGauge::default(),
+            rtt: Family::default(),
+        };
+        let server = Server {
+            counters: families(&SERVER_COUNTERS),
+        };
         let host = Host {
             rtt: RttHistogram::host(),
             counters: HOST_COUNTERS
@@ -253,7 +342,7 @@ impl Metrics {
                 .map(|&(_, _, of)| (of, Measured::default()))
                 .collect(),
             stray: Counter::default(),
-            interval_end: FloatGauge::default(),
+            interval_end: Measured::default(),
         };
         register(&mut registry, &client, &server, &host, interval);
         Metrics {
@@ -279,15 +368,7 @@ impl Metrics {
     pub fn client_row(&self, row: &ReportRow, rtt: &MergedRtt) {
         let c = &self.client;
         let peer = self.peer(&row.peer);
-        let add = |family: &PerPeer, n: Option<u64>| {
-            family.get_or_create(&peer).inc_by(n.unwrap_or(0));
-        };
-        add(&c.requests_sent, row.pkts);
-        add(&c.replies_received, row.rep_pkts);
-        add(&c.duplicates, row.dup_pkts);
-        add(&c.out_of_order, row.ooo_pkts);
-        add(&c.late, row.late_pkts);
-        add(&c.send_errors, row.send_errors);
+        add_counts(&c.counters, row, &peer);
         if let Some(target) = row.target_pps {
             c.target.get_or_create(&peer).set(target);
         }
@@ -296,22 +377,11 @@ impl Metrics {
 
     /// Adds an rx row (this host as a server for its `peer`).
     pub fn server_row(&self, row: &ReportRow) {
-        let s = &self.server;
-        let peer = self.peer(&row.peer);
-        let add = |family: &PerPeer, n: Option<u64>| {
-            family.get_or_create(&peer).inc_by(n.unwrap_or(0));
-        };
-        add(&s.requests_received, row.pkts);
-        add(&s.replies_sent, row.rep_pkts);
-        add(&s.duplicates, row.dup_pkts);
-        add(&s.out_of_order, row.ooo_pkts);
-        add(&s.late, row.late_pkts);
-        add(&s.over_plan, row.over_plan);
+        add_counts(&self.server.counters, row, &self.peer(&row.peer));
     }
 
-    /// Adds the host row of interval `end` (its label, Unix seconds), and
-    /// the host's round trips of it.
-    pub fn host_row(&self, row: &ReportRow, rtt: &MergedRtt, end: f64) {
+    /// Adds the host row of an interval, and the host's round trips of it.
+    pub fn host_row(&self, row: &ReportRow, rtt: &MergedRtt) {
         let h = &self.host;
         let own = PeerLabels::new();
         for (of, counter) in &h.counters {
@@ -326,7 +396,15 @@ impl Metrics {
         }
         h.stray.inc_by(row.stray_pkts.unwrap_or(0));
         h.rtt.add(rtt);
-        h.interval_end.set(end);
+    }
+
+    /// The agent wrote the rows of the interval ending at `end` (its label,
+    /// Unix seconds), whole or partial.
+    pub fn interval_written(&self, end: f64) {
+        self.host
+            .interval_end
+            .get_or_create(&PeerLabels::new())
+            .set(end);
     }
 
     /// Everything, as OpenMetrics text (ending `# EOF`).
@@ -338,72 +416,26 @@ impl Metrics {
     }
 }
 
+/// Adds each count `row` has to its counter of `peer`; a blank (not
+/// measured) makes no series.
+fn add_counts(counters: &[(CountOf, PerPeer)], row: &ReportRow, peer: &PeerLabels) {
+    for (of, family) in counters {
+        if let Some(n) = of(row) {
+            family.get_or_create(peer).inc_by(n);
+        }
+    }
+}
+
 /// Registers every metric under its name and help.
 fn register(registry: &mut Registry, c: &Client, s: &Server, h: &Host, interval: f64) {
-    let per_peer: [(&str, &str, &PerPeer); 12] = [
-        (
-            "mx_requests_sent",
-            "Requests this host sent to the peer",
-            &c.requests_sent,
-        ),
-        (
-            "mx_replies_received",
-            "Replies back from the peer to this host's requests",
-            &c.replies_received,
-        ),
-        (
-            "mx_reply_duplicates",
-            "Replies from the peer that came twice",
-            &c.duplicates,
-        ),
-        (
-            "mx_replies_out_of_order",
-            "Replies from the peer that came out of order",
-            &c.out_of_order,
-        ),
-        (
-            "mx_replies_late",
-            "Replies from the peer that came after their interval was written (counted lost there)",
-            &c.late,
-        ),
-        (
-            "mx_send_errors",
-            "Requests to the peer the kernel refused to send (never counted sent)",
-            &c.send_errors,
-        ),
-        (
-            "mx_requests_received",
-            "Requests from the peer that reached this host",
-            &s.requests_received,
-        ),
-        (
-            "mx_replies_sent",
-            "Replies this host sent to the peer",
-            &s.replies_sent,
-        ),
-        (
-            "mx_request_duplicates",
-            "Requests from the peer that came twice",
-            &s.duplicates,
-        ),
-        (
-            "mx_requests_out_of_order",
-            "Requests from the peer that came out of order",
-            &s.out_of_order,
-        ),
-        (
-            "mx_requests_late",
-            "Requests from the peer that came after their interval was written",
-            &s.late,
-        ),
-        (
-            "mx_requests_over_plan",
-            "Requests from the peer left unanswered: it sent past what the matrix plans for it here (refused by plan, not lost)",
-            &s.over_plan,
-        ),
+    let tables = [
+        (&CLIENT_COUNTERS[..], &c.counters),
+        (&SERVER_COUNTERS[..], &s.counters),
     ];
-    for (name, help, family) in per_peer {
-        registry.register(name, help, family.clone());
+    for (table, families) in tables {
+        for ((name, help, _), (_, family)) in table.iter().zip(families) {
+            registry.register(*name, *help, family.clone());
+        }
     }
     registry.register(
         "mx_target_requests_per_second",

@@ -10,6 +10,7 @@ use nix::sys::epoll::{EpollEvent, EpollFlags};
 use socket2::Socket;
 
 use super::super::counters::FlowReport;
+use super::super::legs::Legs;
 use super::super::pacing::{self, Pacer};
 use super::super::pair_rtt::{PairRtts, RttRun};
 use super::super::plan::FlowSpec;
@@ -42,6 +43,10 @@ pub(super) struct Flow {
     /// The RTT of the last reply timed (ns), for the jitter.
     last_rtt_ns: Option<u64>,
     replies_seen: SeqWindow,
+    /// Both legs, from the counts the replies carry.
+    legs: Legs,
+    /// The log said its peer's replies carry no count (once is enough).
+    pub(super) said_uncounted: bool,
     /// The first interval this flow sends in: it reports from that one on.
     pub(super) first_interval: u64,
     /// Its layer ended: it sends no more, and closes once its last interval
@@ -72,7 +77,14 @@ impl Flow {
             rtt: rtts.take(self.rtt_set, tx),
             rtt_max_ns: std::mem::take(&mut slot.rtt_max_ns),
             rtt_min_ns: slot.rtt_min_ns.take(),
+            legs: self.legs.take(),
         }
+    }
+
+    /// Its peer answers without counting (the original's agent), and the
+    /// log has not said so yet.
+    pub(super) fn peer_uncounted(&self) -> bool {
+        self.legs.uncounted() && !self.said_uncounted
     }
 
     /// The RTT bookkeeping of `n` replies counted in tx slot `at` that came
@@ -152,6 +164,8 @@ impl Worker {
                 rtt_set: self.rtts.join((spec.peer, layer)),
                 last_rtt_ns: None,
                 replies_seen: SeqWindow::default(),
+                legs: Legs::default(),
+                said_uncounted: false,
                 first_interval: self.number,
                 draining: false,
                 drops_seen,
@@ -297,6 +311,7 @@ impl Worker {
                     && flow.replies_seen.observe_run(first.seq, m.count as u64)
                 {
                     let n = m.count as u64;
+                    flow.legs.replies(first.seq, n, first.tally());
                     let (at, late) = intervals.of(first.t_send);
                     count_replies(&mut flow.slots[at].counts, late, n, n * m.segment as u64);
                     flow.time(at, now_ns, first.t_send, n, &mut run, &mut self.rtts);
@@ -313,6 +328,7 @@ impl Worker {
                 if !count_order(arrival, &mut counts.dup, &mut counts.ooo) {
                     continue;
                 }
+                flow.legs.replies(reply.seq, 1, reply.tally());
                 count_replies(counts, late, 1, d.len as u64);
                 if let Some(disk) = self.disk.as_mut()
                     && disk.work.reply_write > 0
@@ -403,6 +419,8 @@ mod tests {
             rtt_set: rtts.join((1, None)),
             last_rtt_ns: None,
             replies_seen: SeqWindow::default(),
+            legs: Legs::default(),
+            said_uncounted: false,
             first_interval: 0,
             draining: false,
             drops_seen: 0,

@@ -95,6 +95,7 @@ impl Worker {
             gro_pkts: self.requests_in.take_coalesced() + self.replies_in.take_coalesced(),
         });
         self.number += 1;
+        self.forget_silent_senders();
         self.began_ns = udp::monotonic_ns();
         self.tick = tick + self.plan.interval;
         // The next tick one interval on, on the monotonic clock: a wall clock
@@ -129,6 +130,7 @@ impl Worker {
     /// flow sent in it and the replies to them, the requests its peers sent in
     /// it that arrived. Flows of a finished layer close now.
     pub(super) fn report(&mut self, p: Pending) {
+        self.say_uncounted_peers();
         let tx = slots::tx_slot(p.number);
         let flows = self
             .flows
@@ -157,6 +159,21 @@ impl Worker {
             gro_pkts: p.gro_pkts,
             last: false,
         });
+    }
+
+    /// Names, once each, the peers whose replies carry no count: their
+    /// flows' legs are left to the two hosts' reports.
+    fn say_uncounted_peers(&mut self) {
+        for flow in self.flows.iter_mut().flatten() {
+            if flow.peer_uncounted() {
+                flow.said_uncounted = true;
+                let peer = &self.plan.matrix.hosts()[flow.spec.peer as usize].name;
+                warn!(
+                    "mx agent: worker {}: {peer}'s replies carry no count of our requests (the original tool's agent answers so): the legs of this flow are split from both hosts' reports by mx summarize, not from this host's counts",
+                    self.id
+                );
+            }
+        }
     }
 
     /// The worker's last batch: the interval in progress, partial (nothing when

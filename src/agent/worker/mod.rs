@@ -46,7 +46,6 @@ use super::counters::{Batch, RxCounts};
 use super::disk::engine::Disk;
 use super::pair_rtt::PairRtts;
 use super::plan::AgentPlan;
-use super::sequence::SeqWindow;
 use super::slots;
 use super::udp::{self, RecvBatch, SendBatch};
 use crate::units::wall_now;
@@ -86,8 +85,9 @@ pub struct Worker {
     replies: Replies,
     /// Requests from each peer, by [`slots::rx_slot`] of the interval number.
     rx: [Vec<RxCounts>; slots::RX_SLOTS],
-    /// Sequence windows of the client sockets sending to us, by source ip:port.
-    request_windows: FxHashMap<SocketAddr, SeqWindow>,
+    /// The client sockets sending to us, by source ip:port: their sequence
+    /// windows and counts.
+    request_windows: FxHashMap<SocketAddr, responder::RequestFlow>,
     stray: u64,
     behind_ns: u64,
     layer: Option<usize>,

@@ -2,6 +2,14 @@
 //! responder socket, one reply each (a GRO message of requests gets one run
 //! of replies), as far as the source's budget goes; and counts, per peer
 //! and interval, the requests that came and the replies the kernel took.
+//!
+//! Per sender socket it keeps the sequence window and the running count of
+//! the requests that arrived, which each reply carries back
+//! ([`wire::COUNTED`]): the sender splits its own loss into the legs from
+//! it. A flow silent for [`FORGET_AFTER`] intervals is forgotten (a layer's
+//! sockets close at every dwell, and an always-on agent runs for weeks): its
+//! sender, if it ever sends again, sees the count start over, and starts
+//! its reckoning over (`agent::legs`).
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
@@ -20,6 +28,49 @@ use super::counting::{
     still_open,
 };
 use super::{MAX_READS_PER_PASS, Worker};
+
+/// Intervals a sender socket may stay silent before its state is dropped.
+pub(super) const FORGET_AFTER: u64 = 12;
+
+/// What the responder keeps of one sender's socket.
+#[derive(Debug, Default)]
+pub(super) struct RequestFlow {
+    seen: SeqWindow,
+    /// Requests that arrived from it, duplicates left out, and those of them
+    /// left unanswered on purpose (over its budget, or a full disk queue):
+    /// what its replies carry ([`Header::counting`]).
+    arrived: u64,
+    refused: u64,
+    /// The interval its newest request arrived in.
+    last_interval: u64,
+}
+
+impl RequestFlow {
+    /// Starts afresh when `seq` renumbers the flow (a new socket on a reused
+    /// port: [`SeqWindow::restart_if_renumbered`]), the count with it.
+    #[inline]
+    fn renumber_if(&mut self, seq: u64) {
+        let highest = self.seen.highest();
+        self.seen.restart_if_renumbered(seq);
+        if self.seen.highest() != highest {
+            (self.arrived, self.refused) = (0, 0);
+        }
+    }
+
+    /// Whether it has been silent long enough to forget, with interval
+    /// `number` in progress.
+    pub(super) fn forgotten(&self, number: u64) -> bool {
+        self.last_interval + FORGET_AFTER < number
+    }
+}
+
+impl Worker {
+    /// Forgets the sender sockets that have gone silent.
+    pub(super) fn forget_silent_senders(&mut self) {
+        let number = self.number;
+        self.request_windows.retain(|_, f| !f.forgotten(number));
+    }
+}
 
 impl Worker {
     /// Answers every request waiting on the responder socket, a batch at a time.
@@ -127,20 +178,23 @@ impl Serving<'_> {
         &mut self,
         mut datagrams: Datagrams<'_>,
         sources: &Sources,
-        windows: &mut FxHashMap<SocketAddr, SeqWindow>,
+        windows: &mut FxHashMap<SocketAddr, RequestFlow>,
     ) {
         // The datagrams of a GRO message share one sender: whether it is
         // a peer (and its budget), and its sequence window, are looked up
         // once per message, not hashed again for each of its (up to 64)
         // datagrams; and its replies after the first go where the first
         // goes, without writing the address again.
-        let mut window: Option<&mut SeqWindow> = None;
+        let mut window: Option<&mut RequestFlow> = None;
         let mut budget: Option<&Budget> = None;
         let mut joined = false;
         while let Some(d) = datagrams.next() {
             if d.starts_message {
                 budget = sources.get(&d.from.ip());
                 window = budget.map(|_| windows.entry(d.from).or_default());
+                if let Some(w) = window.as_deref_mut() {
+                    w.last_interval = self.number;
+                }
                 joined = false;
             }
             if !self.answers_wait
@@ -176,25 +230,31 @@ impl Serving<'_> {
     #[inline]
     fn run(
         &mut self,
-        window: &mut SeqWindow,
+        flow: &mut RequestFlow,
         budget: &Budget,
         first: &Header,
         m: &Message<'_>,
         from: SocketAddr,
         joined: &mut bool,
     ) -> bool {
-        window.restart_if_renumbered(first.seq);
-        if !window.observe_run(first.seq, m.count as u64) {
+        flow.renumber_if(first.seq);
+        if !flow.seen.observe_run(first.seq, m.count as u64) {
             return false;
         }
         let n = m.count as u64;
+        // The k-th reply of the run carries the count up to its request.
+        let arrived_before = flow.arrived;
+        flow.arrived += n;
         // The first `answered` of the run, as far as the source's budget
         // goes; the rest counted, unanswered.
         let answered = budget.take(self.now_ns, n, self.scale);
         let peer = usize::from(first.src_index);
         let (slot, late) = request_slot(first.interval_tag(), self.number, self.pending);
         let mut reply = [0u8; HEADER_LEN];
-        let header = Header::reply_to(first, self.me, self.most);
+        // Its refusals are the run's last requests: after every reply of it.
+        let header =
+            Header::reply_to(first, self.me, self.most).counting(arrived_before + 1, flow.refused);
+        flow.refused += n - answered;
         header.encode(&mut reply);
         let reply_size = header.packet_len as usize;
         let counts = &mut self.rx[slot][peer];
@@ -215,6 +275,8 @@ impl Serving<'_> {
                     let request = &m.bytes[k * m.segment..];
                     h.copy_from_slice(&reply);
                     h[wire::ECHOED].copy_from_slice(&request[wire::ECHOED]);
+                    let count = (arrived_before + 1 + k as u64) as u32;
+                    h[wire::COUNT].copy_from_slice(&count.to_be_bytes());
                 },
             );
         }
@@ -229,33 +291,42 @@ impl Serving<'_> {
         request: &Header,
         len: usize,
         from: SocketAddr,
-        window: &mut SeqWindow,
+        flow: &mut RequestFlow,
         budget: &Budget,
         joined: &mut bool,
     ) {
         let peer = usize::from(request.src_index);
-        window.restart_if_renumbered(request.seq);
+        flow.renumber_if(request.seq);
         let (slot, late) = request_slot(request.interval_tag(), self.number, self.pending);
         let counts = &mut self.rx[slot][peer];
         // A duplicated request is not answered: it is the forward leg's
         // doing, and stays counted on this side alone.
         if !count_order(
-            window.observe(request.seq),
+            flow.seen.observe(request.seq),
             &mut counts.dup,
             &mut counts.ooo,
         ) {
             return;
         }
-        let reply = Header::reply_to(request, self.me, self.most);
+        flow.arrived += 1;
+        let reply =
+            Header::reply_to(request, self.me, self.most).counting(flow.arrived, flow.refused);
         let reply_size = reply.packet_len as usize;
         let answered = budget.take(self.now_ns, 1, self.scale);
         count_requests(counts, late, 1, len as u64);
         // Counted as sent now, taken back by the flush if the kernel
         // refuses it: no second pass per datagram.
         count_answers(counts, 1, answered, reply_size, !late && !self.answers_wait);
-        if answered == 0
-            || (self.answers_wait && self.answer_from_disk(&reply, from, peer, slot, late))
+        if answered == 0 {
+            flow.refused += 1;
+            return;
+        }
+        if self.answers_wait
+            && let Some(queued) = self.answer_from_disk(&reply, from, peer, slot, late)
         {
+            // A full disk queue leaves it unanswered: the host's disk, not
+            // the way back.
+            flow.refused += u64::from(!queued);
             return;
         }
         self.replies.answer(
@@ -273,7 +344,8 @@ impl Serving<'_> {
     }
 
     /// Hands a reply to the disk thread, which sends it once its work for
-    /// the request is done; false when there is no disk thread.
+    /// the request is done: whether its queue took it; `None` when there is
+    /// no disk thread.
     fn answer_from_disk(
         &mut self,
         reply: &Header,
@@ -281,10 +353,8 @@ impl Serving<'_> {
         peer: usize,
         slot: usize,
         late: bool,
-    ) -> bool {
-        let Some(disk) = self.disk.as_deref_mut() else {
-            return false;
-        };
+    ) -> Option<bool> {
+        let disk = self.disk.as_deref_mut()?;
         let mut header = [0u8; HEADER_LEN];
         reply.encode(&mut header);
         let queued = disk.answer(Answer {
@@ -301,7 +371,7 @@ impl Serving<'_> {
                 self.id
             );
         }
-        true
+        Some(queued)
     }
 }
 
@@ -438,6 +508,16 @@ mod tests {
         at: &str,
         senders: &[(&str, Vec<Vec<u8>>)],
     ) -> ([Vec<RxCounts>; RX_SLOTS], u64, Vec<usize>) {
+        let (rx, stray, replies) = serve_replies(me, at, senders);
+        (rx, stray, replies.iter().map(Vec::len).collect())
+    }
+
+    /// As [`serve`], with the headers of the replies each sender got back.
+    fn serve_replies(
+        me: u32,
+        at: &str,
+        senders: &[(&str, Vec<Vec<u8>>)],
+    ) -> ([Vec<RxCounts>; RX_SLOTS], u64, Vec<Vec<Header>>) {
         let responder = UdpSocket::bind(at).unwrap();
         let to = responder.local_addr().unwrap();
         let mut sockets = Vec::new();
@@ -484,9 +564,53 @@ mod tests {
         let mut buf = [0u8; 128];
         let got = sockets
             .iter()
-            .map(|s| std::iter::from_fn(|| s.recv(&mut buf).ok()).count())
+            .map(|s| {
+                std::iter::from_fn(|| {
+                    let n = s.recv(&mut buf).ok()?;
+                    Some(Header::decode(&buf[..n]).unwrap())
+                })
+                .collect()
+            })
             .collect();
         (rx, stray, got)
+    }
+
+    #[test]
+    fn each_reply_carries_the_count_of_its_flow_s_requests_that_arrived_duplicates_left_out() {
+        let from_a = [1, 2, 4, 3, 3, 6]
+            .iter()
+            .map(|&seq| request(0, seq, 10).to_vec())
+            .collect();
+        // A second socket of the same host is another flow: its own count.
+        let from_a_again = [1, 2]
+            .iter()
+            .map(|&seq| request(0, seq, 10).to_vec())
+            .collect();
+        let (_, _, got) = serve_replies(
+            1,
+            "127.0.0.2:0",
+            &[("127.0.0.1:0", from_a), ("127.0.0.1:0", from_a_again)],
+        );
+        let seen: Vec<(u64, Option<u32>)> = got[0]
+            .iter()
+            .map(|h| (h.seq, h.tally().map(|t| t.arrived)))
+            .collect();
+        // The duplicate 3 is not answered and not counted; 5 never came.
+        assert_eq!(
+            seen,
+            [
+                (1, Some(1)),
+                (2, Some(2)),
+                (4, Some(3)),
+                (3, Some(4)),
+                (6, Some(5))
+            ]
+        );
+        let again: Vec<Option<u32>> = got[1]
+            .iter()
+            .map(|h| h.tally().map(|t| t.arrived))
+            .collect();
+        assert_eq!(again, [Some(1), Some(2)]);
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! Each sender tells both legs of its own flows: the count every reply
+//! carries against the sender's own numbers, held against the truth of
+//! drops planted on each leg, and against the original agent, whose
+//! replies carry no count.
+
+use crate::agents::{Fleet, NetNs, PORT, Row, RowExt, addr, start_soon};
+
+/// The sum of `column` over `rows` of `dir` towards `peer`, blanks left out;
+/// and how many rows had it blank.
+fn total(rows: &[Row], dir: &str, peer: &str, column: &str) -> (u64, usize) {
+    let mine = rows
+        .iter()
+        .filter(|r| r.s("dir") == dir && r.s("peer") == peer);
+    let (mut sum, mut blank) = (0, 0);
+    for r in mine {
+        match r.f(column) {
+            Some(v) => sum += v as u64,
+            None => blank += 1,
+        }
+    }
+    (sum, blank)
+}
+
+/// The packets an nftables rule's `counter` counted, by its comment.
+fn nft_counted(ns: &NetNs, comment: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0, "nft", "list", "ruleset"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains(comment))
+        .unwrap_or_else(|| panic!("no rule {comment} in:\n{text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "packets").unwrap();
+    words[at + 1].parse().unwrap()
+}
+
+/// Every 20th request dropped on its way into h2, every 50th reply on its
+/// way into h1 (nftables' `numgen inc`: exact, not random): h1's report
+/// says, from its own counts alone, exactly which leg lost how many of the
+/// requests it settled.
+#[test]
+#[ignore = "needs root: a network namespace with nftables (CI runs it: --run-ignored all)"]
+fn agent_a_sender_tells_each_leg_s_loss_exactly_from_the_counts_its_replies_carry() {
+    let ns = NetNs::new("mxlegs");
+    ns.nft(&format!(
+        "table inet mxlegs {{\n  chain in {{\n    type filter hook input priority 0;\n    udp dport {PORT} numgen inc mod 20 == 10 counter drop comment \"requests\"\n    udp sport {PORT} numgen inc mod 50 == 25 counter drop comment \"replies\"\n  }}\n}}\n"
+    ));
+    let matrix = format!(
+        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,2000\nh2,,\n",
+        addr(1, 1),
+        addr(1, 2)
+    );
+    let mut fleet = Fleet::in_netns(&matrix, &ns);
+    let start = start_soon();
+    let args = [
+        "--interval",
+        "1",
+        "--duration",
+        "4",
+        "--no-gso",
+        "--start-at",
+        &start,
+    ];
+    fleet.run_all(&["h1", "h2"], &args);
+    let (h1, h2) = (fleet.report("h1"), fleet.report("h2"));
+    let log = || format!("{}\n{}", fleet.report_text("h1"), fleet.report_text("h2"));
+
+    // The drops as nftables counted them fit its numbering: the requests
+    // numbered 11, 31, 51, ... and the 26th, 76th, ... reply sent.
+    let (sent, _) = total(&h1, "tx", "h2", "pkts");
+    let (over_plan, _) = total(&h2, "rx", "h1", "over_plan");
+    assert!(sent > 6000, "h1 sent {sent}\n{}", log());
+    assert_eq!(over_plan, 0, "h2 answered every request it had\n{}", log());
+    let dropped_forward = |s: u64| s % 20 == 11;
+    let reply_number = |s: u64| (s - 1) - (1..s).filter(|&t| dropped_forward(t)).count() as u64;
+    let dropped_back = |s: u64| !dropped_forward(s) && reply_number(s) % 50 == 25;
+    let requests_dropped = (1..=sent).filter(|&s| dropped_forward(s)).count() as u64;
+    assert_eq!(nft_counted(&ns, "requests"), requests_dropped, "{}", log());
+    let replies_dropped = (1..=sent).filter(|&s| dropped_back(s)).count() as u64;
+    let at_most_in_flight = nft_counted(&ns, "replies").abs_diff(replies_dropped);
+    assert!(at_most_in_flight <= 1, "{}", log());
+
+    // h1 reckons from its first reply (request 1) to its newest one.
+    let (settled, blank) = total(&h1, "tx", "h2", "settled_pkts");
+    assert_eq!(blank, 0, "every tx row to h2 reckons both legs\n{}", log());
+    let newest = 1 + settled;
+    assert!(
+        newest + 100 > sent,
+        "settled up to {newest} of {sent}\n{}",
+        log()
+    );
+    let reckoned = 2..=newest;
+    let want_forward = reckoned.clone().filter(|&s| dropped_forward(s)).count() as u64;
+    let want_return = reckoned.filter(|&s| dropped_back(s)).count() as u64;
+    assert_eq!(
+        (
+            total(&h1, "tx", "h2", "fwd_lost_pkts").0,
+            total(&h1, "tx", "h2", "ret_lost_pkts").0
+        ),
+        (want_forward, want_return),
+        "forward and return lost, of {settled} settled\n{}",
+        log()
+    );
+    assert!(want_forward >= 300 && want_return >= 100, "{}", log());
+}
+
+/// The original tool's agent (1.9.0, from its source release on the
+/// Python package index), unpacked by `tests/original/fetch`: its `mx.py`.
+fn original_mx_py() -> std::path::PathBuf {
+    let fetch = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/original/fetch");
+    let out = std::process::Command::new("bash")
+        .arg(fetch)
+        .output()
+        .expect("run tests/original/fetch");
+    assert!(
+        out.status.success(),
+        "tests/original/fetch: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = String::from_utf8(out.stdout).unwrap();
+    std::path::Path::new(dir.trim()).join("matrix_orchestrator/mx.py")
+}
+
+/// The rows of `rows` between the first and the last of `dir` towards
+/// `peer`: the edges, where one agent ran and the other did not yet (the
+/// original has no common start instant), left out.
+fn middle<'a>(rows: &'a [Row], dir: &str, peer: &str) -> Vec<&'a Row> {
+    let mine: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.s("dir") == dir && r.s("peer") == peer)
+        .collect();
+    mine.get(1..mine.len().saturating_sub(1))
+        .unwrap_or_default()
+        .to_vec()
+}
+
+/// A mixed fleet: our agent and the original's answer each other, and
+/// each counts the other's traffic as its own; ours says that the
+/// original's replies carry no count, and leaves both legs blank for that
+/// flow rather than guess them.
+#[test]
+#[ignore = "needs python3 and the original's 1.9.0 source release from the Python package index (CI runs it: --run-ignored all)"]
+fn agent_ours_and_the_original_s_answer_each_other_and_ours_says_the_original_counts_nothing() {
+    let mx_py = original_mx_py();
+    // Ours on 127.63.0.1; the original on 127.0.0.1, the address its
+    // unbound sockets send from (ours answers matrix hosts only). A port
+    // each: the original listens on every address.
+    let matrix = format!(
+        "# tx_size=64 rx_size=64 port={PORT}\nsrc\\dst,h1={}:5461,h2=127.0.0.1:5462\nh1,,200\nh2,200,\n",
+        addr(63, 1)
+    );
+    let mut fleet = Fleet::new(&matrix);
+    let args = ["--interval", "1", "--duration", "6"];
+    let h2 = fleet.dir("h2");
+    std::fs::create_dir_all(&h2).unwrap();
+    let original = std::process::Command::new("python3")
+        .arg(&mx_py)
+        .args(["agent", "--matrix", "../matrix.csv", "--host", "h2"])
+        .args(["--report", "report.csv"])
+        .args(args)
+        .current_dir(&h2)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(h2.join("agent.log")).unwrap())
+        .stderr(std::fs::File::create(h2.join("agent.err")).unwrap())
+        .spawn()
+        .expect("python3 mx.py agent");
+    fleet.start("h1", &args);
+    fleet.wait_ok();
+    let status = wait_child(original);
+    assert_eq!(status, Some(0), "the original's agent: {}", fleet.log("h2"));
+    let (h1, h2) = (fleet.report("h1"), fleet.report("h2"));
+    let log = || {
+        format!(
+            "{}\n{}\n{}",
+            fleet.log("h1"),
+            fleet.report_text("h1"),
+            fleet.report_text("h2")
+        )
+    };
+
+    // Ours to the original: answered, and no leg told from counts the
+    // original's replies do not carry.
+    let ours_to_it = middle(&h1, "tx", "h2");
+    assert!(ours_to_it.len() >= 3, "{}", log());
+    for r in &ours_to_it {
+        assert!(r.f("pkts").unwrap() >= 150.0, "{r:?}");
+        assert_eq!(r.f("rep_pkts"), r.f("pkts"), "{r:?}");
+        for blank in ["settled_pkts", "fwd_lost_pkts", "ret_lost_pkts"] {
+            assert_eq!(r.f(blank), None, "{blank}: {r:?}");
+        }
+    }
+    assert!(
+        fleet
+            .log("h1")
+            .contains("h2's replies carry no count of our requests"),
+        "{}",
+        log()
+    );
+    // The original to ours: our replies (their count in the fields it
+    // writes as 0) are replies to it, every one.
+    let it_to_ours = middle(&h2, "tx", "h1");
+    assert!(it_to_ours.len() >= 3, "{}", log());
+    for r in &it_to_ours {
+        assert!(r.f("pps").unwrap() >= 150.0, "{r:?}");
+        assert_eq!(r.f("loss_pct"), Some(0.0), "{r:?}");
+    }
+    for r in middle(&h1, "rx", "h2") {
+        assert_eq!(r.f("rep_pkts"), r.f("pkts"), "{r:?}");
+    }
+}
+
+/// Waits up to 30 s for `child`; its exit code.
+fn wait_child(mut child: std::process::Child) -> Option<i32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
