@@ -257,9 +257,10 @@ fn write_up_files(config: &AgentConfig, plan: &AgentPlan) -> Result<(PathBuf, Pa
     let pid_path = home.join(PID_FILE);
     write_file(&pid_path, &format!("{}\n", std::process::id()))?;
     let fingerprint = stamp::fingerprint(&plan.matrix, plan.me);
+    let inbound = &stamp::inbound_prints(&plan.matrix)[plan.me as usize];
     write_file(
         &home.join(STAMP_FILE),
-        &stamp::stamp_text(&fingerprint, &config.run.stamp_words),
+        &stamp::stamp_text(&fingerprint, inbound, &config.run.stamp_words),
     )?;
     Ok((home, pid_path))
 }

@@ -3,9 +3,16 @@
 //! restart only the hosts an edit touched, and restarts them with the same
 //! flags. The terms are the original tool's, so stamps compare across the two
 //! implementations.
+//!
+//! Ours add the print of what the host answers (`in=`): who sends to it, at
+//! what rate, which its answer budget follows (agent::budget). An edit of
+//! another host's row can change it, and an agent left running with the old
+//! budget would refuse the new rate. The original kept no budget, and its
+//! stamps have no such line.
 
 use crate::matrix::Matrix;
 use crate::matrix::run_print::{print, traffic_terms};
+use crate::units::g;
 
 /// First 16 hex digits of SHA-256 over the terms that decide host `me`'s
 /// traffic, as the original wrote them (each host with its address).
@@ -15,12 +22,31 @@ pub fn fingerprint(matrix: &Matrix, me: u32) -> String {
     }))
 }
 
-/// The stamp file's text: `fp=<fingerprint>` and `flags=<agent flags>`.
-/// The flags are shell words (`mx reload` splits them again); an argument can
-/// hold no NUL, the one thing shell quoting cannot carry.
-pub fn stamp_text(fingerprint: &str, flags: &[String]) -> String {
+/// The print of what each host answers, by host: the hosts that send to
+/// it and their rates (16 hex digits of SHA-256 over the terms), in one
+/// pass over the matrix.
+pub fn inbound_prints(matrix: &Matrix) -> Vec<String> {
+    let hosts = matrix.hosts();
+    let mut terms: Vec<Vec<String>> = hosts
+        .iter()
+        .map(|h| vec!["mx-inbound-v1".to_string(), format!("me={}", h.name)])
+        .collect();
+    for (src, cells) in matrix.rows() {
+        for cell in cells {
+            let rate = cell.rate.pps().map_or("max".to_string(), g);
+            terms[cell.dst as usize].push(format!("from={},{rate}", hosts[src as usize].name));
+        }
+    }
+    terms.iter().map(|t| print(t)).collect()
+}
+
+/// The stamp file's text: `fp=<fingerprint>`, `in=<inbound print>` and
+/// `flags=<agent flags>`. The flags are shell words (`mx reload` splits them
+/// again); an argument can hold no NUL, the one thing shell quoting cannot
+/// carry.
+pub fn stamp_text(fingerprint: &str, inbound: &str, flags: &[String]) -> String {
     let flags = shlex::try_join(flags.iter().map(String::as_str)).unwrap_or_default();
-    format!("fp={fingerprint}\nflags={flags}\n")
+    format!("fp={fingerprint}\nin={inbound}\nflags={flags}\n")
 }
 
 #[cfg(test)]
@@ -75,8 +101,35 @@ mod tests {
     fn stamps_quote_flags_for_the_shell() {
         let flags = ["--interval", "5", "--bind", "eth 1"].map(String::from);
         assert_eq!(
-            stamp_text("0123456789abcdef", &flags),
-            "fp=0123456789abcdef\nflags=--interval 5 --bind 'eth 1'\n"
+            stamp_text("0123456789abcdef", "fedcba9876543210", &flags),
+            "fp=0123456789abcdef\nin=fedcba9876543210\nflags=--interval 5 --bind 'eth 1'\n"
         );
+    }
+
+    #[test]
+    fn what_a_host_answers_changes_with_the_cells_that_send_to_it_alone() {
+        let base = "src\\dst,a,b,c\na,,100,100\nb,100,,100\nc,100,100,\n";
+        let prints = |text: &str| inbound_prints(&matrix(text));
+        let before = prints(base);
+        // a sends c twice as much: c answers a new rate; a's fingerprint
+        // changed, b's nothing at all.
+        let after = prints(&base.replace("a,,100,100", "a,,100,200"));
+        assert_eq!(
+            (
+                before[0] == after[0],
+                before[1] == after[1],
+                before[2] == after[2]
+            ),
+            (true, true, false)
+        );
+        assert_eq!(
+            before
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            3
+        );
+        // 100 and 100.0 are one rate.
+        assert_eq!(prints(&base.replace("a,,100,100", "a,,100.0,100")), before);
     }
 }

@@ -1,6 +1,8 @@
 //! `mx reload`: push an edited matrix onto a running fleet and restart only the
 //! hosts the edit changed, with the flags each was started with (read off its
-//! stamp), keeping their reports.
+//! stamp), keeping their reports. The print is both of the stamp's: the
+//! host's flows, and (where the stamp has it) what it answers, which its
+//! answer budget follows.
 //!
 //! | probe                          | action                                   |
 //! |--------------------------------|------------------------------------------|
@@ -16,7 +18,7 @@ use clap::Parser as _;
 
 use super::start::check_dwell_interval;
 use crate::agent::config::MetricsAt;
-use crate::agent::stamp::fingerprint;
+use crate::agent::stamp::{self, fingerprint};
 use crate::cli::{AgentFlags, ReloadArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{Staged, deploy, deploy_all, stage};
@@ -31,6 +33,8 @@ use crate::units::{self, wall_now};
 struct Probe {
     state: String,
     fingerprint: Option<String>,
+    /// What the host answers (`in=`); none in a stamp of the original's.
+    inbound: Option<String>,
     flags: Option<Vec<String>>,
 }
 
@@ -41,6 +45,8 @@ fn parse_probe(text: &str) -> Probe {
             p.state = state.trim().to_string();
         } else if let Some(fp) = line.strip_prefix("fp=") {
             p.fingerprint = Some(fp.trim().to_string());
+        } else if let Some(inbound) = line.strip_prefix("in=") {
+            p.inbound = Some(inbound.trim().to_string());
         } else if let Some(flags) = line.strip_prefix("flags=") {
             p.flags = shlex::split(flags);
         }
@@ -195,6 +201,12 @@ fn actions(found: &[Probe], target: &Matrix) -> Vec<Action> {
         .find_map(|p| p.flags.clone())
         .unwrap_or_else(|| vec!["--interval".to_string(), "5".to_string()]);
     let stamped = |p: &Probe| p.flags.clone().unwrap_or_else(|| fleet_flags.clone());
+    let inbound = stamp::inbound_prints(target);
+    // The same flows out, and the same rates in (its answer budget), where
+    // the stamp says what they were.
+    let same = |p: &Probe, fp: &str, i: usize| {
+        fp == fingerprint(target, i as u32) && p.inbound.as_ref().is_none_or(|v| *v == inbound[i])
+    };
     found
         .iter()
         .enumerate()
@@ -204,7 +216,7 @@ fn actions(found: &[Probe], target: &Matrix) -> Vec<Action> {
                 (None, true) => Action::Unstamped,
                 (None, false) => Action::Start(fleet_flags.clone()),
                 (Some(_), false) => Action::Start(stamped(p)),
-                (Some(fp), true) if *fp == fingerprint(target, i as u32) => Action::Keep,
+                (Some(fp), true) if same(p, fp, i) => Action::Keep,
                 (Some(_), true) => Action::Restart(stamped(p)),
             }
         })
@@ -419,5 +431,33 @@ mod tests {
         assert_eq!(interval_of(&flags), 2.0);
         assert_eq!(interval_of(&[]), 5.0);
         assert_eq!(parse_probe("state=absent\n").fingerprint, None);
+    }
+
+    #[test]
+    fn a_host_whose_senders_changed_restarts_though_its_own_flows_did_not() {
+        let text = "src\\dst,a,b,c\na,,100,100\nb,100,,100\nc,100,100,\n";
+        let before = Matrix::parse(text.as_bytes(), "m.csv").unwrap();
+        let edited = text.replace("a,,100,100", "a,,100,200");
+        let after = Matrix::parse(edited.as_bytes(), "m.csv").unwrap();
+        let inbound = stamp::inbound_prints(&before);
+        let probes: Vec<Probe> = (0..3)
+            .map(|i| {
+                parse_probe(&format!(
+                    "state=running\nfp={}\nin={}\nflags=--interval 5\n",
+                    fingerprint(&before, i),
+                    inbound[i as usize]
+                ))
+            })
+            .collect();
+        let restarted: Vec<bool> = actions(&probes, &after)
+            .iter()
+            .map(|a| matches!(a, Action::Restart(_)))
+            .collect();
+        // a's row changed; c answers a at a new rate; b is untouched.
+        assert_eq!(restarted, [true, false, true]);
+        // A stamp without the line (the original's) is judged by its flows.
+        let mut old = probes.clone();
+        old[2].inbound = None;
+        assert!(matches!(actions(&old, &after)[2], Action::Keep));
     }
 }
