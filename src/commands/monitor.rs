@@ -31,7 +31,7 @@ pub fn run(args: &MonitorArgs, out: &mut dyn Write) -> Result<u8> {
             "rules.yml",
             rules::rules_yml(&settings, &source),
             format!(
-                "loss by leg, per pair and into and out of each host, over {}; alerts over {}% (and {} packets) for {}, an agent gone, RTT p99 over {}",
+                "each leg's loss as its sender counts it, per pair and into and out of each host, over {}; one alert per fault (into, out of, between) over {}% (and {} packets) for {}, an agent gone, RTT p99 over {}",
                 settings.window,
                 units::g(settings.loss_ratio * 100.0),
                 settings.min_lost,

@@ -1,6 +1,7 @@
 //! The Grafana dashboard: the fleet's forward and return loss as sender x
 //! receiver matrices, each host's loss into and out of it, RTT percentiles
-//! and duplicates, every panel on the recorded series of [`super::rules`].
+//! and duplicates, every loss panel on the recorded series of
+//! [`super::rules`] (the senders' own counts, as the alerts read them).
 
 use serde_json::{Value, json};
 
@@ -83,10 +84,74 @@ fn series_panel(id: u32, title: &str, unit: &str, queries: &[Query], y: u32, x: 
     })
 }
 
-/// The dashboard's JSON model (import it, and pick the Prometheus).
-pub fn dashboard_json(s: &Settings) -> String {
+/// The panels: the two legs' matrices, then the series panels two a row.
+fn panels(s: &Settings) -> Vec<Value> {
     let w = &s.window;
-    let panels = vec![
+    let host_loss = |direction: &str, requests: &'static str, replies: &'static str| {
+        vec![
+            q(format!("mx:forward_loss_{direction}:ratio"), requests),
+            q(format!("mx:return_loss_{direction}:ratio"), replies),
+        ]
+    };
+    let series: [(&str, &str, Vec<Query>); 6] = [
+        (
+            "Loss into each host",
+            "percentunit",
+            host_loss("into", "requests into {{host}}", "replies into {{host}}"),
+        ),
+        (
+            "Loss out of each host",
+            "percentunit",
+            host_loss(
+                "out_of",
+                "requests out of {{host}}",
+                "replies out of {{host}}",
+            ),
+        ),
+        (
+            "Round trips: p50, p99, p99.9 per host",
+            "s",
+            vec![
+                q("mx:rtt_p50:seconds", "p50 {{host}}"),
+                q("mx:rtt_p99:seconds", "p99 {{host}}"),
+                q("mx:rtt_p999:seconds", "p99.9 {{host}}"),
+            ],
+        ),
+        (
+            "Duplicates a second",
+            "pps",
+            vec![
+                q(
+                    format!("sum by (host) (rate(mx_request_duplicates_total[{w}]))"),
+                    "requests twice at {{host}}",
+                ),
+                q(
+                    format!("sum by (host) (rate(mx_reply_duplicates_total[{w}]))"),
+                    "replies twice at {{host}}",
+                ),
+            ],
+        ),
+        (
+            "Requests a second: sent, and settled by a reply",
+            "pps",
+            vec![
+                q(
+                    format!("sum by (host) (rate(mx_requests_sent_total[{w}]))"),
+                    "sent by {{host}}",
+                ),
+                q(
+                    format!("sum by (host) (rate(mx_requests_settled_total[{w}]))"),
+                    "settled by {{host}}",
+                ),
+            ],
+        ),
+        (
+            "Agents answering their scrapes",
+            "short",
+            vec![q(format!("sum(up{{job=\"{}\"}})", s.job), "agents up")],
+        ),
+    ];
+    let mut panels = vec![
         matrix_panel(
             1,
             "Forward loss: requests, sender x receiver",
@@ -101,77 +166,23 @@ pub fn dashboard_json(s: &Settings) -> String {
             0,
             12,
         ),
-        series_panel(
-            3,
-            "Loss into each host",
-            "percentunit",
-            &[
-                q("mx:forward_loss_into:ratio", "requests into {{host}}"),
-                q("mx:return_loss_into:ratio", "replies into {{host}}"),
-            ],
-            10,
-            0,
-        ),
-        series_panel(
-            4,
-            "Loss out of each host",
-            "percentunit",
-            &[
-                q("mx:forward_loss_out_of:ratio", "requests out of {{host}}"),
-                q("mx:return_loss_out_of:ratio", "replies out of {{host}}"),
-            ],
-            10,
-            12,
-        ),
-        series_panel(
-            5,
-            "Round trips: p50, p99, p99.9 per host",
-            "s",
-            &[
-                q("mx:rtt_p50:seconds", "p50 {{host}}"),
-                q("mx:rtt_p99:seconds", "p99 {{host}}"),
-                q("mx:rtt_p999:seconds", "p99.9 {{host}}"),
-            ],
-            19,
-            0,
-        ),
-        series_panel(
-            6,
-            "Duplicates a second",
-            "pps",
-            &[
-                q(
-                    format!("sum by (host) (rate(mx_request_duplicates_total[{w}]))"),
-                    "requests twice at {{host}}",
-                ),
-                q(
-                    format!("sum by (host) (rate(mx_reply_duplicates_total[{w}]))"),
-                    "replies twice at {{host}}",
-                ),
-            ],
-            19,
-            12,
-        ),
-        series_panel(
-            7,
-            "Requests a second, sent and answered",
-            "pps",
-            &[
-                q("sum by (src) (mx:requests_sent:rate)", "sent by {{src}}"),
-                q("sum by (dst) (mx:replies_sent:rate)", "answered by {{dst}}"),
-            ],
-            28,
-            0,
-        ),
-        series_panel(
-            8,
-            "Agents answering their scrapes",
-            "short",
-            &[q(format!("sum(up{{job=\"{}\"}})", s.job), "agents up")],
-            28,
-            12,
-        ),
     ];
+    for (i, (title, unit, queries)) in series.iter().enumerate() {
+        let (row, column) = (i as u32 / 2, i as u32 % 2);
+        panels.push(series_panel(
+            3 + i as u32,
+            title,
+            unit,
+            queries,
+            10 + 9 * row,
+            12 * column,
+        ));
+    }
+    panels
+}
+
+/// The dashboard's JSON model (import it, and pick the Prometheus).
+pub fn dashboard_json(s: &Settings) -> String {
     let doc = json!({
         "title": "mx: the fabric, always on",
         "uid": "mx-fabric",
@@ -185,7 +196,7 @@ pub fn dashboard_json(s: &Settings) -> String {
             "type": "datasource",
             "query": "prometheus"
         }]},
-        "panels": panels
+        "panels": panels(s)
     });
     let mut text = serde_json::to_string_pretty(&doc).expect("a dashboard serializes");
     text.push('\n');

@@ -1,39 +1,48 @@
 //! The recording and alerting rules: each leg's loss, per pair and into
-//! and out of each host, as a share and as a count of packets, from the
-//! agents' counters; and the alerts on them.
+//! and out of each host, as a share and as a count of packets; the pattern
+//! the summary's diagnosis reads (a dark column or row of a host); and the
+//! alerts on it, one per fault.
 //!
-//! An agent counts per peer: as the sender, requests sent and replies
-//! back (`host` the sender, `peer` the receiver); as the receiver, requests
-//! received and replies sent (`host` the receiver, `peer` the sender).
-//! The pair series relabel both to `src` (who sent the request) and `dst`
-//! (who answered it): the forward leg is `src`'s sent against `dst`'s
-//! received, the return leg `dst`'s replies sent against `src`'s replies
-//! back. Into a host: the forward legs towards it (`dst`) and the return
-//! legs towards it (`src`); out of a host, the other way round. A small
-//! negative difference (two agents scraped a moment apart) reads 0.
+//! Every count comes from the flow's sender alone. Its replies carry the
+//! responder's count of the requests that arrived, so the sender's target
+//! serves, per peer, the requests it has settled
+//! (`mx_requests_settled_total`), those of them lost on the way out
+//! (`mx_forward_lost_total`) and those lost on the way back
+//! (`mx_return_lost_total`). A share is one target's counter over another
+//! of the same target, scraped at the same instant and begun at the same
+//! instant: no rule divides one agent's count by another's, so a start, a
+//! reload, a restart or a missed scrape can skew a share of a real loss for
+//! a moment, but never make one out of nothing.
+//!
+//! A pair series is labelled `src` (who sent the request) and `dst` (who
+//! answered it). A leg's packets travel from `src` to `dst` (requests) or
+//! from `dst` to `src` (replies), so each leg of a pair is a *cell*: into a
+//! host go the forward legs towards it (`dst`) and the return legs of its
+//! own flows (`src`); out of it the other way round.
+//!
+//! The pattern, as the summary reads the grids: a host's side (its cells
+//! into it, or out of it, on one leg) is *dark* when at least 2 of its
+//! cells, and at least three quarters of them, are lossy (over `--loss-pct`
+//! and `--min-lost`). A dark side is the host's fault: *into* it (the wire
+//! into it, its receive path) or *out of* it. A lossy cell is the pair's
+//! (the packets from one host to the other) when no side of either end
+//! *shows* loss: half its cells and more over a quarter of `--loss-pct`, a
+//! lower bar for the seconds in which a host's loss begins or ends and its
+//! cells cross the line one by one. So one sick receiver is one alert,
+//! into it, and never a share of "out of" for each of its senders.
 
 use super::Settings;
 use super::yaml::Yaml;
 use crate::units;
 
-/// The four counts of a pair, as recorded: (record name part, the agent's
-/// counter, whether the agent that counts it is the pair's sender).
-const PAIR_COUNTS: [(&str, &str, bool); 4] = [
-    ("requests_sent", "mx_requests_sent_total", true),
-    ("requests_received", "mx_requests_received_total", false),
-    ("replies_sent", "mx_replies_sent_total", false),
-    ("replies_received", "mx_replies_received_total", true),
-];
+/// The legs: (name, what travels on it).
+const LEGS: [(&str, &str); 2] = [("forward", "requests"), ("return", "replies")];
 
-/// A leg: its name, and the pair counts it loses between (sent, arrived).
-pub const LEGS: [(&str, &str, &str); 2] = [
-    ("forward", "requests_sent", "requests_received"),
-    ("return", "replies_sent", "replies_received"),
-];
+/// The directions a host's side is seen from.
+pub const DIRECTIONS: [&str; 2] = ["into", "out_of"];
 
-/// The host a leg's pair series is into or out of: (direction, the pair
-/// label that names the host) for each leg. A forward leg goes into its
-/// `dst`; a return leg (the reply) into its `src`.
+/// The pair label that names the host a leg's cell goes into or out of: a
+/// request goes into its `dst`, a reply into its `src`.
 fn host_label(leg: &str, direction: &str) -> &'static str {
     match (leg, direction) {
         ("forward", "into") | ("return", "out_of") => "dst",
@@ -41,31 +50,35 @@ fn host_label(leg: &str, direction: &str) -> &'static str {
     }
 }
 
-/// The directions a host's loss is seen from.
-pub const DIRECTIONS: [&str; 2] = ["into", "out_of"];
+/// A share of a host's cells on one side that must be lossy for the side
+/// to be dark, and the fewest that make it: as the summary reads a grid.
+const DARK_SHARE: f64 = 0.75;
+const DARK_CELLS: u32 = 2;
+/// A side *shows* loss when at least half its cells (and 2) lose more than
+/// a quarter of `--loss-pct`: enough to take a lossy cell of it for the
+/// side's, not the pair's. The lower bar is for the moments a side's loss
+/// begins and ends, when its cells cross `--loss-pct` a few seconds apart:
+/// the first across is no pair of its own.
+const SHOWS_SHARE: f64 = 0.5;
+const SHOWS_OF_THE_RATIO: f64 = 0.25;
 
-/// `counter` over the window as a pair series (`src`, `dst`): `func` is
-/// `rate` or `increase`.
-fn pair_expr(func: &str, counter: &str, counted_by_sender: bool, window: &str) -> String {
-    let (src, dst) = if counted_by_sender {
-        ("host", "peer")
-    } else {
-        ("peer", "host")
-    };
+/// `func` of the sender's `counter` over the window, as a pair series.
+fn pair_expr(func: &str, counter: &str, window: &str) -> String {
     format!(
-        "sum by (src, dst) (label_replace(label_replace({func}({counter}[{window}]), 'src', '$1', '{src}', '(.*)'), 'dst', '$1', '{dst}', '(.*)'))"
+        "sum by (src, dst) (label_replace(label_replace({func}({counter}[{window}]), 'src', '$1', 'host', '(.*)'), 'dst', '$1', 'peer', '(.*)'))"
     )
 }
 
-/// `record` summed per host, the host named by the pair label `by`.
-fn per_host(record: &str, by: &str) -> String {
-    format!("sum by (host) (label_replace({record}, 'host', '$1', '{by}', '(.*)'))")
+/// `expr`, a pair series, summed per host, the host named by its pair
+/// label `by`; `agg` is `sum` or `count`.
+fn per_host(agg: &str, expr: &str, by: &str) -> String {
+    format!("{agg} by (host) (label_replace({expr}, 'host', '$1', '{by}', '(.*)'))")
 }
 
-/// The share lost between `sent` and `arrived` (0 when nothing was sent is
-/// no series: not measured).
-fn loss_ratio(sent: &str, arrived: &str) -> String {
-    format!("clamp_min(1 - {arrived} / ({sent} > 0), 0)")
+/// The share lost of what was settled (no series where nothing was: not
+/// measured).
+fn loss_ratio(lost: &str, settled: &str) -> String {
+    format!("{lost} / ({settled} > 0)")
 }
 
 fn record(name: String, expr: String) -> Yaml {
@@ -74,82 +87,132 @@ fn record(name: String, expr: String) -> Yaml {
 
 /// The recording rules.
 fn records(s: &Settings) -> Vec<Yaml> {
-    let mut rules = Vec::new();
-    for func in ["rate", "increase"] {
-        for (name, counter, by_sender) in PAIR_COUNTS {
-            rules.push(record(
-                format!("mx:{name}:{func}"),
-                pair_expr(func, counter, by_sender, &s.window),
-            ));
-        }
-    }
-    for (leg, sent, arrived) in LEGS {
+    let w = &s.window;
+    let ratio = units::g(s.loss_ratio);
+    let mut rules = vec![
+        record(
+            "mx:forward_settled:increase".into(),
+            pair_expr("increase", "mx_requests_settled_total", w),
+        ),
+        record(
+            "mx:forward_lost:increase".into(),
+            pair_expr("increase", "mx_forward_lost_total", w),
+        ),
+        record(
+            "mx:return_lost:increase".into(),
+            pair_expr("increase", "mx_return_lost_total", w),
+        ),
+        // The replies at stake: the settled requests that arrived.
+        record(
+            "mx:return_settled:increase".into(),
+            "mx:forward_settled:increase - mx:forward_lost:increase".into(),
+        ),
+    ];
+    for (l, _) in LEGS {
+        let (lost, settled) = (
+            format!("mx:{l}_lost:increase"),
+            format!("mx:{l}_settled:increase"),
+        );
         rules.push(record(
-            format!("mx:{leg}_loss:ratio"),
-            loss_ratio(&format!("mx:{sent}:rate"), &format!("mx:{arrived}:rate")),
+            format!("mx:{l}_loss:ratio"),
+            loss_ratio(&lost, &settled),
         ));
         rules.push(record(
-            format!("mx:{leg}_lost:increase"),
-            format!("clamp_min(mx:{sent}:increase - mx:{arrived}:increase, 0)"),
+            format!("mx:{l}_lossy:bool"),
+            format!(
+                "(mx:{l}_loss:ratio > bool {ratio}) * on (src, dst) ({lost} >= bool {})",
+                s.min_lost
+            ),
+        ));
+        rules.push(record(
+            format!("mx:{l}_touched:bool"),
+            format!(
+                "mx:{l}_loss:ratio > bool {}",
+                units::g(s.loss_ratio * SHOWS_OF_THE_RATIO)
+            ),
         ));
         for direction in DIRECTIONS {
-            let by = host_label(leg, direction);
+            let by = host_label(l, direction);
+            let side = |what: &str| format!("mx:{l}_{what}_{direction}");
             rules.push(record(
-                format!("mx:{leg}_loss_{direction}:ratio"),
+                side("lost") + ":increase",
+                per_host("sum", &lost, by),
+            ));
+            rules.push(record(
+                side("settled") + ":increase",
+                per_host("sum", &settled, by),
+            ));
+            rules.push(record(
+                side("loss") + ":ratio",
                 loss_ratio(
-                    &per_host(&format!("mx:{sent}:rate"), by),
-                    &per_host(&format!("mx:{arrived}:rate"), by),
+                    &(side("lost") + ":increase"),
+                    &(side("settled") + ":increase"),
                 ),
             ));
             rules.push(record(
-                format!("mx:{leg}_lost_{direction}:increase"),
-                per_host(&format!("mx:{leg}_lost:increase"), by),
+                side("lossy") + ":count",
+                per_host("sum", &format!("mx:{l}_lossy:bool"), by),
             ));
             rules.push(record(
-                format!("mx:{leg}_sent_{direction}:increase"),
-                per_host(&format!("mx:{sent}:increase"), by),
+                side("cells") + ":count",
+                per_host("count", &format!("mx:{l}_lossy:bool"), by),
             ));
+            rules.push(record(
+                side("touched") + ":count",
+                per_host("sum", &format!("mx:{l}_touched:bool"), by),
+            ));
+            let cells = side("cells") + ":count";
+            for (what, of, share) in [
+                ("dark", "lossy", DARK_SHARE),
+                ("shows", "touched", SHOWS_SHARE),
+            ] {
+                let n = side(of) + ":count";
+                rules.push(record(
+                    side(what) + ":bool",
+                    format!(
+                        "({n} >= bool {DARK_CELLS}) * ({n} >= bool {} * {cells})",
+                        units::g(share)
+                    ),
+                ));
+            }
         }
     }
     for (q, name) in [(0.5, "p50"), (0.99, "p99"), (0.999, "p999")] {
         rules.push(record(
             format!("mx:rtt_{name}:seconds"),
             format!(
-                "histogram_quantile({q}, sum by (host, le) (rate(mx_host_rtt_seconds_bucket[{}])))",
-                s.window
+                "histogram_quantile({q}, sum by (host, le) (rate(mx_host_rtt_seconds_bucket[{w}])))"
             ),
         ));
     }
     rules
 }
 
-/// `{{ with query }}`: the value of the series `record{labels}` as a whole
-/// count, in an alert's text.
-fn count_of(record: &str, labels: &[&str]) -> String {
-    let selector: Vec<String> = labels.iter().map(|l| format!("{l}='%s'")).collect();
-    let args: Vec<String> = labels.iter().map(|l| format!("$labels.{l}")).collect();
+/// `{{ with query }}`: the value of `record{selector}` as a whole count, in
+/// an alert's text. `selector` pairs each label of `record` with the
+/// alert's label that names its value.
+fn count_of(record: &str, selector: &[(&str, &str)]) -> String {
+    let labels: Vec<String> = selector.iter().map(|(l, _)| format!("{l}='%s'")).collect();
+    let args: Vec<String> = selector
+        .iter()
+        .map(|(_, from)| format!("$labels.{from}"))
+        .collect();
     format!(
-        "{{{{ with printf \"{record}{{{}}}\" {} | query }}}}{{{{ . | first | value | printf \"%.0f\" }}}}{{{{ end }}}}",
-        selector.join(","),
+        "{{{{ with printf \"{record}{{{}}}\" {} | query }}}}{{{{ . | first | value | printf \"%.0f\" }}}}{{{{ else }}}}0{{{{ end }}}}",
+        labels.join(","),
         args.join(" ")
     )
 }
 
-fn alert(
-    name: &str,
-    expr: String,
-    s: &Settings,
-    labels: Vec<(&'static str, Yaml)>,
-    summary: String,
-    description: String,
-) -> Yaml {
-    let mut all = vec![("severity", Yaml::str("warning"))];
-    all.extend(labels);
+fn alert(name: &str, expr: String, s: &Settings, summary: String, description: String) -> Yaml {
     Yaml::Map(vec![
         ("alert", Yaml::str(name)),
         ("expr", Yaml::Str(expr)),
         ("for", Yaml::str(s.alert_for.clone())),
-        ("labels", Yaml::Map(all)),
+        (
+            "labels",
+            Yaml::Map(vec![("severity", Yaml::str("warning"))]),
+        ),
         (
             "annotations",
             Yaml::Map(vec![
@@ -160,89 +223,113 @@ fn alert(
     ])
 }
 
-/// The words of a leg: what it carries, and where it runs.
-fn leg_words(leg: &str) -> (&'static str, &'static str, &'static str) {
-    match leg {
-        // (packets, from, to)
-        "forward" => ("requests", "src", "dst"),
-        _ => ("replies", "dst", "src"),
-    }
+/// The alert of a host's dark side in `direction`: "N of M requests and
+/// N of M replies into h lost over the window".
+fn host_alert(direction: &str, s: &Settings) -> Yaml {
+    let (name, words, place) = match direction {
+        "into" => (
+            "MxLossIntoHost",
+            "into",
+            "the wire into it or its receive path (NIC, kernel, socket)",
+        ),
+        _ => (
+            "MxLossOutOfHost",
+            "out of",
+            "its transmit path (socket, qdisc, NIC) or the wire out of it",
+        ),
+    };
+    let legs: Vec<String> = LEGS
+        .iter()
+        .map(|(l, packets)| {
+            format!(
+                "{} of {} {packets}",
+                count_of(
+                    &format!("mx:{l}_lost_{direction}:increase"),
+                    &[("host", "host")]
+                ),
+                count_of(
+                    &format!("mx:{l}_settled_{direction}:increase"),
+                    &[("host", "host")]
+                ),
+            )
+        })
+        .collect();
+    alert(
+        name,
+        format!("max by (host) ({{__name__=~\"mx:(forward|return)_dark_{direction}:bool\"}}) == 1"),
+        s,
+        format!("packets {words} {{{{ $labels.host }}}} are lost: from most of its peers alike"),
+        format!(
+            "{} {words} {{{{ $labels.host }}}} lost over the last {}: look at {place}",
+            legs.join(" and "),
+            s.window
+        ),
+    )
+}
+
+/// The lossy cells of `leg` that no side of either end showing loss
+/// explains, as series labelled `from` and `to` (where its packets travel).
+fn unexplained(leg: &str) -> String {
+    // A request travels src -> dst, a reply dst -> src.
+    let (from, to) = match leg {
+        "forward" => ("src", "dst"),
+        _ => ("dst", "src"),
+    };
+    let shows = |direction: &str| {
+        let by = host_label(leg, direction);
+        format!(
+            "unless on ({by}) label_replace(mx:{leg}_shows_{direction}:bool == 1, '{by}', '$1', 'host', '(.*)')"
+        )
+    };
+    format!(
+        "label_replace(label_replace(mx:{leg}_lossy:bool == 1 {} {}, 'from', '$1', '{from}', '(.*)'), 'to', '$1', '{to}', '(.*)')",
+        shows("into"),
+        shows("out_of")
+    )
+}
+
+/// The alert of a pair's loss no host explains: the packets from one host
+/// to the other.
+fn pair_alert(s: &Settings) -> Yaml {
+    // Requests from `from` to `to` are the forward leg of from -> to; its
+    // replies are the return leg of to -> from.
+    let requests = [("src", "from"), ("dst", "to")];
+    let replies = [("src", "to"), ("dst", "from")];
+    alert(
+        "MxLossBetween",
+        format!(
+            "max by (from, to) ({} or {})",
+            unexplained("forward"),
+            unexplained("return")
+        ),
+        s,
+        "packets from {{ $labels.from }} to {{ $labels.to }} are lost, and no other host's".into(),
+        format!(
+            "{} of {} requests and {} of {} replies from {{{{ $labels.from }}}} to {{{{ $labels.to }}}} lost over the last {}: the path between them (a link, a switch port, one of several paths), or either end where no other peer shows it",
+            count_of("mx:forward_lost:increase", &requests),
+            count_of("mx:forward_settled:increase", &requests),
+            count_of("mx:return_lost:increase", &replies),
+            count_of("mx:return_settled:increase", &replies),
+            s.window
+        ),
+    )
 }
 
 /// The alerting rules.
 fn alerts(s: &Settings) -> Vec<Yaml> {
-    let pct = units::g(s.loss_ratio * 100.0);
-    let ratio = units::g(s.loss_ratio);
-    let mut rules = Vec::new();
-    for (leg, sent, _) in LEGS {
-        let (packets, from, to) = leg_words(leg);
-        let name = format!("Mx{}LegLoss", capitalized(leg));
-        let lost = count_of(&format!("mx:{leg}_lost:increase"), &["src", "dst"]);
-        let of = count_of(&format!("mx:{sent}:increase"), &["src", "dst"]);
-        rules.push(alert(
-            &name,
-            format!(
-                "mx:{leg}_loss:ratio > {ratio} and on (src, dst) mx:{leg}_lost:increase >= {}",
-                s.min_lost
-            ),
-            s,
-            vec![("leg", Yaml::str(leg))],
-            format!(
-                "{packets} from {{{{ $labels.{from} }}}} to {{{{ $labels.{to} }}}} are lost: {{{{ $value | humanizePercentage }}}} ({leg} leg of {{{{ $labels.src }}}} -> {{{{ $labels.dst }}}})"
-            ),
-            format!(
-                "{lost} of {of} {packets} lost over the last {} (alerting over {pct}% and at least {} packets)",
-                s.window, s.min_lost
-            ),
-        ));
-        for direction in DIRECTIONS {
-            let where_ = if direction == "into" {
-                "into"
-            } else {
-                "out of"
-            };
-            let place = if direction == "into" {
-                "the wire into it or its receive path (NIC, kernel, socket)"
-            } else {
-                "its transmit path or the wire out of it"
-            };
-            let lost = count_of(&format!("mx:{leg}_lost_{direction}:increase"), &["host"]);
-            let of = count_of(&format!("mx:{leg}_sent_{direction}:increase"), &["host"]);
-            rules.push(alert(
-                &format!(
-                    "Mx{}Loss{}Host",
-                    capitalized(leg),
-                    if direction == "into" { "Into" } else { "OutOf" }
-                ),
-                format!(
-                    "mx:{leg}_loss_{direction}:ratio > {ratio} and on (host) mx:{leg}_lost_{direction}:increase >= {}",
-                    s.min_lost
-                ),
-                s,
-                vec![("leg", Yaml::str(leg))],
-                format!(
-                    "{packets} {where_} {{{{ $labels.host }}}} are lost: {{{{ $value | humanizePercentage }}}} of them, from its peers together"
-                ),
-                format!(
-                    "{lost} of {of} {packets} {where_} {{{{ $labels.host }}}} lost over the last {}: look at {place}",
-                    s.window
-                ),
-            ));
-        }
-    }
+    let mut rules: Vec<Yaml> = DIRECTIONS.iter().map(|d| host_alert(d, s)).collect();
+    rules.push(pair_alert(s));
     rules.push(alert(
         "MxAgentGone",
         format!("up{{job=\"{}\"}} == 0", s.job),
         s,
-        vec![],
         "the agent on {{ $labels.mx_host }} does not answer its scrapes".to_string(),
-        "{{ $labels.instance }}: the agent stopped, or its host or the way to it is down; its peers' flows into it read as loss meanwhile -- `mx status` says which".to_string(),
+        "{{ $labels.instance }}: the agent stopped, or its host or the way to it is down; its peers' flows to it settle nothing meanwhile, so no loss is counted for them -- `mx status` says which".to_string(),
     ));
     rules.push(alert(
         "MxAgentNotReporting",
         "time() - mx_last_interval_end_timestamp_seconds > 3 * mx_interval_seconds + 60".to_string(),
         s,
-        vec![],
         "the agent on {{ $labels.host }} answers but writes no interval".to_string(),
         "its newest interval ended {{ $value | humanizeDuration }} ago: an agent stuck or short of CPU -- `mx logs` says more".to_string(),
     ));
@@ -250,7 +337,6 @@ fn alerts(s: &Settings) -> Vec<Yaml> {
         "MxRttP99High",
         format!("mx:rtt_p99:seconds > {}", units::g(s.rtt_p99_seconds)),
         s,
-        vec![],
         format!(
             "round trips from {{{{ $labels.host }}}}: p99 {{{{ $value | humanizeDuration }}}} over {}",
             units::g(s.rtt_p99_seconds * 1e3) + " ms"
@@ -258,14 +344,6 @@ fn alerts(s: &Settings) -> Vec<Yaml> {
         format!("the p99 of every round trip its requests made over the last {}", s.window),
     ));
     rules
-}
-
-fn capitalized(word: &str) -> String {
-    let mut chars = word.chars();
-    chars
-        .next()
-        .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-        .unwrap_or_default()
 }
 
 /// `rules.yml`: the groups `mx-records` and `mx-alerts`.
@@ -310,35 +388,52 @@ mod tests {
     }
 
     #[test]
-    fn the_forward_leg_is_the_sender_s_sent_against_the_receiver_s_received() {
-        let sent = pair_expr("rate", "mx_requests_sent_total", true, "5m");
+    fn every_leg_is_its_sender_s_counts_alone() {
+        let lost = pair_expr("increase", "mx_forward_lost_total", "5m");
         assert_eq!(
-            sent,
-            "sum by (src, dst) (label_replace(label_replace(rate(mx_requests_sent_total[5m]), 'src', '$1', 'host', '(.*)'), 'dst', '$1', 'peer', '(.*)'))"
+            lost,
+            "sum by (src, dst) (label_replace(label_replace(increase(mx_forward_lost_total[5m]), 'src', '$1', 'host', '(.*)'), 'dst', '$1', 'peer', '(.*)'))"
         );
-        let received = pair_expr("rate", "mx_requests_received_total", false, "5m");
-        assert!(received.contains("'src', '$1', 'peer'"), "{received}");
         // Into a host: its forward legs by dst, its return legs by src.
         assert_eq!(host_label("forward", "into"), "dst");
         assert_eq!(host_label("return", "into"), "src");
         assert_eq!(host_label("forward", "out_of"), "src");
         assert_eq!(host_label("return", "out_of"), "dst");
+        // No rule reads a counter only a receiver keeps.
+        let text = rules_yml(&settings(), "matrix.csv");
+        for receivers in ["mx_requests_received_total", "mx_replies_sent_total"] {
+            assert!(!text.contains(receivers), "{receivers} in:\n{text}");
+        }
     }
 
     #[test]
     fn an_alert_says_how_many_of_how_many_were_lost() {
         let text = rules_yml(&settings(), "matrix.csv");
-        assert!(text.contains("\"MxForwardLossIntoHost\""), "{text}");
+        assert!(text.contains("\"MxLossIntoHost\""), "{text}");
         assert!(
             text.contains(
-                "{{ with printf \\\"mx:forward_lost_into:increase{host='%s'}\\\" $labels.host | query }}{{ . | first | value | printf \\\"%.0f\\\" }}{{ end }} of "
+                "{{ with printf \\\"mx:forward_lost_into:increase{host='%s'}\\\" $labels.host | query }}{{ . | first | value | printf \\\"%.0f\\\" }}{{ else }}0{{ end }} of "
             ),
             "{text}"
         );
         assert!(
             text.contains(
-                "mx:forward_loss:ratio > 0.01 and on (src, dst) mx:forward_lost:increase >= 3"
+                "(mx:forward_loss:ratio > bool 0.01) * on (src, dst) (mx:forward_lost:increase >= bool 3)"
             ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_pair_s_replies_travel_the_other_way() {
+        let text = unexplained("return");
+        // A reply goes from the flow's dst to its src, into the src.
+        assert!(
+            text.ends_with(", 'from', '$1', 'dst', '(.*)'), 'to', '$1', 'src', '(.*)')"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unless on (src) label_replace(mx:return_shows_into:bool == 1, 'src'"),
             "{text}"
         );
     }
