@@ -89,6 +89,22 @@ def build():
     subprocess.run(["gcc", "-O2", "-o", CEILING, os.path.join(ROOT, "bench", "rr_ceiling.c")], check=True)
 
 
+def build_before(marker, path, name):
+    """The release binary of the commit before the one that added `marker`
+    to `path` (found with git log -S), built in a worktree under /tmp named
+    `name`: the baseline a bench measures a change against, in the same run."""
+    added = subprocess.check_output(
+        ["git", "log", "--format=%H", "-S", marker, "--", path], cwd=ROOT, text=True).split()
+    if not added:
+        sys.exit(f"bench: no commit adds {marker!r} to {path}: pass --baseline MX_BINARY")
+    tree = os.path.join(tempfile.gettempdir(), name)
+    if not os.path.isdir(tree):
+        subprocess.check_call(["git", "worktree", "add", "--detach", tree, added[-1] + "^"],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.check_call(["cargo", "build", "--release", "--quiet"], cwd=tree)
+    return os.path.join(tree, "target", "x86_64-unknown-linux-gnu", "release", "mx")
+
+
 def machine():
     model = "?"
     for line in open("/proc/cpuinfo"):

@@ -24,7 +24,6 @@ a binary. Builds what it runs. Traffic stays on 127.0.0.0/8.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -34,18 +33,7 @@ import agent_vs_ceiling as avc  # noqa: E402  (the shared runners)
 
 def baseline_build():
     """The release binary of the commit before the budget came in."""
-    added = subprocess.check_output(
-        ["git", "log", "--format=%H", "-S", "pub mod budget;", "--", "src/agent/mod.rs"],
-        cwd=avc.ROOT, text=True).split()
-    if not added:
-        sys.exit("bench: no commit adds the budget (src/agent/mod.rs): pass --baseline MX_BINARY")
-    rev = added[-1] + "^"
-    tree = os.path.join(tempfile.gettempdir(), "mx-bench-before-budget")
-    if not os.path.isdir(tree):
-        subprocess.check_call(["git", "worktree", "add", "--detach", tree, rev], cwd=avc.ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    subprocess.check_call(["cargo", "build", "--release", "--quiet"], cwd=tree)
-    return os.path.join(tree, "target", "x86_64-unknown-linux-gnu", "release", "mx")
+    return avc.build_before("pub mod budget;", "src/agent/mod.rs", "mx-bench-before-budget")
 
 
 def run(mx, rate, seconds):
