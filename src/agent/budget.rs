@@ -10,6 +10,11 @@
 //! written as one atomic "theoretical arrival time", so a check is one
 //! compare-and-swap and no lock.
 //!
+//! What a source is planned to send can change under a running agent: `mx
+//! reload` of an edit that changes only another host's row re-reads this
+//! host's budgets in place ([`Sources::refresh`]) rather than restarting it,
+//! so the planned rate is an atomic too.
+//!
 //! The headroom ([`HEADROOM`], [`DEPTH_NS`]) must never cut a clean run: a
 //! sender's pacer sends at most its rate, in bursts of a few milliseconds,
 //! and a responder held off its core reads, late and at once, what arrived
@@ -31,12 +36,52 @@ pub const DEPTH_NS: u64 = 1_000_000_000;
 /// The least a bucket holds, in packets: a whole GRO run of requests.
 const MIN_DEPTH: u64 = 64;
 
+/// What each source address is planned to send host `me` (the matrix hosts
+/// at it, `None` where one did not resolve): the sum of their cells (a
+/// `max` cell: unlimited), at the layer where that is the most. A host with
+/// no cell towards `me` is planned nothing.
+fn planned_into(
+    matrix: &Matrix,
+    me: u32,
+    addrs: &[Option<IpAddr>],
+) -> FxHashMap<IpAddr, Option<f64>> {
+    let schedule = Schedule::new(matrix);
+    let mut per_layer: FxHashMap<IpAddr, Vec<Option<f64>>> = FxHashMap::default();
+    let layers = schedule.layer_count();
+    for (src, addr) in addrs.iter().enumerate() {
+        let Some(ip) = addr else { continue };
+        let sums = per_layer
+            .entry(*ip)
+            .or_insert_with(|| vec![Some(0.0); layers]);
+        for (layer, sum) in sums.iter_mut().enumerate() {
+            for cell in schedule.layer_flows(src as u32, layer) {
+                if cell.dst == me {
+                    *sum = match (*sum, cell.rate.pps()) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => None,
+                    };
+                }
+            }
+        }
+    }
+    per_layer
+        .into_iter()
+        .map(|(ip, sums)| {
+            (
+                ip,
+                sums.into_iter().try_fold(0.0f64, |m, s| Some(m.max(s?))),
+            )
+        })
+        .collect()
+}
+
 /// One source's budget.
 #[derive(Debug)]
 pub struct Budget {
     /// Requests per second the matrix has this source send here (at the
-    /// largest of its layers); `None`: a `max` cell, never limited.
-    planned: Option<f64>,
+    /// largest of its layers), as f64 bits; infinity: a `max` cell, never
+    /// limited.
+    planned: AtomicU64,
     /// The GCRA's theoretical arrival time, monotonic ns: the budget is
     /// spent up to here. Starts at 0: full.
     spent_until: AtomicU64,
@@ -44,16 +89,30 @@ pub struct Budget {
 
 impl Budget {
     fn new(planned: Option<f64>) -> Budget {
-        Budget {
-            planned,
+        let budget = Budget {
+            planned: AtomicU64::new(0),
             spent_until: AtomicU64::new(0),
-        }
+        };
+        budget.plan(planned);
+        budget
+    }
+
+    /// Requests per second this source is planned to send here; `None`: no
+    /// limit.
+    pub fn planned(&self) -> Option<f64> {
+        let pps = f64::from_bits(self.planned.load(Ordering::Relaxed));
+        pps.is_finite().then_some(pps)
+    }
+
+    fn plan(&self, pps: Option<f64>) {
+        let bits = pps.unwrap_or(f64::INFINITY).to_bits();
+        self.planned.store(bits, Ordering::Relaxed);
     }
 
     /// Requests per second this source is answered at most, sustained, at
     /// rate scale `scale` (`mx run --ramp`); `None`: unlimited.
     pub fn limit(&self, scale: Option<f64>) -> Option<f64> {
-        self.planned
+        self.planned()
             .map(|pps| pps * scale.unwrap_or(1.0) * (1.0 + HEADROOM))
     }
 
@@ -108,33 +167,36 @@ impl Sources {
     /// at the layer where that is the most. A host with no cell towards `me`
     /// has a budget of nothing.
     pub fn new(matrix: &Matrix, me: u32, addrs: &[Option<IpAddr>]) -> Sources {
-        let schedule = Schedule::new(matrix);
-        let mut per_layer: FxHashMap<IpAddr, Vec<Option<f64>>> = FxHashMap::default();
-        let layers = schedule.layer_count();
-        for (src, addr) in addrs.iter().enumerate() {
-            let Some(ip) = addr else { continue };
-            let sums = per_layer
-                .entry(*ip)
-                .or_insert_with(|| vec![Some(0.0); layers]);
-            for (layer, sum) in sums.iter_mut().enumerate() {
-                for cell in schedule.layer_flows(src as u32, layer) {
-                    if cell.dst == me {
-                        *sum = match (*sum, cell.rate.pps()) {
-                            (Some(a), Some(b)) => Some(a + b),
-                            _ => None,
-                        };
-                    }
-                }
-            }
-        }
-        let budgets = per_layer
+        let budgets = planned_into(matrix, me, addrs)
             .into_iter()
-            .map(|(ip, sums)| {
-                let most = sums.into_iter().try_fold(0.0f64, |m, s| Some(m.max(s?)));
-                (ip, Budget::new(most))
-            })
+            .map(|(ip, planned)| (ip, Budget::new(planned)))
             .collect();
         Sources { budgets }
+    }
+
+    /// Plans every source anew from `matrix` (an edit of other hosts' rows
+    /// towards `me`), in place, as the workers answer: the number of sources
+    /// whose plan changed. Refused, changing nothing, when `matrix` has a
+    /// source this host does not know (only a restart adds one).
+    pub fn refresh(
+        &self,
+        matrix: &Matrix,
+        me: u32,
+        addrs: &[Option<IpAddr>],
+    ) -> std::result::Result<usize, IpAddr> {
+        let planned = planned_into(matrix, me, addrs);
+        if let Some(&new) = planned.keys().find(|ip| !self.budgets.contains_key(ip)) {
+            return Err(new);
+        }
+        let mut changed = 0;
+        for (ip, pps) in planned {
+            let budget = &self.budgets[&ip];
+            if budget.planned() != pps {
+                budget.plan(pps);
+                changed += 1;
+            }
+        }
+        Ok(changed)
     }
 
     /// The budget of a request's source address; `None`: not a matrix host,
@@ -231,15 +293,33 @@ mod tests {
         let addrs: Vec<Option<IpAddr>> =
             matrix.hosts().iter().map(|h| h.addr.parse().ok()).collect();
         let to_b = Sources::new(&matrix, 1, &addrs);
-        let planned = |ip: &str| to_b.get(&ip.parse().unwrap()).unwrap().planned;
+        let planned = |ip: &str| to_b.get(&ip.parse().unwrap()).unwrap().planned();
         assert_eq!(planned("10.0.0.1"), Some(300.0));
         assert_eq!(planned("10.0.0.3"), Some(7.0));
         assert_eq!(planned("10.0.0.2"), Some(0.0), "b sends itself nothing");
         let to_a = Sources::new(&matrix, 0, &addrs);
         assert_eq!(
-            to_a.get(&"10.0.0.2".parse().unwrap()).unwrap().planned,
+            to_a.get(&"10.0.0.2".parse().unwrap()).unwrap().planned(),
             None
         );
         assert!(to_b.get(&"10.0.0.9".parse().unwrap()).is_none());
+
+        // An edit of a's row: b's budgets re-planned in place.
+        let edited = Matrix::parse(
+            text.replace("a=10.0.0.1,,300,50", "a=10.0.0.1,,600,50")
+                .as_bytes(),
+            "m.csv",
+        )
+        .unwrap();
+        assert_eq!(to_b.refresh(&edited, 1, &addrs), Ok(1));
+        assert_eq!(planned("10.0.0.1"), Some(600.0));
+        assert_eq!(planned("10.0.0.3"), Some(7.0));
+        // A source this host never knew takes a restart.
+        let mut more = addrs.clone();
+        more[2] = Some("10.0.0.9".parse().unwrap());
+        assert_eq!(
+            to_b.refresh(&edited, 1, &more),
+            Err("10.0.0.9".parse().unwrap())
+        );
     }
 }

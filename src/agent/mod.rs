@@ -30,6 +30,7 @@ macro_rules! warn {
     }};
 }
 
+pub mod answers;
 pub mod budget;
 pub mod clock;
 pub mod config;
@@ -192,6 +193,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     banner(config, &plan, &threads);
     interface_lines(reporter.interface(), &plan);
     let (home, pid_path) = write_up_files(config, &plan)?;
+    let answers = answers::AnswerOrders::new(&home, &config.matrix, &config.run.stamp_words);
 
     // 11. The start: at once, at --start-at, or (--armed) when the controller
     // writes it; with --duration the end follows from it.
@@ -215,7 +217,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     }
 
     // 12. Report until the workers stop.
-    let result = report_loop(&plan, &rx, &mut reporter, &clock, &when);
+    let result = report_loop(&plan, &rx, &mut reporter, &clock, (&when, &answers));
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     for thread in threads {
         let _ = thread.handle.join();
@@ -691,13 +693,14 @@ impl TickMarks {
 
 /// Collects batches tick by tick and writes them; returns when every worker has
 /// sent its last batch (the workers watch the stop flag a signal sets, and the
-/// end instant, themselves). Polls the control files in between.
+/// end instant, themselves). Polls the control files in between: the
+/// start, end and rate, and what it answers (`mx reload`).
 fn report_loop(
     plan: &AgentPlan,
     rx: &mpsc::Receiver<Batch>,
     reporter: &mut Reporter,
     clock: &RunClock,
-    when: &Timing,
+    (when, answers): (&Timing, &answers::AnswerOrders),
 ) -> Result<()> {
     // A tick waits this long after its first batch for its slow workers. The
     // original gave up after half an interval (its workers were processes
@@ -725,6 +728,7 @@ fn report_loop(
     };
     while last.len() < plan.workers {
         when.poll(clock);
+        answers.poll(plan);
         let wait = ticks.mark(clock, plan.interval, reporter);
         match rx.recv_timeout(wait.min(Duration::from_millis(100))) {
             Ok(batch) if batch.last => last.push(batch),

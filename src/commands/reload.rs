@@ -1,12 +1,16 @@
 //! `mx reload`: push an edited matrix onto a running fleet and restart only the
 //! hosts the edit changed, with the flags each was started with (read off its
-//! stamp), keeping their reports. The print is both of the stamp's: the
-//! host's flows, and (where the stamp has it) what it answers, which its
-//! answer budget follows.
+//! stamp), keeping their reports. An edit changes a host when it changes
+//! its own flows (the stamp's `fp=`, the original's terms). One that
+//! changes only what its senders send it (the stamp's `in=`) leaves it
+//! running: the new matrix is copied to it and its agent re-plans what it
+//! answers in place (`agent::answers`), before the restarted senders send
+//! at their new rates.
 //!
 //! | probe                          | action                                   |
 //! |--------------------------------|------------------------------------------|
 //! | stamp, running, same print     | keep (not even re-copied)                |
+//! | stamp, running, new rates in   | keep; the matrix copied, re-read in place|
 //! | stamp, running, new print      | restart                                  |
 //! | stamp, not running             | start with its stamped flags             |
 //! | no stamp, not running          | start (flags of the fleet's other hosts) |
@@ -24,7 +28,7 @@ use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::fleet::deploy::{Staged, deploy, deploy_all, stage};
 use crate::fleet::scripts::{BeganBy, Go};
 use crate::fleet::transport::Outcome;
-use crate::fleet::{Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
+use crate::fleet::{COPY_TIMEOUT, Fleet, LOOK_TIMEOUT, STEP_TIMEOUT, bind, instants, scripts};
 use crate::matrix::{Host, Matrix};
 use crate::units::{self, wall_now};
 
@@ -99,6 +103,8 @@ fn interval_of(flags: &[String]) -> f64 {
 /// What reload does on one host, with the flags it starts the agent with.
 enum Action {
     Keep,
+    /// Running, its own flows unchanged, the rates into it changed.
+    Answers,
     Restart(Vec<String>),
     Start(Vec<String>),
     Unstamped,
@@ -109,7 +115,7 @@ impl Action {
     fn flags(&self) -> Option<&[String]> {
         match self {
             Action::Restart(f) | Action::Start(f) => Some(f),
-            Action::Keep | Action::Unstamped => None,
+            Action::Keep | Action::Answers | Action::Unstamped => None,
         }
     }
 }
@@ -154,7 +160,10 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let actions = actions(&found, target);
     let act = announce(&fleet, &actions, out)?;
-    if act.is_empty() {
+    let answers: Vec<usize> = (0..n)
+        .filter(|&i| matches!(actions[i], Action::Answers))
+        .collect();
+    if act.is_empty() && answers.is_empty() {
         writeln!(
             out,
             "[mx] every host already matches {} -- nothing to restart",
@@ -168,6 +177,19 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
         check_dwell_interval(&fleet, interval_of(flags_of(i)))?;
     }
     let staged = stage(&fleet, &args.agent.resolve()?, Some(target))?;
+    // What the running hosts answer first: a sender restarted at a higher
+    // rate is answered from its first request.
+    if !answers.is_empty() && !reread_answers(&fleet, &answers, &staged, target, out)? {
+        return Ok(EXIT_PROBLEMS);
+    }
+    if act.is_empty() {
+        writeln!(
+            out,
+            "[mx] reloaded: 0 restarted, {n} left running ({} re-read what they answer)",
+            answers.len()
+        )?;
+        return Ok(0);
+    }
     let disks = super::data_files_needed(target);
     let Some(done) = restart_together(&fleet, &act, &staged, &flags_of, disks, out)? else {
         return Ok(EXIT_PROBLEMS);
@@ -182,7 +204,10 @@ pub fn run(args: &ReloadArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let metrics = act.iter().find_map(|&i| value_of(flags_of(i), "--metrics"));
     rewrite_targets(target, metrics, out)?;
-    let kept = actions.iter().filter(|a| matches!(a, Action::Keep)).count();
+    let kept = actions
+        .iter()
+        .filter(|a| matches!(a, Action::Keep | Action::Answers))
+        .count();
     writeln!(
         out,
         "[mx] reloaded: {} restarted, {kept} left running",
@@ -202,11 +227,8 @@ fn actions(found: &[Probe], target: &Matrix) -> Vec<Action> {
         .unwrap_or_else(|| vec!["--interval".to_string(), "5".to_string()]);
     let stamped = |p: &Probe| p.flags.clone().unwrap_or_else(|| fleet_flags.clone());
     let inbound = stamp::inbound_prints(target);
-    // The same flows out, and the same rates in (its answer budget), where
-    // the stamp says what they were.
-    let same = |p: &Probe, fp: &str, i: usize| {
-        fp == fingerprint(target, i as u32) && p.inbound.as_ref().is_none_or(|v| *v == inbound[i])
-    };
+    // The same rates in (its answer budget), where the stamp says them.
+    let same_in = |p: &Probe, i: usize| p.inbound.as_ref().is_none_or(|v| *v == inbound[i]);
     found
         .iter()
         .enumerate()
@@ -216,7 +238,10 @@ fn actions(found: &[Probe], target: &Matrix) -> Vec<Action> {
                 (None, true) => Action::Unstamped,
                 (None, false) => Action::Start(fleet_flags.clone()),
                 (Some(_), false) => Action::Start(stamped(p)),
-                (Some(fp), true) if same(p, fp, i) => Action::Keep,
+                (Some(fp), true) if *fp == fingerprint(target, i as u32) => match same_in(p, i) {
+                    true => Action::Keep,
+                    false => Action::Answers,
+                },
                 (Some(_), true) => Action::Restart(stamped(p)),
             }
         })
@@ -239,7 +264,7 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
             fleet.hint("start")
         )?;
     }
-    let kept = which(|a| matches!(a, Action::Keep)).len();
+    let kept = which(|a| matches!(a, Action::Keep | Action::Answers)).len();
     if kept > 0 {
         writeln!(
             out,
@@ -248,6 +273,15 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
         )?;
     }
     let names = |list: &[usize]| list.iter().map(|&i| name(i)).collect::<Vec<_>>().join(", ");
+    let answers = which(|a| matches!(a, Action::Answers));
+    if !answers.is_empty() {
+        writeln!(
+            out,
+            "[mx] the rates into {} host(s) changed, and nothing else of theirs: they re-read what they answer, and run on: {}",
+            answers.len(),
+            names(&answers)
+        )?;
+    }
     let restart = which(|a| matches!(a, Action::Restart(_)));
     if !restart.is_empty() {
         writeln!(
@@ -267,6 +301,46 @@ fn announce(fleet: &Fleet, actions: &[Action], out: &mut dyn Write) -> Result<Ve
         )?;
     }
     Ok(which(|a| a.flags().is_some()))
+}
+
+/// Copies the new matrix to each of `hosts` (running, its own flows
+/// unchanged) and has its agent re-read what it answers from it, waiting
+/// for its stamp to say so; false when a host did not (said which).
+fn reread_answers(
+    fleet: &Fleet,
+    hosts: &[usize],
+    staged: &Staged,
+    target: &Matrix,
+    out: &mut dyn Write,
+) -> Result<bool> {
+    let inbound = stamp::inbound_prints(target);
+    let logs = fleet.hint("logs");
+    let done = fleet.step(
+        out,
+        "copying the matrix, re-reading what they answer",
+        hosts,
+        false,
+        |host| {
+            let i = fleet
+                .hosts()
+                .iter()
+                .position(|h| h.name == host.name)
+                .expect("a fleet host");
+            let dir = fleet.dir(host);
+            let copied = fleet
+                .transport
+                .push(host, staged.matrix_only(), &dir, COPY_TIMEOUT);
+            if !copied.ok() {
+                return copied;
+            }
+            fleet.transport.run(
+                host,
+                &scripts::answers(&dir, &inbound[i], &logs),
+                STEP_TIMEOUT,
+            )
+        },
+    )?;
+    Ok(done.len() == hosts.len())
 }
 
 /// Stops the agent on `host` and copies the staged files; on success the outcome's
@@ -434,7 +508,7 @@ mod tests {
     }
 
     #[test]
-    fn a_host_whose_senders_changed_restarts_though_its_own_flows_did_not() {
+    fn a_host_whose_senders_changed_re_reads_what_it_answers_and_runs_on() {
         let text = "src\\dst,a,b,c\na,,100,100\nb,100,,100\nc,100,100,\n";
         let before = Matrix::parse(text.as_bytes(), "m.csv").unwrap();
         let edited = text.replace("a,,100,100", "a,,100,200");
@@ -454,7 +528,12 @@ mod tests {
             .map(|a| matches!(a, Action::Restart(_)))
             .collect();
         // a's row changed; c answers a at a new rate; b is untouched.
-        assert_eq!(restarted, [true, false, true]);
+        // a's row changed; c answers a at a new rate, and re-reads it in
+        // place; b is untouched.
+        assert_eq!(restarted, [true, false, false]);
+        let all = actions(&probes, &after);
+        assert!(matches!(all[1], Action::Keep));
+        assert!(matches!(all[2], Action::Answers));
         // A stamp without the line (the original's) is judged by its flows.
         let mut old = probes.clone();
         old[2].inbound = None;

@@ -132,6 +132,11 @@ pub fn deploy_all(
 }
 
 impl Staged {
+    /// The matrix alone, for a host whose running agent re-reads it.
+    pub fn matrix_only(&self) -> &[PathBuf] {
+        &self.files[1..]
+    }
+
     /// The files a host gets: the matrix alone when it holds this agent.
     fn to_copy(&self, holds_agent: bool) -> &[PathBuf] {
         if holds_agent {

@@ -218,9 +218,9 @@ pub const HELD: &str = "mx-held";
 /// agent runs.
 pub fn launch(dir: &str, keep: Keep, agent_flags: &[String], wipe: bool, stop: &str) -> String {
     let wipe = if wipe {
-        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end agent.rate\n"
+        "rm -f agent.log report.csv agent.pid agent.stamp agent.start agent.end agent.rate agent.answers\n"
     } else {
-        "rm -f agent.stamp agent.start agent.end agent.rate\n"
+        "rm -f agent.stamp agent.start agent.end agent.rate agent.answers\n"
     };
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
@@ -370,6 +370,34 @@ pub fn rate(dir: &str, scale: f64, at: f64, logs: &str) -> String {
         "{}{}\necho ordered",
         running_agent(dir, logs),
         write_control(RATE_FILE, &rate_words(scale, at))
+    )
+}
+
+/// The control file a running agent re-reads what it answers from (the
+/// agent's `answers::ANSWERS_FILE`).
+const ANSWERS_FILE: &str = "agent.answers";
+
+/// Orders a running agent to re-read what it answers from the matrix just
+/// copied beside it (`mx reload`, when only the rates into it changed), and
+/// waits up to 5 s for its stamp to say it did (`in=<print>`); fails naming
+/// `logs` when no agent runs, or it did not.
+pub fn answers(dir: &str, inbound: &str, logs: &str) -> String {
+    let said = format!("in={inbound}");
+    format!(
+        "{}{}
+i=0
+while [ $i -lt 50 ]; do
+  grep -qx {s} {stamp} 2>/dev/null && {{ echo 'answers re-read: runs on'; exit 0; }}
+  sleep 0.1; i=$((i + 1))
+done
+echo {late}; exit 1",
+        running_agent(dir, logs),
+        write_control(ANSWERS_FILE, &said),
+        s = q(&said),
+        stamp = "agent.stamp",
+        late = q(&format!(
+            "the agent did not re-read what it answers within 5s ({logs})"
+        ))
     )
 }
 

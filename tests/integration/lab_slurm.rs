@@ -227,7 +227,8 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
         );
     }
 
-    // One host's row edited: reload restarts it alone, in a step of its own.
+    // One host's row edited: reload restarts it alone, in a step of its
+    // own; node2, which answers node1's new rate, re-reads that and runs on.
     let edited = matrix.replacen(
         "node1=198.18.112.1,,1000,1000",
         "node1=198.18.112.1,,2000,1000",
@@ -237,6 +238,7 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     sb.write("matrix.csv", &edited);
     let reloaded = [
         "node1  restarted (was running)",
+        "node2  answers re-read: runs on",
         "reloaded: 1 restarted, 2 left running",
     ];
     assert_says(&slurm(&["reload", "--bind", "eth1"]), "reload", &reloaded);
