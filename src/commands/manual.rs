@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use crate::cli::{CompletionsArgs, ManArgs};
-use crate::error::{Error, Result};
+use crate::error::{Error, Exit, Result};
 use crate::files::write_atomically;
 
 /// Prints the completion script for `args.shell`.
@@ -45,27 +45,6 @@ pub fn man(args: &ManArgs, out: &mut dyn Write) -> Result<u8> {
     }
     Ok(0)
 }
-
-/// The exit statuses every command shares, as scripts test them.
-const EXIT_STATUS: &[(&str, &str)] = &[
-    ("0", "Done, and nothing wrong was found."),
-    (
-        "1",
-        "Done, and problems were found: a host that failed a step, a check over \
-         the NIC caps, a run that lost packets past its threshold, a refusal to \
-         clean without an answer.",
-    ),
-    (
-        "2",
-        "Bad input: a switch, a value, a matrix cell or a file that cannot be \
-         right, named in one line. Nothing touched a host.",
-    ),
-    (
-        "130",
-        "mx run cut short by ctrl-c: every flow ended and what ran summarized \
-         (a second ctrl-c gives up waiting for the fleet).",
-    ),
-];
 
 /// A few commands as users type them, per page (`mx` for mx.1).
 const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
@@ -230,10 +209,12 @@ fn sections(name: &str, env: &[(String, String)]) -> String {
     use roff::{Roff, bold, roman};
     let mut roff = Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in EXIT_STATUS {
+    for (exit, meaning) in Exit::MEANINGS {
+        let mut sentence = meaning.to_string();
+        sentence[..1].make_ascii_uppercase();
         roff.control("TP", [])
-            .text([bold(*code)])
-            .text([roman(*meaning)]);
+            .text([bold(exit.code().to_string())])
+            .text([roman(sentence + ".")]);
     }
     if !env.is_empty() {
         roff.control("SH", ["ENVIRONMENT"]);

@@ -164,3 +164,28 @@ fn the_readme_and_the_man_pages_say_what_each_summary_column_means() {
         assert!(HOST_COLUMNS.iter().any(|(c, _)| *c == header), "{header}");
     }
 }
+
+#[test]
+fn the_exit_codes_are_said_in_the_same_words_everywhere_130_included() {
+    use matrix_orchestrator::error::Exit;
+    let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let contract = Exit::contract();
+    assert!(contract.contains("; 130 cut short by ctrl-c"), "{contract}");
+    for doc in ["README.md", "docs/fleet.md"] {
+        let text =
+            std::fs::read_to_string(format!("{}/{doc}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert!(flat(&text).contains(&contract), "{doc} says:\n{contract}");
+    }
+    // The man pages: one entry a status, in the same words.
+    let sb = Sandbox::new();
+    let page = sb.mx(&["man"]).stdout;
+    let status = &page[page.find(".SH \"EXIT STATUS\"").expect("EXIT STATUS")..];
+    for (exit, meaning) in Exit::MEANINGS {
+        let word = meaning.split_whitespace().nth(1).unwrap();
+        assert!(
+            status.contains(&format!("\\fB{}\\fR\n", exit.code())) && status.contains(word),
+            "{}: {status}",
+            exit.code()
+        );
+    }
+}

@@ -13,11 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use signal_hook::consts::SIGINT;
 use signal_hook::iterator::Signals;
 
+use crate::error::EXIT_INTERRUPTED;
 use crate::units::wall_now;
-
-/// The exit status of a run cut short by Ctrl-C (128 + SIGINT, as a shell
-/// reports a process SIGINT ended).
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Whether Ctrl-C came, and when.
 #[derive(Clone)]

@@ -11,11 +11,11 @@ mod ramp;
 
 use std::io::Write;
 
-use self::interrupt::{EXIT_INTERRUPTED, Interrupt};
+use self::interrupt::Interrupt;
 use self::progress::{Screen, Span};
 use crate::cli::RunArgs;
 use crate::commands::start::start_fleet;
-use crate::error::{Error, Result};
+use crate::error::{EXIT_INTERRUPTED, Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
