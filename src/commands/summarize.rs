@@ -140,9 +140,10 @@ fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) 
     };
     let matrix = matrix_for_reports(&args.fleet.matrix, &args.reports.dir, args.trust)?;
     let summary = Summary::read_collected(&args.reports.dir, matrix, opts, unreachable)?;
-    let steps = summary.ramp_steps();
+    let record = std::fs::read_to_string(args.reports.dir.join(ramp::recorded::RECORD_FILE)).ok();
+    let (steps, recorded) = summary.ramp_steps(record.as_deref());
     if !steps.is_empty() {
-        return summarize_ramp(args, &summary, &steps, out);
+        return summarize_ramp(args, &summary, (&steps, recorded), out);
     }
     if args.json {
         if let Some(dir) = &args.grid {
@@ -165,11 +166,11 @@ fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) 
 fn summarize_ramp(
     args: &SummarizeArgs,
     summary: &Summary,
-    steps: &[(Step, Kind)],
+    (steps, recorded): (&[(Step, Kind)], bool),
     out: &mut dyn Write,
 ) -> Result<u8> {
     let thresholds = step_holds(&args.holds)?;
-    let results = ramp::recorded::judge(&args.reports.dir, steps, &thresholds)?;
+    let results = ramp::recorded::judge(&args.reports.dir, steps, &thresholds, recorded)?;
     if args.json {
         let doc = ramp::recorded::recorded_document(&results, &thresholds, summary.interval());
         out.write_all(ramp::to_json(&doc).as_bytes())?;
@@ -188,14 +189,18 @@ fn summarize_ramp(
         String::new()
     };
     let mut text = format!(
-        "mx summarize -- a ramp (mx run --ramp): {} step(s), x{} to x{}, each summarized alone, as one figure over the run would average {} rates{window}; a step holds while {}\n",
+        "mx summarize -- a ramp (mx run --ramp): {} step(s), x{} to x{}, each summarized alone (one figure over the run would average their rates into one no step ran){}{window}; a step holds while {}\n",
         results.len(),
         scales(f64::min),
         scales(f64::max),
-        results.len(),
+        if recorded {
+            ", on the intervals the ramp judged"
+        } else {
+            ""
+        },
         thresholds.text()
     );
-    text.push_str(&ramp::steps_text(&results));
+    text.push_str(&ramp::steps_text(&results, false));
     if args.grid.is_some() {
         text.push_str(
             "[mx] --grid: not written, as a ramp's steps ran at different rates and a grid holds one per flow -- summarize one step with --window\n",

@@ -115,8 +115,22 @@ impl Summary {
     /// The steps of a ramp (`mx run --ramp`) among the summarized
     /// intervals, which are to be summarized one by one; empty when the
     /// run was not a ramp.
-    pub fn ramp_steps(&self) -> Vec<(analysis::span::Step, ramp::Kind)> {
-        ramp::recorded::steps(self.set.timeline(), &self.set.span)
+    /// The steps of a ramp's reports: the ramp's own `record`
+    /// ([`ramp::recorded::RECORD_FILE`]'s text) when it is these reports',
+    /// with `true`; else as the rows' scales show them. Empty: not a ramp.
+    pub fn ramp_steps(
+        &self,
+        record: Option<&str>,
+    ) -> (Vec<(analysis::span::Step, ramp::Kind)>, bool) {
+        let (timeline, span) = (self.set.timeline(), &self.set.span);
+        let from_rows = ramp::recorded::steps(timeline, span);
+        if from_rows.is_empty() {
+            return (from_rows, false);
+        }
+        match record.and_then(|text| ramp::recorded::from_record(text, timeline, span)) {
+            Some(steps) => (steps, true),
+            None => (from_rows, false),
+        }
     }
 
     /// The report interval in seconds (1 when a single tick cannot say).

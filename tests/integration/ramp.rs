@@ -395,3 +395,167 @@ fn a_ramps_bad_flag_values_are_refused_in_one_line_naming_them_before_anything_r
         run.stderr
     );
 }
+
+/// A clean local fleet at 200 pps a flow, ramped x1, x1.5, x2 at `--interval
+/// 1` with the default thresholds: every step holds (the interval a rate
+/// begins in, whose first send a pacer can miss, is not judged), the ramp
+/// says how many steps and how long before it starts, and the reports read
+/// back judge the same intervals to the same verdicts.
+#[test]
+fn agent_fleet_ramp_on_a_clean_fleet_holds_from_its_first_step_and_reads_back_the_same() {
+    let sb = fleet_dir_with(202, &["h1", "h2", "h3"], &["--pps", "200"]);
+    let ramp = [
+        "run",
+        "--local",
+        "hosts",
+        "--interval",
+        "1",
+        "--ramp",
+        "1:2",
+        "--ramp-step",
+        "0.5",
+        "--ramp-hold",
+        "2",
+        "--json",
+    ];
+    let run = sb.mx(&ramp);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(
+            "[mx] ramp: x1 to x2 in steps of 0.5 (3 steps), 3s a step (an interval of 1s for the rate to settle, then 2 judged): 9s at most;"
+        ),
+        "{}",
+        run.stderr
+    );
+    let live: serde_json::Value = serde_json::from_str(&run.stdout).expect(&run.stdout);
+    let verdicts: Vec<&str> = live["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["held"; 3], "{live}");
+    assert_eq!(live["cut_short"], false);
+    assert_eq!(sb.read("reports/ramp.steps").lines().count(), 4);
+
+    let json = sb.mx(&["summarize", "--no-collect", "--window", "0", "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let read_back: serde_json::Value = serde_json::from_str(&json.stdout).expect(&json.stdout);
+    let brief = |doc: &serde_json::Value| -> Vec<serde_json::Value> {
+        doc["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                serde_json::json!([
+                    s["scale"],
+                    s["kind"],
+                    s["after_ts"],
+                    s["until_ts"],
+                    s["intervals"],
+                    s["offered_pps"],
+                    s["delivered_pct"],
+                    s["verdict"],
+                    s["why"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(brief(&read_back), brief(&live), "{read_back}\n{live}");
+    let text = sb.mx(&["summarize", "--no-collect", "--window", "0"]);
+    assert!(
+        text.stdout.starts_with(
+            "mx summarize -- a ramp (mx run --ramp): 3 step(s), x1 to x2, each summarized alone (one figure over the run would average their rates into one no step ran), on the intervals the ramp judged"
+        ),
+        "{}",
+        text.stdout
+    );
+}
+
+/// ctrl-c in a ramp ends it as it ends a run: the flows end, the steps so
+/// far are printed, the answer says it was cut short, exit 130.
+#[test]
+fn agent_fleet_ramp_cut_short_by_ctrl_c_prints_its_steps_and_exits_130() {
+    let sb = fleet_dir_with(203, &["h1", "h2"], &["--pps", "200"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mx"))
+        .args([
+            "run",
+            "--local",
+            "hosts",
+            "--interval",
+            "1",
+            "--ramp",
+            "1:3",
+            "--ramp-hold",
+            "2",
+        ])
+        .current_dir(sb.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mx");
+    let mut stdout = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        stdout.push_str(&line);
+        stdout.push('\n');
+        if line.starts_with("[mx] step 1 at x1 ") {
+            let rc = unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            assert_eq!(rc, 0);
+            break;
+        }
+    }
+    for line in lines {
+        stdout.push_str(&line.unwrap());
+        stdout.push('\n');
+    }
+    let code = child.wait().unwrap().code();
+    assert_eq!(code, Some(130), "{stdout}");
+    assert!(
+        stdout.contains("[mx] ctrl-c: the ramp was cut short -- the steps so far follow"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cut short by ctrl-c at x1: every step so far held, the highest x1 ("),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ramp higher"), "{stdout}");
+    assert!(
+        agents_under(&sb.file("hosts")).is_empty(),
+        "the flows ended: {stdout}"
+    );
+}
+
+#[test]
+fn one_ramp_is_suggested_wherever_mx_suggests_one() {
+    let want = format!("mx run --ramp {}", ramp::SUGGESTED_RANGE);
+    let sb = Sandbox::new();
+    let hints = sb.mx(&["hints"]).stdout;
+    let docs = ["README.md", "docs/fleet.md", "docs/compare-ramp-report.md"].map(|doc| {
+        std::fs::read_to_string(format!("{}/{doc}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    });
+    for (place, text) in [
+        ("mx hints", &hints),
+        ("README.md", &docs[0]),
+        ("docs/fleet.md", &docs[1]),
+    ] {
+        assert!(
+            text.contains(&want),
+            "{place} suggests another ramp than {want}"
+        );
+    }
+    // Any other range a page names is an example of the flags, never a
+    // suggestion of where to start.
+    for text in [&hints, &docs[0], &docs[1]] {
+        for at in text.match_indices("--ramp ").map(|(i, _)| i) {
+            let range = text[at + 7..].split_whitespace().next().unwrap_or_default();
+            if range.contains(':') {
+                assert!(
+                    range.trim_end_matches('`') == ramp::SUGGESTED_RANGE,
+                    "--ramp {range}"
+                );
+            }
+        }
+    }
+}

@@ -372,7 +372,7 @@ A FIXED BANDWIDTH INSTEAD OF A FIXED PACKET RATE
 
 FIND THE FABRIC'S LIMIT
   mx gen --servers servers.txt --pps 20000
-  mx run --ramp 1:5 --bisect --max-p99 5ms   # raises every rate step by step on the
+  mx run --ramp 0.5:3 --bisect --max-p99 5ms # raises every rate step by step on the
                                              # running fleet: the highest that held,
                                              # and what set the limit (host, leg, place)
   # by hand: mx run --for 120 at 50000, then 100000, ...: the last rate that

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::agent::clock::RATE_LEAD;
 use crate::cli::RunArgs;
 use crate::commands::start::start_fleet;
-use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::error::{EXIT_INTERRUPTED, EXIT_PROBLEMS, Error, Result};
 use crate::fleet::collect::collect_reports;
 use crate::fleet::end::end_fleet;
 use crate::fleet::{Fleet, STEP_TIMEOUT, instants, scripts};
@@ -97,6 +97,8 @@ pub fn run(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>
         )));
     }
     let (first, _) = ramp.plan.next(&[]).expect("a climb has a first step");
+    // Another ramp's steps must never be read as this one's.
+    let _ = std::fs::remove_file(args.report.reports.dir.join(ramp::recorded::RECORD_FILE));
     let started = start_fleet(&fleet, &args.run, None, Some(first), out)?;
     let Some(begin) = started.start else {
         return Ok(started.code);
@@ -115,28 +117,37 @@ pub fn run(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>
         return Ok(started.code);
     }
     writeln!(out)?;
+    let climbs = ramp.plan.climb().len();
+    let a_step = ramp.hold + ramp.interval;
     writeln!(
         out,
-        "[mx] ramp: x{} to x{} in steps of {}{}, {}s a step ({} interval(s) of {}s); a step holds while {} -- ctrl-c ends the ramp and shows the steps so far",
+        "[mx] ramp: x{} to x{} in steps of {} ({climbs} steps{}), {}s a step (an interval of {}s for the rate to settle, then {} judged): {} at most{}; a step holds while {} -- ctrl-c ends the ramp and shows the steps so far",
         scale_text(ramp.plan.from),
         scale_text(ramp.plan.to),
         scale_text(ramp.plan.step),
         if ramp.plan.bisect {
-            ", bisecting below the first that falls short"
+            ", then bisecting below the first that falls short"
         } else {
             ""
         },
-        units::g(ramp.hold),
-        ramp.intervals(),
+        units::g(a_step),
         units::g(ramp.interval),
+        ramp.intervals(),
+        units::duration(a_step * climbs as f64),
+        if ramp.plan.bisect { " of climbing" } else { "" },
         ramp.thresholds.text()
     )?;
     out.flush()?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&interrupted));
-    let (steps, code) = climb(&fleet, args, &ramp, (first, begin), &interrupted, out)?;
-    if interrupted.load(Ordering::Relaxed) {
-        writeln!(out, "[mx] interrupted -- the ramp stops here")?;
+    let (steps, mut code) = climb(&fleet, args, &ramp, (first, begin), &interrupted, out)?;
+    let cut_short = interrupted.load(Ordering::Relaxed);
+    if cut_short {
+        writeln!(
+            out,
+            "[mx] ctrl-c: the ramp was cut short -- the steps so far follow"
+        )?;
+        code = EXIT_INTERRUPTED;
     }
     if args.keep {
         let last = steps.last().map_or(first, |s| s.scale);
@@ -149,23 +160,24 @@ pub fn run(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>
         end_fleet(&fleet, out, "ending the flows together")?;
     }
     if let Some(document) = document {
-        let doc = ramp::document(
+        let mut doc = ramp::document(
             &ramp.plan,
             &ramp.thresholds,
             ramp.hold,
             ramp.interval,
             &steps,
         );
+        doc.cut_short = cut_short;
         document.write_all(ramp::to_json(&doc).as_bytes())?;
     } else {
         writeln!(out)?;
-        out.write_all(table(&fleet, &ramp, &steps).as_bytes())?;
+        out.write_all(table(&fleet, &ramp, &steps, cut_short).as_bytes())?;
     }
     Ok(code)
 }
 
 /// The table of the steps, and the answer under it.
-fn table(fleet: &Fleet, ramp: &Ramp, steps: &[StepResult]) -> String {
+fn table(fleet: &Fleet, ramp: &Ramp, steps: &[StepResult], cut_short: bool) -> String {
     let m = &fleet.matrix;
     let mut text = format!(
         "mx run --ramp -- {} hosts, {} flows, {} bytes out -> {} bytes back; {} interval(s) of {}s a step; a step holds while {}\n",
@@ -177,7 +189,7 @@ fn table(fleet: &Fleet, ramp: &Ramp, steps: &[StepResult]) -> String {
         units::g(ramp.interval),
         ramp.thresholds.text()
     );
-    text.push_str(&ramp::steps_text(steps));
+    text.push_str(&ramp::steps_text(steps, cut_short));
     text
 }
 
@@ -199,7 +211,10 @@ fn climb(
     // instant; widened to the fan-out each order takes.
     let mut margin = ORDER_MARGIN;
     while let Some((scale, kind, at)) = current.take() {
-        let until = at + ramp.hold;
+        // The interval the rate begins in settles (a pacer's first is a
+        // packet short); the step is judged on the whole intervals after it.
+        let settled = at + ramp.interval;
+        let until = settled + ramp.hold;
         // Its last interval is written a hold after its tick, everywhere.
         let written = until + crate::report::hold_seconds(ramp.interval) + 0.5;
         if !sleep_until(written, interrupted) {
@@ -207,7 +222,7 @@ fn climb(
         }
         let step = Step {
             scale,
-            after: at.floor() as i64,
+            after: settled.floor() as i64,
             until: until.floor() as i64,
         };
         let Some(figures) = measure(fleet, &args.report.reports.dir, &step, ramp, out)? else {
@@ -238,6 +253,7 @@ fn climb(
             figures,
             verdict,
         });
+        record(&args.report.reports.dir, &steps)?;
         if !measured {
             writeln!(
                 out,
@@ -265,6 +281,16 @@ fn climb(
         current = Some((next, next_kind, at));
     }
     Ok((steps, 0))
+}
+
+/// Keeps the steps judged so far beside the reports they were judged on
+/// ([`ramp::recorded::RECORD_FILE`]): a summary of those reports judges the
+/// same intervals, and says what the ramp said.
+fn record(dir: &std::path::Path, steps: &[StepResult]) -> Result<()> {
+    let path = dir.join(ramp::recorded::RECORD_FILE);
+    crate::files::write_atomically(&path, |f| {
+        f.write_all(ramp::recorded::record_text(steps).as_bytes())
+    })
 }
 
 /// Sleeps until wall time `t`; false when interrupted first.

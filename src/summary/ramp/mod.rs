@@ -10,7 +10,8 @@ pub mod render;
 pub mod verdict;
 
 pub use plan::{
-    BISECT_WITHIN, DEFAULT_STEPS, Kind, MAX_BISECT_STEPS, MAX_STEPS, Plan, round4, scale_text,
+    BISECT_WITHIN, DEFAULT_STEPS, Kind, MAX_BISECT_STEPS, MAX_STEPS, Plan, SUGGESTED_RANGE, round4,
+    scale_text,
 };
 pub use render::{
     Document, HeldDoc, RampDoc, SCHEMA, StepDoc, conclusion, document, steps_text, table_header,

@@ -19,6 +19,9 @@ pub const MAX_BISECT_STEPS: usize = 8;
 pub const MAX_STEPS: usize = 1000;
 /// Steps a climb takes when `--ramp-step` is not given (from FROM to TO).
 pub const DEFAULT_STEPS: f64 = 10.0;
+/// The ramp mx suggests wherever it suggests one (the summary's advice,
+/// `mx hints`, the docs).
+pub use crate::summary::analysis::diagnosis::rate::SUGGESTED_RAMP as SUGGESTED_RANGE;
 
 /// A scale kept to the report's 4 decimals.
 pub fn round4(scale: f64) -> f64 {
@@ -45,6 +48,23 @@ pub enum Kind {
     /// The step before again, at the same scale: an agent was short of CPU
     /// in it.
     Again,
+}
+
+impl Kind {
+    /// The word the JSON and the step record use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Climb => "climb",
+            Kind::Bisect => "bisect",
+            Kind::Again => "again",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Kind> {
+        [Kind::Climb, Kind::Bisect, Kind::Again]
+            .into_iter()
+            .find(|k| k.word() == word)
+    }
 }
 
 impl Plan {

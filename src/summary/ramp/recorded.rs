@@ -1,20 +1,79 @@
 //! A ramp read back from its reports (`mx summarize` over a run of
-//! `mx run --ramp`): its steps as the host rows' `rate_scale` shows them.
-//! Each step is summarized alone: one figure over the whole run would
-//! average every step's rate into a rate no step ran.
+//! `mx run --ramp`). Each step is summarized alone: one figure over the
+//! whole run would average every step's rate into a rate no step ran.
+//!
+//! The steps are those the ramp kept beside the reports it judged them on
+//! ([`RECORD_FILE`]): the same intervals, judged by the same function, so
+//! the summary says what the ramp said. Reports without it (copied
+//! elsewhere) read as the host rows' `rate_scale` shows them.
 
 use std::path::Path;
 
 use super::plan::{Kind, Plan};
 use super::render::{Document, document};
-use super::verdict::{MAX_TRIES, StepResult, Thresholds, step_figures, verdict};
+use super::verdict::{MAX_TRIES, StepResult, Thresholds, step_figures, tried_again, verdict};
 use crate::error::Result;
 use crate::summary::analysis::span::{Span, Step, Timeline, same_scale};
 
-/// The steps among the kept intervals of `span`: each run of consecutive
-/// kept intervals that every host ran at one scale. An interval whose hosts
-/// ran different scales (an order that reached one host late) belongs to
-/// no step. Empty when no host row carries a scale: not a ramp.
+/// The file `mx run --ramp` keeps beside the reports it collects: one line
+/// per step judged, `scale,kind,after,until` (the labels of the intervals
+/// it was judged on: after `after`, up to `until`).
+pub const RECORD_FILE: &str = "ramp.steps";
+const RECORD_HEADER: &str = "scale,kind,after,until";
+
+/// The record of `steps`.
+pub fn record_text(steps: &[StepResult]) -> String {
+    let mut text = format!("{RECORD_HEADER}\n");
+    for s in steps {
+        text.push_str(&format!(
+            "{},{},{},{}\n",
+            super::scale_text(s.scale),
+            s.kind.word(),
+            s.after,
+            s.until
+        ));
+    }
+    text
+}
+
+/// The steps a record holds, when they are these reports' (each step's
+/// time holds a kept interval that every host ran at its scale): `None`
+/// for a record that is not one, or another ramp's.
+pub fn from_record(text: &str, timeline: &Timeline, span: &Span) -> Option<Vec<(Step, Kind)>> {
+    let mut lines = text.lines();
+    if lines.next()? != RECORD_HEADER {
+        return None;
+    }
+    let steps: Vec<(Step, Kind)> = lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            let [scale, kind, after, until] = cells[..] else {
+                return None;
+            };
+            let step = Step {
+                scale: scale.parse().ok()?,
+                after: after.parse().ok()?,
+                until: until.parse().ok()?,
+            };
+            Some((step, Kind::parse(kind)?))
+        })
+        .collect::<Option<_>>()?;
+    let ran = |step: &Step| {
+        span.keep.iter().any(|&ts| {
+            ts > step.after
+                && ts <= step.until
+                && one_scale(timeline, ts).is_some_and(|s| same_scale(s, step.scale))
+        })
+    };
+    (!steps.is_empty() && steps.iter().all(|(step, _)| ran(step))).then_some(steps)
+}
+
+/// The steps among the kept intervals of `span`, where no record says
+/// them: each run of consecutive kept intervals that every host ran at one
+/// scale, less its first (the interval a rate begins in settles, as the
+/// ramp leaves it out). An interval whose hosts ran different scales (an
+/// order that reached one host late) belongs to no step. Empty when no
+/// host row carries a scale: not a ramp.
 ///
 /// A step tried again (an agent short of CPU) ran on at the same scale, so
 /// it reads back as one step over all its tries; a scale below the highest
@@ -35,11 +94,10 @@ pub fn steps(timeline: &Timeline, span: &Span) -> Vec<(Step, Kind)> {
                     Kind::Climb
                 };
                 highest = highest.max(scale);
-                // Labels are whole seconds, one per interval: the step's
-                // time begins just before its first.
+                // Its first interval settles: the step's time begins after it.
                 let step = Step {
                     scale,
-                    after: ts - 1,
+                    after: ts,
                     until: ts,
                 };
                 steps.push((step, kind));
@@ -49,28 +107,35 @@ pub fn steps(timeline: &Timeline, span: &Span) -> Vec<(Step, Kind)> {
     steps
 }
 
-/// Each step's figures from the reports in `dir`, judged by `thresholds`
-/// as the ramp judged its last try: a step short with an agent short of
-/// CPU fails, naming it (the reports cannot try it again).
+/// Each step's figures from the reports in `dir`, judged by `thresholds`.
+/// Steps from the ramp's record are judged as the ramp judged them (a step
+/// short of CPU tried again while it had tries left); steps read off the
+/// rows alone as its last try (short of CPU fails, naming the host: the
+/// reports cannot try it again).
 pub fn judge(
     dir: &Path,
     steps: &[(Step, Kind)],
     thresholds: &Thresholds,
+    recorded: bool,
 ) -> Result<Vec<StepResult>> {
-    steps
-        .iter()
-        .map(|(step, kind)| {
-            let figures = step_figures(dir, step)?;
-            Ok(StepResult {
-                scale: step.scale,
-                kind: *kind,
-                after: step.after,
-                until: step.until,
-                verdict: verdict(&figures, thresholds, MAX_TRIES - 1),
-                figures,
-            })
-        })
-        .collect()
+    let mut results: Vec<StepResult> = Vec::new();
+    for (step, kind) in steps {
+        let figures = step_figures(dir, step)?;
+        let tries = if recorded {
+            tried_again(&results, step.scale)
+        } else {
+            MAX_TRIES - 1
+        };
+        results.push(StepResult {
+            scale: step.scale,
+            kind: *kind,
+            after: step.after,
+            until: step.until,
+            verdict: verdict(&figures, thresholds, tries),
+            figures,
+        });
+    }
+    Ok(results)
 }
 
 /// The ramp's JSON document as its reports tell it: from the first
@@ -165,11 +230,12 @@ mod tests {
             (17, x(2.5), x(2.5)),
         ]);
         let got = steps(&t, &kept(10..=17));
+        // Each from the interval after its first (the rate settles in it).
         let want = [
-            (1.0, 9, 11, Kind::Climb),
-            (2.0, 12, 14, Kind::Climb),
-            (3.0, 14, 15, Kind::Climb),
-            (2.5, 15, 17, Kind::Bisect),
+            (1.0, 10, 11, Kind::Climb),
+            (2.0, 13, 14, Kind::Climb),
+            (3.0, 15, 15, Kind::Climb),
+            (2.5, 16, 17, Kind::Bisect),
         ];
         let got: Vec<(f64, i64, i64, Kind)> = got
             .iter()
@@ -182,6 +248,36 @@ mod tests {
             .map(|(s, _)| s.scale)
             .collect();
         assert_eq!(late, [3.0, 2.5]);
+    }
+
+    #[test]
+    fn the_ramp_s_record_gives_its_steps_when_the_reports_ran_them() {
+        let x = |s: f64| Some(s);
+        let t = timeline(&[
+            (10, x(1.0), x(1.0)),
+            (11, x(1.0), x(1.0)),
+            (12, x(1.0), x(1.0)),
+            (13, x(2.0), x(2.0)),
+            (14, x(2.0), x(2.0)),
+        ]);
+        let record = "scale,kind,after,until\n1,climb,10,11\n2,climb,13,14\n";
+        let got: Vec<(f64, i64, i64, Kind)> = from_record(record, &t, &kept(10..=14))
+            .unwrap()
+            .iter()
+            .map(|(s, k)| (s.scale, s.after, s.until, *k))
+            .collect();
+        assert_eq!(
+            got,
+            [(1.0, 10, 11, Kind::Climb), (2.0, 13, 14, Kind::Climb)]
+        );
+        // Another ramp's (its scales are not these rows'), or not a record.
+        let other = "scale,kind,after,until\n1.5,climb,10,11\n";
+        assert_eq!(from_record(other, &t, &kept(10..=14)), None);
+        assert_eq!(
+            from_record("scale,kind\n1,climb\n", &t, &kept(10..=14)),
+            None
+        );
+        assert_eq!(from_record(record, &t, &kept(20..=24)), None);
     }
 
     #[test]

@@ -34,8 +34,9 @@ pub fn table_header() -> String {
     )
 }
 
-/// The steps' table, its legend, and the answer under it.
-pub fn steps_text(steps: &[StepResult]) -> String {
+/// The steps' table, its legend, and the answer under it; `cut_short`: the
+/// ramp ended at ctrl-c, before it found what it climbs to.
+pub fn steps_text(steps: &[StepResult], cut_short: bool) -> String {
     let mut text = table_header();
     for (i, s) in steps.iter().enumerate() {
         text.push_str(&table_row(i + 1, s));
@@ -47,7 +48,24 @@ pub fn steps_text(steps: &[StepResult]) -> String {
         text.push_str("  (r: the step before, tried again: an agent was short of CPU in it)\n");
     }
     text.push('\n');
-    text.push_str(&conclusion(steps));
+    let failed = steps
+        .iter()
+        .any(|s| matches!(s.verdict, Verdict::Failed(_)));
+    // A limit found before ctrl-c stands.
+    if !cut_short || failed {
+        text.push_str(&conclusion(steps));
+    } else if let Some(best) = highest_held(steps) {
+        let last = steps.last().map_or(best.scale, |s| s.scale);
+        let _ = writeln!(
+            text,
+            "cut short by ctrl-c at x{}: every step so far held, the highest x{} ({} offered) -- the limit was not reached",
+            scale_text(last),
+            scale_text(best.scale),
+            best.figures.offered_pps.map_or("-".to_string(), pps)
+        );
+    } else {
+        text.push_str("cut short by ctrl-c before a step was judged\n");
+    }
     text
 }
 
@@ -170,6 +188,8 @@ pub struct Document {
     pub highest_held: Option<HeldDoc>,
     /// The lowest scale that fell short; null when every step held.
     pub lowest_failed_scale: Option<f64>,
+    /// The ramp ended at ctrl-c (`mx run --ramp` exits 130).
+    pub cut_short: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -274,6 +294,7 @@ pub fn document(
             .filter(|s| matches!(s.verdict, Verdict::Failed(_)))
             .map(|s| s.scale)
             .reduce(f64::min),
+        cut_short: false,
     }
 }
 

@@ -13,6 +13,11 @@ use super::{Blame, Finding, Kind, Place, pct};
 use crate::matrix::load::WORKER_EXCHANGES_PER_SECOND;
 use crate::units::{self, pps};
 
+/// The ramp mx suggests wherever it suggests one (the advice here, `mx
+/// hints`, the docs; `summary::ramp` takes it from here): from half the
+/// matrix's rates to three times them, 11 steps.
+pub const SUGGESTED_RAMP: &str = "0.5:3";
+
 /// A core this busy is not available to anything else.
 const HOT_CORE_PCT: f64 = 85.0;
 /// An agent worker this busy is the ceiling of its host.
@@ -395,10 +400,15 @@ pub fn all_clear(fleet: &Fleet, grid: &Cells) -> Finding {
     let req = fleet.requests;
     let landing =
         fleet.target > 0.0 && req >= 0.98 * fleet.target && percent(fleet.replies, req) >= 99.5;
+    let ramp = SUGGESTED_RAMP;
     let text = if landing && !grid.any_loss() {
-        "everything is landing at the target rate, on every flow: raise --pps (or `mx gen --pps max`) to find where it stops, or let `mx run --ramp 1:4` climb to it step by step".to_string()
+        format!(
+            "everything is landing at the target rate, on every flow: raise --pps (or `mx gen --pps max`) to find where it stops, or let `mx run --ramp {ramp}` climb to it step by step"
+        )
     } else {
-        "nothing looks wrong: no flow loses more than the run's noise. `mx hints` lists what else to try; `mx run --ramp 1:4` finds the rate where loss or the tail begins".to_string()
+        format!(
+            "nothing looks wrong: no flow loses more than the run's noise. `mx hints` lists what else to try; `mx run --ramp {ramp}` finds the rate where loss or the tail begins"
+        )
     };
     Finding::new(Kind::Clear, text)
 }
