@@ -12,7 +12,7 @@ use matrix_orchestrator::commands::{
     agent, check, clean, collect, compare, demo, doctor, export, generate, help, hints, logs,
     manual, monitor, reload, report, run, start, status, stop, summarize,
 };
-use matrix_orchestrator::error::Result;
+use matrix_orchestrator::error::{EXIT_REFUSED, Result};
 
 fn main() -> ExitCode {
     let cli = match parse() {
@@ -64,8 +64,9 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
     }
 }
 
-/// The command line, or the exit status of a usage error (printed, with the
-/// usage line lowercase as argparse writes it) or of `--help`/`--version`.
+/// The command line, or the exit status of a usage error (printed as mx's
+/// one line, `mx: gen --pps: negative packet rate '-5'`) or of
+/// `--help`/`--version`.
 fn parse() -> std::result::Result<Cli, ExitCode> {
     let parsed = cli::command()
         .try_get_matches()
@@ -78,9 +79,9 @@ fn parse() -> std::result::Result<Cli, ExitCode> {
             Ok(cli)
         }
         Err(e) if e.use_stderr() => {
-            let text = e.render().to_string().replace("\nUsage: ", "\nusage: ");
-            eprint!("{text}");
-            Err(ExitCode::from(e.exit_code() as u8))
+            let argv: Vec<String> = std::env::args().collect();
+            eprintln!("mx: {}", cli::refusal_line(&e, &argv));
+            Err(ExitCode::from(EXIT_REFUSED))
         }
         Err(e) => e.exit(),
     }

@@ -422,12 +422,9 @@ fn gen_zero_gbps() {
     sb.write("servers.txt", THREE);
     let run = sb.mx(&["gen", "--gbps", "0"]);
     assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.starts_with(
-            "error: invalid value '0' for '--gbps <G>': a rate of 0 Gb/s carries nothing\n"
-        ),
-        "{}",
-        run.stderr
+    assert_eq!(
+        run.stderr,
+        "mx: gen --gbps: a rate of 0 Gb/s carries nothing\n"
     );
     assert!(!sb.file("matrix.csv").exists());
 }
@@ -452,7 +449,7 @@ fn gen_pps_and_gbps_together_is_a_usage_error() {
     sb.write("servers.txt", THREE);
     let run = sb.mx(&["gen", "--pps", "5", "--gbps", "1"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+    assert_eq!(run.stderr, "mx: gen: --pps cannot be given with --gbps\n");
 }
 
 #[test]

@@ -15,13 +15,14 @@ fn sandbox() -> Sandbox {
     sb
 }
 
-/// Runs `args`, and checks the refusal: exit 2, nothing on stdout, the
-/// first line of stderr holding `said`, and nothing made on the fleet.
+/// Runs `args`, and checks the refusal: exit 2, nothing on stdout, one
+/// line on stderr (`mx: ...`) holding `said`, and nothing made on the fleet.
 fn refused(sb: &Sandbox, args: &[&str], said: &str) {
     let run = sb.mx(args);
     assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
-    let first = run.stderr.lines().next().unwrap_or("");
-    assert!(first.contains(said), "{args:?}: {}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
+    assert!(run.stderr.starts_with("mx: "), "{args:?}: {}", run.stderr);
+    assert!(run.stderr.contains(said), "{args:?}: {}", run.stderr);
     assert!(
         !run.stderr.contains("unexpected argument"),
         "{}",
@@ -38,16 +39,10 @@ fn refused(sb: &Sandbox, args: &[&str], said: &str) {
 fn durations_that_cannot_be_are_refused_before_the_fleet_is_touched() {
     let sb = sandbox();
     for (value, said) in [
-        (
-            "NaN",
-            "invalid value 'NaN' for '--for <S>': 'NaN' is not a number of seconds",
-        ),
+        ("NaN", "mx: run --for: 'NaN' is not a number of seconds"),
         ("inf", "'inf' is not a number of seconds"),
         ("0", "0 seconds runs nothing"),
-        (
-            "-5",
-            "invalid value '-5' for '--for <S>': negative duration '-5'",
-        ),
+        ("-5", "mx: run --for: negative duration '-5'"),
     ] {
         refused(&sb, &["run", FLEET, "hosts", "--for", value], said);
     }
