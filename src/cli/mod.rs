@@ -138,21 +138,22 @@ pub fn command() -> clap::Command {
 
 /// The original treats an environment default set to "" (`MX_USER=`) as unset;
 /// clap would take the empty string as the value, so an argument whose
-/// variable is empty forgets its variable.
-fn without_empty_env(mut cmd: clap::Command) -> clap::Command {
-    let empty: Vec<clap::Id> = cmd
-        .get_arguments()
-        .filter(|arg| {
-            arg.get_env()
-                .and_then(std::env::var_os)
-                .is_some_and(|value| value.is_empty())
-        })
-        .map(|arg| arg.get_id().clone())
-        .collect();
-    for id in empty {
-        cmd = cmd.mut_arg(id, |arg| arg.env(None));
-    }
-    cmd
+/// variable is empty forgets its variable. Help names each variable and
+/// never its value (`[env: MX_METRICS]`): clap writes `MX_METRICS=` for
+/// one unset, which reads as set to nothing, and a value can be a secret.
+fn without_empty_env(cmd: clap::Command) -> clap::Command {
+    // In place: an argument taken out and put back would move in the help.
+    cmd.mut_args(|arg| {
+        let Some(name) = arg.get_env().map(std::ffi::OsStr::to_os_string) else {
+            return arg;
+        };
+        let arg = arg.hide_env_values(true);
+        if std::env::var_os(name).is_some_and(|value| value.is_empty()) {
+            arg.env(None)
+        } else {
+            arg
+        }
+    })
 }
 
 #[cfg(test)]

@@ -358,3 +358,31 @@ fn python_is_accepted_and_ignored_with_one_line() {
         "MX_PYTHON     default for mx start --python, mx reload --python, mx doctor --python, mx run --python"
     ));
 }
+
+#[test]
+fn every_variable_help_names_is_in_the_docs_and_never_shown_with_a_value() {
+    let help = Sandbox::new().mx(&["help"]).stdout;
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for page in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")).unwrap() {
+        let path = page.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            docs.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
+    let names: std::collections::BTreeSet<&str> = flat
+        .split("[env: ")
+        .skip(1)
+        .map(|rest| rest.split(']').next().unwrap())
+        .collect();
+    assert!(
+        names.contains("MX_METRICS") && names.contains("IPERF_BIND"),
+        "{names:?}"
+    );
+    for name in names {
+        // Named, never `NAME=` (which reads as set to nothing) nor its value.
+        assert!(!name.contains('='), "[env: {name}] in mx help");
+        assert!(docs.contains(name), "{name} is in no page of the docs");
+    }
+}
