@@ -53,8 +53,8 @@ pub struct FleetArgs {
     pub dry_run: bool,
 
     /// Run the fleet on this machine, one sandbox directory per host under DIR
-    /// (hosts on 127.0.0.x): no ssh, no root
-    #[arg(long, value_name = "DIR")]
+    /// (every host on a loopback address: 127.x.y.z, or ::1): no ssh, no root
+    #[arg(long, value_name = "DIR", env = "MX_LOCAL", hide_env_values = true)]
     pub local: Option<PathBuf>,
 
     /// How the hosts are reached: ssh, or slurm (inside an allocation, its

@@ -95,6 +95,9 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
     if ssh.ssh.is_empty() || ssh.scp.is_empty() {
         return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
     }
+    if let Some(root) = &args.local {
+        check_loopback(&matrix, root)?;
+    }
     let local = match &args.local {
         // Absolute: the scripts run from each host's own directory.
         Some(root) => Some(Local {
@@ -130,6 +133,10 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
     if args.jobs == 0 {
         return Err(Error::refused("--jobs must be at least 1"));
     }
+    let local_here = match (&args.local, args.via) {
+        (None, Via::Ssh) => local_fleet_here(&matrix),
+        _ => None,
+    };
     Ok(Fleet {
         matrix,
         matrix_path: args.matrix.clone(),
@@ -138,7 +145,72 @@ pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         remote_dir: args.remote_dir.clone(),
         dry_run: args.dry_run,
         locator: locator(args),
+        local_here,
     })
+}
+
+/// Whether `addr` (a matrix host's address) is this machine's loopback:
+/// 127.0.0.0/8 or ::1, or a name that resolves to nothing else; `None` for
+/// a name that resolves to nothing (refused later, in its own words).
+fn is_loopback(addr: &str) -> Option<bool> {
+    if let Ok(ip) = addr.parse::<std::net::IpAddr>() {
+        return Some(ip.is_loopback());
+    }
+    use std::net::ToSocketAddrs;
+    let found: Vec<std::net::SocketAddr> = (addr, 0).to_socket_addrs().ok()?.collect();
+    (!found.is_empty()).then(|| found.iter().all(|a| a.ip().is_loopback()))
+}
+
+/// `--local` runs every host on this machine, on a loopback address of its
+/// own: a matrix host outside loopback would send from an address that is
+/// not this machine's, to one that is someone else's.
+fn check_loopback(matrix: &Matrix, root: &std::path::Path) -> Result<()> {
+    let outside: Vec<String> = matrix
+        .hosts()
+        .iter()
+        .filter(|h| is_loopback(&h.addr) == Some(false))
+        .map(|h| format!("{}={}", h.name, h.addr))
+        .collect();
+    if outside.is_empty() {
+        return Ok(());
+    }
+    let shown = if outside.len() > 4 {
+        format!(
+            "{}, ... ({} in all)",
+            outside[..4].join(", "),
+            outside.len()
+        )
+    } else {
+        outside.join(", ")
+    };
+    Err(Error::refused(format!(
+        "--local {}: every host runs on this machine, on a loopback address of its own (127.x.y.z or ::1), and these are not: {shown} -- give them 127.x addresses in the server list (h1=127.0.1.1, h2=127.0.1.2, ...) and mx gen again",
+        root.display()
+    )))
+}
+
+/// A directory here that holds a local fleet of `matrix`'s hosts (a
+/// sandbox per host, as `--local DIR` makes), when every host is on
+/// loopback: a command without `--local` would ssh to them instead.
+fn local_fleet_here(matrix: &Matrix) -> Option<std::path::PathBuf> {
+    let first = &matrix.hosts().first()?.name;
+    if !matrix
+        .hosts()
+        .iter()
+        .all(|h| is_loopback(&h.addr) == Some(true))
+    {
+        return None;
+    }
+    std::fs::read_dir(".")
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|dir| dir.join(first).join("var/tmp").is_dir())
+        .map(|dir| {
+            dir.strip_prefix(".")
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or(dir)
+        })
 }
 
 /// The Slurm transport for `matrix`: the allocation this shell is in, each

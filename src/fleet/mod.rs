@@ -56,6 +56,9 @@ pub struct Fleet {
     /// The flags that locate this fleet, each with a leading space, for the
     /// commands mx suggests (see [`Fleet::hint`]).
     pub locator: String,
+    /// A directory here that holds a local fleet of these hosts, when this
+    /// command goes over ssh instead (no `--local`): a failure names it.
+    pub local_here: Option<std::path::PathBuf>,
 }
 
 /// Joins arguments into one shell-safe line (single quotes only where needed).
@@ -261,6 +264,13 @@ impl Fleet {
                 hosts.len(),
                 failed.join(" ")
             )?;
+            if let Some(dir) = &self.local_here {
+                let dir = shell_join(&[dir.display().to_string()]);
+                writeln!(
+                    out,
+                    "[mx] {dir}/ here holds a local fleet of these hosts, and this went over ssh: add --local {dir} (or export MX_LOCAL={dir} once for every command)"
+                )?;
+            }
         }
         out.flush()?;
         Ok(succeeded)

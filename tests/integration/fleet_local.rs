@@ -2072,3 +2072,52 @@ fn agent_fleet_reports_of_another_matrix_are_refused_unless_told_which_to_trust(
     assert!(!own.stderr.contains("another matrix"), "{}", own.stderr);
     assert_eq!(a.mx(&["stop", "--local", hosts]).code, 0);
 }
+
+/// `--local` runs every host on this machine: a matrix with hosts off
+/// loopback (the Quick start's 10.0.0.x) is refused in one line naming
+/// them, before anything is made; `MX_LOCAL` is `--local`; and a command
+/// that goes over ssh from a directory holding a local fleet of its hosts
+/// says so when it fails.
+#[test]
+fn local_fleets_are_loopback_ones_mx_local_names_them_and_ssh_beside_one_says_so() {
+    let sb = Sandbox::new();
+    sb.write("servers.txt", "10.0.0.10\n10.0.0.11\n10.0.0.12\n");
+    assert_eq!(sb.mx(&["gen", "--pps", "1000"]).code, 0);
+    for args in [&["doctor"][..], &["start"][..]] {
+        let run = sb.mx(&[args, &["--local", "hosts"][..]].concat());
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert_eq!(
+            run.stderr,
+            "mx: --local hosts: every host runs on this machine, on a loopback address of its own (127.x.y.z or ::1), and these are not: 10.0.0.10=10.0.0.10, 10.0.0.11=10.0.0.11, 10.0.0.12=10.0.0.12 -- give them 127.x addresses in the server list (h1=127.0.1.1, h2=127.0.1.2, ...) and mx gen again\n"
+        );
+        assert!(!sb.file("hosts").exists(), "nothing made");
+    }
+
+    let sb = fleet_dir(201, &["h1", "h2"]);
+    let local = [("MX_LOCAL", "hosts")];
+    let start = sb.mx_env(&["start", "--interval", "1"], &local);
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    assert_eq!(agents_under(&sb.file("hosts")).len(), 2);
+    let status = sb.mx_env(&["status"], &local);
+    assert_eq!(status.code, 0, "{}", status.stdout);
+    for h in ["h1", "h2"] {
+        assert!(
+            status.stdout.contains(&format!("  {h}  ")),
+            "{}",
+            status.stdout
+        );
+    }
+    assert!(!status.stdout.contains("FAILED"), "{}", status.stdout);
+    // Over ssh (a command that only fails), from beside the local fleet.
+    let over_ssh = sb.mx_env(&["status"], &[("MX_SSH", "false")]);
+    assert_eq!(over_ssh.code, 1, "{}", over_ssh.stdout);
+    assert!(
+        over_ssh.stdout.contains(
+            "[mx] hosts/ here holds a local fleet of these hosts, and this went over ssh: add --local hosts (or export MX_LOCAL=hosts once for every command)"
+        ),
+        "{}",
+        over_ssh.stdout
+    );
+    assert_eq!(sb.mx_env(&["stop"], &local).code, 0);
+    assert_eq!(sb.mx_env(&["clean", "--yes"], &local).code, 0);
+}
