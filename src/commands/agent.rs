@@ -126,10 +126,15 @@ pub fn metrics_addr(text: &str) -> Result<MetricsAt> {
         ))
     };
     let t = text.trim();
-    if let Ok(port) = t.parse::<u16>() {
-        return match port {
-            0 => Err(refused()),
-            _ => Ok(MetricsAt::Port(port)),
+    if let Ok(port) = t.parse::<u64>() {
+        return match u16::try_from(port) {
+            Ok(0) => Err(Error::refused(format!(
+                "--metrics '{text}': port 0 is no port: give 1 to 65535 (9464 is Prometheus's custom)"
+            ))),
+            Ok(port) => Ok(MetricsAt::Port(port)),
+            Err(_) => Err(Error::refused(format!(
+                "--metrics '{text}': a port is 1 to 65535"
+            ))),
         };
     }
     t.parse::<std::net::SocketAddr>()

@@ -218,15 +218,19 @@ fn agent_metrics_count_what_the_report_rows_count_per_peer_and_host() {
 #[test]
 fn agent_metrics_a_bad_port_is_refused_before_any_host_and_a_taken_one_names_its_host() {
     let sb = fleet_dir_with(79, &["h1", "h2"], &["--pps", "100"]);
-    for bad in ["0", "70000", "nine", "127.0.0.1"] {
+    let want = "want the port to serve /metrics on (9464), or ADDR:PORT (10.0.0.1:9464, [::]:9464)";
+    for (bad, says) in [
+        (
+            "0",
+            "port 0 is no port: give 1 to 65535 (9464 is Prometheus's custom)",
+        ),
+        ("70000", "a port is 1 to 65535"),
+        ("nine", want),
+        ("127.0.0.1", want),
+    ] {
         let run = sb.mx(&["start", "--local", "hosts", "--metrics", bad]);
         assert_eq!(run.code, 2, "{bad}: {}{}", run.stdout, run.stderr);
-        assert_eq!(
-            run.stderr,
-            format!(
-                "mx: --metrics '{bad}': want the port to serve /metrics on (9464), or ADDR:PORT (10.0.0.1:9464, [::]:9464)\n"
-            )
-        );
+        assert_eq!(run.stderr, format!("mx: --metrics '{bad}': {says}\n"));
         assert!(!sb.file("hosts").exists(), "nothing touched a host");
     }
     // MX_METRICS is --metrics.
@@ -268,7 +272,10 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
             &["--rtt-p99", "5"][..],
             "mx: --rtt-p99 '5': want a positive duration",
         ),
-        (&["--metrics", "0"][..], "mx: --metrics '0': want the port"),
+        (
+            &["--metrics", "0"][..],
+            "mx: --metrics '0': port 0 is no port",
+        ),
     ] {
         let run = sb.mx(&[&["monitor"][..], args].concat());
         assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
