@@ -3,7 +3,6 @@
 //! ([`crate::monitor`]), each whole (a temp file renamed).
 
 use std::io::Write;
-use std::path::Path;
 
 use crate::agent::config::MetricsAt;
 use crate::cli::MonitorArgs;
@@ -71,21 +70,24 @@ pub fn run(args: &MonitorArgs, out: &mut dyn Write) -> Result<u8> {
         out,
         "  series: at most {most} a host, {all} in all (docs/always-on.md says what one Prometheus holds)"
     )?;
-    let dir = args.dir.display();
-    writeln!(
-        out,
-        "[mx] next: mx start --metrics {}   # agents serving /metrics",
-        args.metrics
-    )?;
-    writeln!(
-        out,
-        "[mx]       promtool check config {}",
-        Path::new(&dir.to_string()).join("prometheus.yml").display()
-    )?;
+    let config = args.dir.join("prometheus.yml");
+    writeln!(out, "[mx] next: promtool check config {}", config.display())?;
     writeln!(
         out,
         "[mx]       prometheus --config.file={}",
-        Path::new(&dir.to_string()).join("prometheus.yml").display()
+        config.display()
+    )?;
+    // The agents serve only when started with --metrics (their flags are
+    // stamped: a running fleet started without it is started again).
+    let local = std::env::var("MX_LOCAL")
+        .ok()
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| format!(" --local {}", shlex::try_quote(&dir).unwrap_or_default()))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "[mx]       the agents serve /metrics when started with it: mx start{local} --interval 5 --metrics {} (a fleet running without it: mx stop{local} first)",
+        args.metrics
     )?;
     Ok(0)
 }

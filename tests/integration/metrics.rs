@@ -286,6 +286,23 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
     }
     let run = sb.mx(&["monitor", "--metrics", "9464"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // Next: Prometheus on what it wrote; and how the agents serve, with the
+    // flags that find this fleet.
+    assert!(
+        run.stdout.contains(
+            "[mx] next: promtool check config monitor/prometheus.yml\n[mx]       prometheus --config.file=monitor/prometheus.yml\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    let local = sb.mx_env(&["monitor", "--metrics", "9464"], &[("MX_LOCAL", "hosts")]);
+    assert!(
+        local.stdout.contains(
+            "the agents serve /metrics when started with it: mx start --local hosts --interval 5 --metrics 9464 (a fleet running without it: mx stop --local hosts first)"
+        ),
+        "{}",
+        local.stdout
+    );
     let targets: serde_json::Value =
         serde_json::from_str(&sb.read("monitor/targets.json")).unwrap();
     let want: Vec<serde_json::Value> = (1..=3)
