@@ -385,6 +385,17 @@ impl<'a> GridReader<'a> {
 
     fn header(&mut self, fields: &[Vec<u8>], line_no: usize) -> Result<()> {
         self.header_line = line_no;
+        // A header deleted: the first row of rates would read as hosts
+        // named 100 and max, and the error would be about them.
+        let named: Vec<&Vec<u8>> = fields.iter().skip(1).filter(|f| !f.is_empty()).collect();
+        let corner = fields.first().map(Vec::as_slice).unwrap_or_default();
+        if corner != b"src\\dst" && !named.is_empty() && named.iter().all(|f| parse_rate(f).is_ok())
+        {
+            return Err(self.refuse_at(
+                line_no,
+                "a row of rates where the header belongs: the grid's first line names the hosts (src\\dst,h1,h2,...), then a row per host -- was the header line deleted?",
+            ));
+        }
         // Cell 0 is the corner (`src\dst`) and is ignored.
         for field in fields.iter().skip(1) {
             if field.is_empty() {
@@ -405,7 +416,24 @@ impl<'a> GridReader<'a> {
             self.tokens.push(token);
         }
         if self.tokens.len() < 2 {
-            return Err(self.refuse_at(line_no, "need at least 2 hosts"));
+            // One cell holding it all: another separator than the comma.
+            let separator = [b';', b'\t', b'|']
+                .into_iter()
+                .find(|c| fields.iter().any(|f| f.contains(c)));
+            let why = match separator {
+                Some(c) => {
+                    let shown = if c == b'\t' {
+                        "a tab".to_string()
+                    } else {
+                        format!("'{}'", c as char)
+                    };
+                    format!(
+                        "need at least 2 hosts, and the header's cells are separated by {shown}, not commas: matrix.csv is comma-separated (saved from a spreadsheet? save it as CSV with commas)"
+                    )
+                }
+                None => "need at least 2 hosts".to_string(),
+            };
+            return Err(self.refuse_at(line_no, why));
         }
         self.host_columns = self
             .columns
@@ -954,6 +982,36 @@ mod tests {
             .unwrap()
             .warnings()
             .to_vec()
+    }
+
+    #[test]
+    fn a_missing_header_or_another_separator_is_said_for_what_it_is() {
+        // The header line deleted: its first row is no host list.
+        assert_eq!(
+            refusal(
+                "# tx_size=64 rx_size=64 port=5300\n\nh1=10.0.0.1,,100,100\nh2=10.0.0.2,100,,100\n"
+            ),
+            "m.csv:3: a row of rates where the header belongs: the grid's first line names the hosts (src\\dst,h1,h2,...), then a row per host -- was the header line deleted?"
+        );
+        // Semicolons (a spreadsheet's CSV), or tabs, for commas.
+        assert_eq!(
+            refusal("src\\dst;a;b\na;;5\nb;1;\n"),
+            "m.csv:1: need at least 2 hosts, and the header's cells are separated by ';', not commas: matrix.csv is comma-separated (saved from a spreadsheet? save it as CSV with commas)"
+        );
+        assert!(refusal("src\\dst\ta\tb\n").contains("separated by a tab"));
+        // A header of addresses, or of names that are numbers with a corner,
+        // is a header.
+        assert!(
+            Matrix::parse(
+                "src\\dst,10.0.0.1,10.0.0.2\n10.0.0.1,,5\n".as_bytes(),
+                "m.csv"
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            refusal("src\\dst,a\na,,5\n"),
+            "m.csv:1: need at least 2 hosts"
+        );
     }
 
     #[test]
