@@ -83,6 +83,14 @@ fn a_loss_on_every_flow_is_flagged_and_the_same_run_twice_is_within_noise() {
 
     let text = sb.mx(&["compare", "before", "after"]);
     assert_eq!(text.code, 0);
+    // Its RTT figures are the median interval's, not a run's own p99: said.
+    assert!(
+        text.stdout.contains(
+            "  FLEET (over each run's intervals; rtt: the median of the intervals' own percentiles)\n"
+        ),
+        "{}",
+        text.stdout
+    );
     assert!(
         text.stdout.lines().any(|l| l.starts_with("  loss ")
             && l.contains("+5.00 pts, 95% +")

@@ -77,13 +77,21 @@ pub fn render(c: &Comparison, top: usize) -> String {
     let mut t = String::new();
     runs(&mut t, c);
     t.push('\n');
-    figure_table(&mut t, "FLEET", "(over each run's intervals)", &c.fleet);
+    figure_table(
+        &mut t,
+        "FLEET",
+        "(over each run's intervals; rtt: the median of the intervals' own percentiles)",
+        &c.fleet,
+    );
     for pool in &c.pools {
         t.push('\n');
         figure_table(
             &mut t,
             &format!("POOL {}", pool.name),
-            &format!("(paired over its {} flows)", pool.flows),
+            &format!(
+                "(paired over its {} flows; rtt p99: the median of the flows' worst intervals)",
+                pool.flows
+            ),
             &pool.figures,
         );
     }
