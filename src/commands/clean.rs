@@ -38,17 +38,19 @@ pub fn run(args: &CleanArgs, out: &mut dyn Write) -> Result<u8> {
         let answer = answer.trim();
         if !answer.eq_ignore_ascii_case("yes") {
             let without_asking = format!("`{} --yes` cleans without asking", fleet.hint("clean"));
+            // Not confirmed is exit 1, as the original has it: said, since
+            // a script sees the status and nothing else.
             if terminal {
-                writeln!(out, "[mx] nothing done")?;
+                writeln!(out, "[mx] nothing done (exit status 1: not confirmed)")?;
             } else if answer.is_empty() {
                 writeln!(
                     out,
-                    "[mx] nothing done: standard input is not a terminal, so no one can answer -- {without_asking}"
+                    "[mx] nothing done (exit status 1: not confirmed): standard input is not a terminal, so no one can answer -- {without_asking}"
                 )?;
             } else {
                 writeln!(
                     out,
-                    "[mx] nothing done: standard input answered '{}', and only 'yes' cleans -- {without_asking}",
+                    "[mx] nothing done (exit status 1: not confirmed): standard input answered '{}', and only 'yes' cleans -- {without_asking}",
                     answer.escape_debug()
                 )?;
             }

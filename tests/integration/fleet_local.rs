@@ -1089,7 +1089,7 @@ fn stop_and_clean_say_what_is_true_and_name_the_way_back_to_this_fleet() {
     assert_eq!(clean.code, 1, "{}", clean.stdout);
     assert!(
         clean.stdout.ends_with(
-            "[mx] nothing done: standard input answered 'no', and only 'yes' cleans -- \
+            "[mx] nothing done (exit status 1: not confirmed): standard input answered 'no', and only 'yes' cleans -- \
              `mx clean --local hosts --matrix m2.csv --remote-dir '/srv/mx run' --yes` cleans without asking\n"
         ),
         "{}",
