@@ -33,6 +33,10 @@ pub enum Shade {
     /// `top` and above lightest, `floor` and below darkest (delivered
     /// against its target, coverage).
     LowIsBad { floor: f64, top: f64 },
+    /// `floor` and below lightest, `top` and above darkest, on a log scale
+    /// between (RTT: a pair at the fleet's best is light whatever it is,
+    /// one ten times slower dark).
+    AboveFloor { floor: f64, top: f64 },
 }
 
 impl Shade {
@@ -43,6 +47,10 @@ impl Shade {
             Shade::HighIsBad { .. } => 0.0,
             Shade::LowIsBad { floor, top } if top > floor => (top - v) / (top - floor),
             Shade::LowIsBad { .. } => 0.0,
+            Shade::AboveFloor { floor, top } if floor > 0.0 && top > floor && v > 0.0 => {
+                (v / floor).ln() / (top / floor).ln()
+            }
+            Shade::AboveFloor { .. } => 0.0,
         };
         t.clamp(0.0, 1.0)
     }
@@ -52,6 +60,7 @@ impl Shade {
         match self {
             Shade::HighIsBad { top } => (0.0, top),
             Shade::LowIsBad { floor, top } => (top, floor),
+            Shade::AboveFloor { floor, top } => (floor, top),
         }
     }
 }
@@ -321,6 +330,7 @@ fn legend(svg: &mut Svg, h: &Heatmap<'_>, frame: &Frame) {
     // What lies past a scale's floor is as dark as the floor.
     let past = match h.shade {
         Shade::LowIsBad { floor, .. } if floor > 0.0 => " or less",
+        Shade::AboveFloor { .. } => " or more",
         _ => "",
     };
     svg.text((x, y + 26.0), "start", "", &(h.show)(light));
@@ -362,6 +372,21 @@ mod tests {
             named,
             marks,
         }
+    }
+
+    #[test]
+    fn an_rtt_scale_is_light_at_the_fleet_s_best_and_dark_at_ten_times_it() {
+        let rtt = Shade::AboveFloor {
+            floor: 1000.0,
+            top: 10_000.0,
+        };
+        assert_eq!(rtt.badness(1000.0), 0.0);
+        // A healthy fleet (1.0 to 1.1 ms) is light everywhere.
+        assert!(rtt.badness(1100.0) < 0.05, "{}", rtt.badness(1100.0));
+        assert!((rtt.badness(3162.0) - 0.5).abs() < 0.01);
+        assert_eq!(rtt.badness(10_000.0), 1.0);
+        assert_eq!(rtt.badness(80_000.0), 1.0);
+        assert_eq!(rtt.ends(), (1000.0, 10_000.0));
     }
 
     #[test]

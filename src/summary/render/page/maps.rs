@@ -21,6 +21,10 @@ use crate::units::micros;
 const LOSS_TOP_MIN: f64 = 1.0;
 /// Delivered's darkest colour: this share of the target and below.
 const DELIVERED_FLOOR: f64 = 90.0;
+/// RTT's darkest colour: this many times the fleet's best pair's p99, and
+/// more (the lightest is the best pair's: a fleet whose pairs all sit near
+/// it is light, however many microseconds that is).
+const RTT_DARK_TIMES: f64 = 10.0;
 
 /// How one grid is drawn.
 struct Drawn {
@@ -54,6 +58,29 @@ fn largest<'a>(grids: impl Iterator<Item = &'a Grid>) -> f64 {
     grids
         .flat_map(|g| g.cells.iter().flatten().flatten())
         .fold(0.0f64, |m, v| m.max(*v))
+}
+
+/// The smallest measured value of `grid` above 0.
+fn smallest(grid: &Grid) -> f64 {
+    grid.cells
+        .iter()
+        .flatten()
+        .flatten()
+        .copied()
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// RTT from the fleet's best pair (lightest) to ten times it (darkest).
+fn rtt_shade(grid: &Grid) -> Shade {
+    let floor = smallest(grid);
+    if !floor.is_finite() {
+        return Shade::HighIsBad { top: 0.0 };
+    }
+    Shade::AboveFloor {
+        floor,
+        top: floor * RTT_DARK_TIMES,
+    }
 }
 
 /// The grids the page draws, in its order: the loss legs and round trip,
@@ -107,9 +134,7 @@ fn drawn(summary: &Summary, order: &[u32]) -> Vec<Drawn> {
         ),
         delivered(grids::delivered_of_target(set, order)),
         Drawn {
-            shade: Shade::HighIsBad {
-                top: largest([&p99].into_iter()),
-            },
+            shade: rtt_shade(&p99),
             grid: p99,
             picture: "rtt_p99_heatmap.svg",
             title: "RTT p99 (each pair's worst interval)",

@@ -52,7 +52,9 @@ pub fn over_time(
     let (Some(&first), Some(&last)) = (time.all.first(), time.all.last()) else {
         return String::new();
     };
-    let start = (first - time.interval_s) as f64;
+    // From the first point: an interval is drawn at its label (its end),
+    // and an axis that began an interval earlier would open on nothing.
+    let start = first as f64;
     let plot = Plot {
         left: 70.0,
         top: 28.0,
@@ -77,8 +79,9 @@ pub fn over_time(
     // Left out first, under everything: an interval ends at its label.
     for (ts, why) in time.left_out {
         let ts = *ts;
+        // The first interval's span lies before the axis: shown from it.
         let (x0, x1) = (
-            plot.x_px((ts - time.interval_s) as f64),
+            plot.x_px((ts - time.interval_s) as f64).max(plot.left),
             plot.x_px(ts as f64),
         );
         svg.rect(
@@ -91,7 +94,11 @@ pub fn over_time(
         );
     }
     plot.axes(&mut svg, &|v| local_clock(v), fmt);
-    for &ts in time.switches {
+    for &ts in time
+        .switches
+        .iter()
+        .filter(|&&ts| ts - time.interval_s >= first)
+    {
         let x = plot.x_px((ts - time.interval_s) as f64);
         svg.line(
             (x, plot.top),
@@ -208,4 +215,35 @@ pub fn cdf(title: &str, points: &[(f64, f64)], p50: Option<f64>, p99: Option<f64
         "RTT (log scale), share of replies back within it; exact, from every host's histogram",
     );
     svg.finish(title)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_runs_from_the_first_point_and_a_left_out_first_interval_stays_inside() {
+        let all = [100, 105, 110, 115];
+        let left_out = [(100, "the run's start".to_string())];
+        let line = Line {
+            name: "fleet".to_string(),
+            colour: "#000",
+            width: 2.0,
+            points: all.iter().map(|&ts| (ts, Some(1.0))).collect(),
+        };
+        let time = TimeAxis {
+            all: &all,
+            left_out: &left_out,
+            switches: &[],
+            interval_s: 5,
+        };
+        let svg = over_time("t", &[line], &time, Fit::FromZero, &|v| format!("{v}"));
+        // The first point sits on the axis's left edge (70 px in).
+        let points = svg.split("<polyline points=\"").nth(1).unwrap();
+        assert!(points.starts_with("70.0,"), "{points}");
+        // The first interval's shading begins there too, not left of it.
+        let shade = svg.split("class=\"edge\"").next().unwrap();
+        let rect = shade.rsplit("<rect").next().unwrap();
+        assert!(rect.contains("x=\"70.0\""), "{rect}");
+    }
 }
