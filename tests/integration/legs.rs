@@ -145,12 +145,12 @@ fn middle<'a>(rows: &'a [Row], dir: &str, peer: &str) -> Vec<&'a Row> {
 #[ignore = "needs python3 and the original's 1.9.0 source release from the Python package index (CI runs it: --run-ignored all)"]
 fn agent_ours_and_the_original_s_answer_each_other_and_ours_says_the_original_counts_nothing() {
     let mx_py = original_mx_py();
-    // Ours on 127.63.0.1; the original on 127.0.0.1, the address its
+    // Ours on 127.204.0.1; the original on 127.0.0.1, the address its
     // unbound sockets send from (ours answers matrix hosts only). A port
     // each: the original listens on every address.
     let matrix = format!(
         "# tx_size=64 rx_size=64 port={PORT}\nsrc\\dst,h1={}:5461,h2=127.0.0.1:5462\nh1,,200\nh2,200,\n",
-        addr(63, 1)
+        addr(204, 1)
     );
     let mut fleet = Fleet::new(&matrix);
     let args = ["--interval", "1", "--duration", "6"];
