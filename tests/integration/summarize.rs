@@ -491,6 +491,58 @@ fn a_sick_sender_row() {
 }
 
 #[test]
+fn a_sender_whose_interface_sent_less_is_its_transmit_path_though_one_interval_was_coalesced() {
+    // c's egress drops 30% of its requests: each interval its agent hands
+    // the kernel 3,000 requests and 3,000 replies, and its interface sends
+    // 5,100. In the middle interval the agent sent coalesced (GSO), which
+    // a software interface counts per message: that interval is left out,
+    // and the other two still set the interface against the agent.
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let from_c = |src: &str, _: &str| if src == "c" { 0.7 } else { 1.0 };
+    let nic = |coalesced_at: Option<i64>| {
+        move |h: &str, row: &mut ReportRow| {
+            let (tx, rx) = if h == "c" { (5100, 5100) } else { (6000, 6000) };
+            let coalesced = coalesced_at == Some(row.ts);
+            row.nic = Some("eth1".to_string());
+            row.nic_tx_pkts = Some(if coalesced { 1000 } else { tx });
+            row.nic_tx_bytes = Some(tx * 106);
+            row.nic_rx_pkts = Some(rx);
+            row.nic_rx_bytes = Some(rx * 106);
+            row.nic_tx_drops = Some(0);
+            row.udp_sndbuf_errors = Some(0);
+            row.gso_pkts = Some(if coalesced { 4000 } else { 0 });
+            row.gro_pkts = Some(0);
+        }
+    };
+    mesh_reports_with(&hosts, from_c, from_c, nic(Some(101))).write(&sb);
+    let doc = summary_doc(&sb);
+    assert_eq!(blames(&doc), ["c out of - transmit path"], "{doc}");
+    let c = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "c")
+        .unwrap()
+        .clone();
+    // Two intervals of 900 requests the interface never sent.
+    assert_eq!(c["tx_unsent_pkts"].as_f64(), Some(1800.0), "{c}");
+    // Every interval coalesced: nothing to set against, and it says so.
+    let sb = Sandbox::new();
+    mesh_reports_with(&hosts, from_c, from_c, |h, row| nic(Some(row.ts))(h, row)).write(&sb);
+    let doc = summary_doc(&sb);
+    assert_eq!(
+        blames(&doc),
+        ["c out of - transmit path", "c out of - wire"],
+        "{doc}"
+    );
+    assert!(
+        doc.to_string().contains("the traffic was coalesced"),
+        "{doc}"
+    );
+}
+
+#[test]
 fn loss_only_on_the_return_leg() {
     // Every request arrives; 5% of replies do not make it back.
     let sb = Sandbox::new();

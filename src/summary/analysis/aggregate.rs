@@ -331,10 +331,11 @@ pub struct NicAgg {
     /// datagrams it read (requests, replies, duplicates, late, stray).
     pub handed: f64,
     pub read: f64,
-    /// Datagrams it sent and read coalesced: where these are not 0 a
-    /// software interface's packet counts are per message, not datagram.
-    pub gso_pkts: f64,
-    pub gro_pkts: f64,
+    /// Intervals whose sends (`tx_intervals`) or reads (`rx_intervals`)
+    /// went uncoalesced: the packet counts above sum those alone, since in
+    /// the others a software interface counted per message, not datagram.
+    pub tx_intervals: u64,
+    pub rx_intervals: u64,
     /// Other hosts of the set reported the same loopback: hosts that share
     /// one machine (a demo, a test) and count each other's packets.
     pub shared: bool,
@@ -349,13 +350,27 @@ impl NicAgg {
     /// Packets the agent handed the kernel that the interface never sent
     /// (lost in the host's transmit path), where the two count alike.
     pub fn tx_gap(&self) -> Option<f64> {
-        (self.measured() && self.gso_pkts == 0.0).then(|| (self.handed - self.tx_pkts).max(0.0))
+        (self.measured() && self.tx_intervals > 0).then(|| (self.handed - self.tx_pkts).max(0.0))
+    }
+
+    /// The share of the counted intervals that [`tx_gap`](Self::tx_gap)
+    /// (`tx`) or [`rx_gap`](Self::rx_gap) leaves out as coalesced.
+    pub fn left_out(&self, tx: bool) -> f64 {
+        let compared = if tx {
+            self.tx_intervals
+        } else {
+            self.rx_intervals
+        };
+        if self.intervals == 0 {
+            return 0.0;
+        }
+        1.0 - compared as f64 / self.intervals as f64
     }
 
     /// Packets the interface received that the agent never read (lost in
     /// the host's receive path, after its NIC), where the two count alike.
     pub fn rx_gap(&self) -> Option<f64> {
-        (self.measured() && self.gro_pkts == 0.0).then(|| (self.rx_pkts - self.read).max(0.0))
+        (self.measured() && self.rx_intervals > 0).then(|| (self.rx_pkts - self.read).max(0.0))
     }
 }
 
@@ -592,7 +607,9 @@ impl ReportSet {
                 let began_by = row.text(Column::BeganBy);
                 mark.reloaded = began_by == "reload";
                 mark.cut = began_by == "keep";
-                mark.nic = row.num(Column::NicTxPkts).is_some();
+                let nic = row.num(Column::NicTxPkts).is_some();
+                mark.nic_tx = nic && row.num(Column::GsoPkts).unwrap_or(0.0) == 0.0;
+                mark.nic_rx = nic && row.num(Column::GroPkts).unwrap_or(0.0) == 0.0;
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
                 s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);
@@ -708,13 +725,14 @@ impl ReportSet {
         }
     }
 
-    /// Whether `host`'s row for `ts` carries its interface's counters: its
-    /// agent's own counts go beside them only for those intervals.
-    fn nic_counted(&self, host: u32, ts: i64) -> bool {
+    /// Whether `host`'s row for `ts` carries its interface's counters of
+    /// what it sent and of what it read, each uncoalesced: its agent's own
+    /// counts go beside them only for those intervals.
+    fn nic_counted(&self, host: u32, ts: i64) -> (bool, bool) {
         self.timeline
             .get(host as usize)
             .and_then(|m| m.get(&ts))
-            .is_some_and(|m| m.nic)
+            .map_or((false, false), |m| (m.nic_tx, m.nic_rx))
     }
 
     /// Whether `host` wrote any rx row in the span (it counts what arrives).
@@ -837,9 +855,12 @@ impl ReportSet {
         p.dup += dup;
         p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
         p.layer = p.layer.or(layer);
-        if self.nic_counted(host, row.ts) {
-            let nic = &mut self.hosts.entry(host).or_default().nic;
+        let (tx, rx) = self.nic_counted(host, row.ts);
+        let nic = &mut self.hosts.entry(host).or_default().nic;
+        if tx {
             nic.handed += sent;
+        }
+        if rx {
             nic.read += back + dup + late;
         }
         if let Some(l) = layer {
@@ -877,11 +898,14 @@ impl ReportSet {
         p.sum_rep_pps += rep_pps.unwrap_or(0.0);
         p.dup += dup;
         p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
-        if self.nic_counted(host, row.ts) {
-            let replied = self.packets(row, Column::RepPkts, Column::RepPps);
-            let nic = &mut self.hosts.entry(host).or_default().nic;
-            nic.read += arrived + dup + late;
+        let (tx, rx) = self.nic_counted(host, row.ts);
+        let replied = self.packets(row, Column::RepPkts, Column::RepPps);
+        let nic = &mut self.hosts.entry(host).or_default().nic;
+        if tx {
             nic.handed += replied;
+        }
+        if rx {
+            nic.read += arrived + dup + late;
         }
     }
 
@@ -938,14 +962,18 @@ impl ReportSet {
             let nic = &mut h.nic;
             nic.name = Some(row.text(Column::Nic).to_string()).filter(|n| !n.is_empty());
             nic.intervals += 1;
-            nic.tx_pkts += tx;
             nic.tx_bytes += row.num(Column::NicTxBytes).unwrap_or(0.0);
-            nic.rx_pkts += row.num(Column::NicRxPkts).unwrap_or(0.0);
             nic.rx_bytes += row.num(Column::NicRxBytes).unwrap_or(0.0);
             nic.tx_drops += row.num(Column::NicTxDrops).unwrap_or(0.0);
-            nic.gso_pkts += row.num(Column::GsoPkts).unwrap_or(0.0);
-            nic.gro_pkts += row.num(Column::GroPkts).unwrap_or(0.0);
-            nic.read += row.num(Column::StrayPkts).unwrap_or(0.0);
+            if row.num(Column::GsoPkts).unwrap_or(0.0) == 0.0 {
+                nic.tx_intervals += 1;
+                nic.tx_pkts += tx;
+            }
+            if row.num(Column::GroPkts).unwrap_or(0.0) == 0.0 {
+                nic.rx_intervals += 1;
+                nic.rx_pkts += row.num(Column::NicRxPkts).unwrap_or(0.0);
+                nic.read += row.num(Column::StrayPkts).unwrap_or(0.0);
+            }
         }
         add(&mut h.nic.sndbuf_errors, Column::UdpSndbufErrors);
     }

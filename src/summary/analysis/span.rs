@@ -36,8 +36,12 @@ pub struct Mark {
     pub flows: bool,
     /// The rate scale its host row says its flows ran at (`mx run --ramp`).
     pub rate_scale: Option<f64>,
-    /// Its host row carries the interface's counters.
-    pub nic: bool,
+    /// Its host row carries the interface's counters, and its agent sent
+    /// (`nic_tx`) or read (`nic_rx`) nothing coalesced that interval: a
+    /// software interface counts a GSO/GRO message once, so only such
+    /// intervals set the interface's packet counts against the agent's.
+    pub nic_tx: bool,
+    pub nic_rx: bool,
     /// Its host row is the first of an agent `mx reload` began
     /// (`began_by`): an edge of the reload's making.
     pub reloaded: bool,

@@ -62,6 +62,11 @@ pub struct HostEvidence {
     pub nic_tx_drops: f64,
     pub rx_gap: Option<f64>,
     pub tx_gap: Option<f64>,
+    /// The share of its intervals each gap leaves out: those in which its
+    /// agent read (`rx`) or sent (`tx`) coalesced. A gap is set against
+    /// the loss of the intervals it covers, not of the whole run.
+    pub rx_left_out: f64,
+    pub tx_left_out: f64,
     /// UDP SndbufErrors: datagrams dropped on their way out.
     pub sndbuf_errors: f64,
     /// Bits per second its interface sent (its byte counter: frames
@@ -98,6 +103,8 @@ impl HostEvidence {
                         nic_tx_drops: nic.tx_drops,
                         rx_gap: nic.rx_gap(),
                         tx_gap: nic.tx_gap(),
+                        rx_left_out: nic.left_out(false),
+                        tx_left_out: nic.left_out(true),
                         sndbuf_errors: nic.sndbuf_errors.unwrap_or(0.0),
                         egress_bps: (seconds > 0.0 && nic.measured())
                             .then(|| nic.tx_bytes * 8.0 / seconds),
@@ -249,7 +256,9 @@ pub fn into(h: &HostEvidence, name: &str, lost: f64) -> Located {
             figures,
         );
     }
-    if let Some(busy) = h.disk_waits().filter(|_| !h.rx_gap.is_some_and(share)) {
+    let rx_lost = lost * (1.0 - h.rx_left_out);
+    let gap_explains = h.rx_gap.is_some_and(|gap| explains(gap, rx_lost));
+    if let Some(busy) = h.disk_waits().filter(|_| !gap_explains) {
         return Located::new(
             vec![Place::Disk, Place::Wire],
             format!(
@@ -352,6 +361,8 @@ fn unread_or_wire(
     lost: f64,
     figures: Vec<(&'static str, f64)>,
 ) -> Located {
+    // The loss of the intervals the gap covers, at the run's mean.
+    let lost = lost * (1.0 - h.rx_left_out);
     match h.rx_gap {
         Some(gap) if explains(gap, lost) => Located::new(
             vec![Place::ReceivePath],
@@ -373,10 +384,9 @@ fn unread_or_wire(
         Some(gap) => Located::new(
             vec![Place::Wire, Place::ReceivePath],
             format!(
-                "{} counted {} more packets arriving than its agent read, short of the {} lost: some were dropped inside {name} after its NIC (a host firewall), the rest before it, on the wire -- `nft list ruleset` on {name}, and its switch port's counters",
+                "{} counted {} more packets arriving than its agent read, short of what was lost: some were dropped inside {name} after its NIC (a host firewall), the rest before it, on the wire -- `nft list ruleset` on {name}, and its switch port's counters",
                 h.nic_name(name),
                 count(gap),
-                count(lost)
             ),
             figures,
         ),
@@ -412,12 +422,16 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
         figures.push(("egress_bps", bps));
     }
     let unsent = h.tx_gap.unwrap_or(0.0).max(dropped);
+    // The gap covers only the intervals its agent sent uncoalesced: it is
+    // set against their share of the loss, the kernel's drops against all.
+    let tx_lost = lost * (1.0 - h.tx_left_out);
+    let explained = share(dropped, lost) || h.tx_gap.is_some_and(|gap| share(gap, tx_lost));
     // A starved agent counts a reply as handed to the kernel when it queues
     // it, and hands it over when it next gets the CPU, an interval later or
     // more: its interface's count lags its own. With no drop the kernel
     // counted, that lag is its CPU, not its egress.
     if dropped == 0.0
-        && share(unsent, lost)
+        && explained
         && let Some(why) = h.starvation()
     {
         figures.push(("behind_ms", h.behind_ms));
@@ -432,7 +446,7 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
         )
         .by_the_agent();
     }
-    if share(unsent, lost) {
+    if explained {
         let left = h.egress_bps.map_or(String::new(), |bps| {
             format!("; {} sent {}", h.nic_name(name), crate::units::bits(bps))
         });
@@ -461,7 +475,7 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
         .by_the_agent();
     }
     match h.tx_gap {
-        Some(gap) if gap < CLEARED_SHARE * lost => Located::new(
+        Some(gap) if gap < CLEARED_SHARE * tx_lost => Located::new(
             vec![Place::Wire],
             format!(
                 "{} sent everything its agent handed the kernel: they were lost after {name}'s NIC -- on the wire: {name}'s cable, its switch port or the switch (the port's error and discard counters)",
