@@ -5,40 +5,38 @@
 //! the forward and return legs, and round-trip time. The same binary is the
 //! operator's controller and the agent on every host.
 //!
-//! Modules by concern:
-//! - [`matrix`]: `matrix.csv` and the shapes `mx gen` draws (full mesh, `--peers`,
-//!   `--dwell` layers), bit-compatible with the original Python tool, and the
-//!   load arithmetic behind `mx check` and `mx hints` ([`matrix::load`]);
-//! - [`agent`]: `mx agent`, the traffic engine every host runs, over [`agent::wire`]
-//!   (the MXO1 header) and writing [`report`] rows and an [`agent::stamp`];
-//! - [`summary`]: `mx summarize`, report sets turned into answers, and
-//!   [`export`], the same numbers as floor-plan overlays;
-//! - [`monitor`]: always on: the Prometheus targets, rules and the Grafana
-//!   dashboard of a fleet of agents serving `/metrics`, from the matrix;
-//! - [`fleet`]: files and processes moved to the hosts, over ssh (or a local
-//!   sandbox per host);
-//! - [`commands`]: one module per sub-command: checks its flags, composes the
-//!   steps (collect, then summarize), prints what the user sees;
-//! - [`cli`]: the command line, declared once and rendered into every help text;
-//! - [`units`], [`error`], [`files`]: shared number formats, the exit-code
-//!   contract, and files written whole or not at all.
+//! This crate is the `mx` binary's: the command line and the commands, and
+//! the two pure renderings that are the binary's alone (the monitor's
+//! Prometheus files and the floor-plan export). The layers beneath are
+//! crates of their own (`crates/`), and Cargo's graph holds their order:
+//! - [`matrix`] (`mx-matrix`): `matrix.csv` and the shapes `mx gen` draws,
+//!   bit-compatible with the original Python tool, and the load arithmetic
+//!   behind `mx check` and `mx hints`;
+//! - [`agent`] (`mx-agent`): `mx agent`, the traffic engine every host runs,
+//!   over [`agent::udp`] (`mx-udp`, the only `unsafe`) and [`agent::wire`]
+//!   (`mx-wire`, the MXO1 header), writing [`report`] (`mx-report`) rows;
+//! - [`summary`] (`mx-summary`): `mx summarize`, report sets turned into
+//!   answers, with no I/O of its own;
+//! - [`fleet`] (`mx-fleet`): files and processes moved to the hosts, over
+//!   ssh, Slurm or a local sandbox per host;
+//! - [`units`], [`error`], [`files`], [`private_dir`], [`input`]
+//!   (`mx-base`): number formats, the exit-code contract, files written
+//!   whole or not at all.
+//!
+//! Here: [`commands`], one module per sub-command (checks its flags,
+//! composes the steps, prints what the user sees); [`cli`], the command line
+//! declared once; [`monitor`] and [`export`].
 
-// `unsafe` lives in one room: the kernel side of the socket fast path
-// (`agent::udp::sys`: the sendmmsg/recvmmsg calls, their C structs and
-// control messages), the one module that allows it.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
-pub mod agent;
 pub mod cli;
 pub mod commands;
-pub mod error;
 pub mod export;
-pub mod files;
-pub mod fleet;
-pub mod input;
-pub mod matrix;
 pub mod monitor;
-pub mod private_dir;
-pub mod report;
-pub mod summary;
-pub mod units;
+
+pub use mx_agent as agent;
+pub use mx_base::{error, files, input, private_dir, units};
+pub use mx_fleet as fleet;
+pub use mx_matrix as matrix;
+pub use mx_report as report;
+pub use mx_summary as summary;

@@ -1,7 +1,7 @@
 //! The `mx` binary: parse the command line, run the command, map the outcome to
 //! the exit-code contract of [`matrix_orchestrator::error`].
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 use std::io::{self, Write};
 use std::process::ExitCode;

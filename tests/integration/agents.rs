@@ -360,7 +360,7 @@ pub fn plain_socket(ip: Ipv4Addr, port: u16) -> UdpSocket {
     s
 }
 
-/// An MXO1 header (the original's wire format: src/agent/wire.rs), big-endian.
+/// An MXO1 header (the original's wire format: crates/wire/src/lib.rs), big-endian.
 pub fn header(
     kind: u8,
     src_index: u16,

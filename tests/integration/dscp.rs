@@ -119,7 +119,8 @@ fn ipv6_agents_carry_the_matrix_dscp_in_the_traffic_class() {
 /// listens at `at`.
 fn send_marked(socket: &Socket, to: SocketAddr, at: SocketAddr) {
     let receiver = UdpSocket::bind(at).unwrap();
-    udp::mark(socket, Dscp::parse("EF").unwrap()).unwrap();
+    let ef = Dscp::parse("EF").unwrap();
+    udp::mark(socket, ef.tos(), &ef.label()).unwrap();
     socket.send_to(b"marked", &to.into()).unwrap();
     receiver
         .set_read_timeout(Some(Duration::from_secs(5)))

@@ -1,0 +1,227 @@
+//! The fleet's shared instants: one start and one end for every flow.
+//!
+//! `mx start` launches every agent armed (listening and answering, sending
+//! nothing), and once every host is up it chooses the start instant: a whole
+//! interval boundary far enough ahead for the "go" to reach every host first
+//! (the margin). `mx stop` and `mx run` choose the end instant the same way,
+//! and the responders keep answering a grace period past it. A host the go
+//! reaches late starts late: its first interval is marked as an edge and left
+//! out of summaries, and named; its lateness is never anyone's loss.
+//!
+//! The instants are wall-clock times, so the hosts' clocks must agree: each
+//! launch (and `mx doctor`) prints the host's clock, and its offset from this
+//! machine's is measured over ssh. Offsets past [`CLOCK_TOLERANCE`] widen the
+//! margins (and say so); clocks further apart than the report's hold refuse
+//! the run, since requests in flight could then not be counted in the
+//! interval they were sent in.
+
+use mx_base::error::{Error, Result};
+use mx_report::hold_seconds;
+
+/// Seconds between the go reaching the last host and the start instant, and
+/// of answering after the end instant, when the clocks agree.
+pub const START_MARGIN: f64 = 1.0;
+/// Offsets from this machine's clock that need no widening, in seconds.
+pub const CLOCK_TOLERANCE: f64 = 0.25;
+
+/// The host's clock from a script's `clock=<unix seconds>` line.
+pub fn clock_of(text: &str) -> Option<f64> {
+    text.lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("clock=")?.parse::<f64>().ok())
+        .filter(|t| t.is_finite())
+}
+
+/// A script's output without its `clock=` line.
+pub fn without_clock(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim().starts_with("clock="))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Offset of a host's clock from this machine's, in seconds (positive: ahead).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offset {
+    pub host: String,
+    pub seconds: f64,
+}
+
+impl Offset {
+    /// From a clock read at the very end of a remote step that returned at
+    /// `returned` (this machine's clock): the step's return is a few
+    /// milliseconds at most after the remote read.
+    pub fn at_return(host: &str, remote: f64, returned: f64) -> Offset {
+        Offset {
+            host: host.to_string(),
+            seconds: remote - returned,
+        }
+    }
+
+    /// From a clock read during a short remote step sent at `sent` and
+    /// returned at `returned`: the round trip's midpoint.
+    pub fn midpoint(host: &str, remote: f64, sent: f64, returned: f64) -> Offset {
+        Offset {
+            host: host.to_string(),
+            seconds: remote - (sent + returned) / 2.0,
+        }
+    }
+
+    /// `+0.012s` / `-1.250s`; `0.000s` for an offset under half a
+    /// millisecond either way (never `-0.000s`: no sign where none shows).
+    pub fn text(&self) -> String {
+        if self.seconds.abs() < 0.0005 {
+            "0.000s".to_string()
+        } else {
+            format!("{:+.3}s", self.seconds)
+        }
+    }
+}
+
+/// How far ahead the start instant goes, and how long the responders answer
+/// past the end, for a fleet with these clock offsets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Margins {
+    pub start: f64,
+    pub grace: f64,
+    /// What was widened and why, to print.
+    pub note: Option<String>,
+}
+
+/// The margins for `offsets` at report interval `interval`, when a fan-out
+/// step to every host took `step_seconds`; refuses clocks further apart than
+/// the report's hold.
+pub fn margins(offsets: &[Offset], interval: f64, step_seconds: f64) -> Result<Margins> {
+    let start = START_MARGIN.max(step_seconds * 1.5);
+    let (Some(ahead), Some(behind)) = (
+        offsets
+            .iter()
+            .max_by(|a, b| a.seconds.total_cmp(&b.seconds)),
+        offsets
+            .iter()
+            .min_by(|a, b| a.seconds.total_cmp(&b.seconds)),
+    ) else {
+        return Ok(Margins {
+            start,
+            grace: START_MARGIN,
+            note: None,
+        });
+    };
+    let spread = ahead.seconds - behind.seconds;
+    let hold = hold_seconds(interval);
+    if spread > hold {
+        return Err(Error::refused(format!(
+            "the hosts' clocks disagree by {spread:.3}s ({} {}, {} {} from this machine's, measured over ssh): more than the {hold}s an interval waits for packets in flight, so they could not be counted in the interval they were sent in -- fix time sync (NTP, chrony) on those hosts first",
+            ahead.host,
+            ahead.text(),
+            behind.host,
+            behind.text()
+        )));
+    }
+    let worst = if ahead.seconds.abs() >= behind.seconds.abs() {
+        ahead
+    } else {
+        behind
+    };
+    if worst.seconds.abs() <= CLOCK_TOLERANCE {
+        return Ok(Margins {
+            start,
+            grace: START_MARGIN,
+            note: None,
+        });
+    }
+    let widened = Margins {
+        start: start.max(START_MARGIN + 2.0 * worst.seconds.abs()),
+        grace: START_MARGIN + spread,
+        note: None,
+    };
+    Ok(Margins {
+        note: Some(format!(
+            "{}'s clock is {} off this machine's (measured over ssh): the start margin is widened to {:.1}s and the agents answer {:.1}s past the end",
+            worst.host,
+            worst.text(),
+            widened.start,
+            widened.grace
+        )),
+        ..widened
+    })
+}
+
+/// The start instant: the first whole interval boundary at least `margin`
+/// seconds after `now`.
+pub fn start_instant(now: f64, interval: f64, margin: f64) -> f64 {
+    ((now + margin) / interval).ceil() * interval
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offsets(list: &[(&str, f64)]) -> Vec<Offset> {
+        list.iter()
+            .map(|&(h, s)| Offset {
+                host: h.to_string(),
+                seconds: s,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_offset_says_its_sign_only_where_a_digit_shows() {
+        let text = |s| offsets(&[("a", s)])[0].text();
+        assert_eq!(text(-0.0001), "0.000s");
+        assert_eq!(text(0.0), "0.000s");
+        assert_eq!(text(0.012), "+0.012s");
+        assert_eq!(text(-1.25), "-1.250s");
+    }
+
+    #[test]
+    fn clocks_that_agree_keep_the_margins() {
+        let m = margins(&offsets(&[("a", 0.002), ("b", -0.010)]), 5.0, 0.3).unwrap();
+        assert_eq!(
+            (m.start, m.grace, m.note),
+            (START_MARGIN, START_MARGIN, None)
+        );
+        // A slow fan-out widens the start margin with it.
+        assert_eq!(margins(&[], 1.0, 2.0).unwrap().start, 3.0);
+    }
+
+    #[test]
+    fn a_clock_off_widens_the_margins_and_says_so() {
+        let m = margins(&offsets(&[("a", 0.0), ("h3", -0.4)]), 5.0, 0.3).unwrap();
+        assert!((m.start - 1.8).abs() < 1e-9, "{m:?}");
+        assert!((m.grace - 1.4).abs() < 1e-9, "{m:?}");
+        let note = m.note.unwrap();
+        assert!(note.starts_with("h3's clock is -0.400s off"), "{note}");
+    }
+
+    #[test]
+    fn clocks_further_apart_than_the_hold_are_refused() {
+        let e = margins(&offsets(&[("a", 0.3), ("b", -0.3)]), 5.0, 0.3).unwrap_err();
+        assert!(
+            e.message()
+                .contains("disagree by 0.600s (a +0.300s, b -0.300s"),
+            "{}",
+            e.message()
+        );
+        assert!(e.message().contains("NTP"));
+    }
+
+    #[test]
+    fn the_start_is_a_whole_boundary_past_the_margin() {
+        assert_eq!(start_instant(1000.2, 5.0, 1.0), 1005.0);
+        assert_eq!(start_instant(1004.5, 5.0, 1.0), 1010.0);
+        assert_eq!(start_instant(1000.0, 1.0, 1.0), 1001.0);
+    }
+
+    #[test]
+    fn clock_lines_are_read_and_dropped() {
+        let text = "started\nclock=1796003022.125000000";
+        assert_eq!(clock_of(text), Some(1_796_003_022.125));
+        assert_eq!(without_clock(text), "started");
+        assert_eq!(clock_of("started"), None);
+        let o = Offset::midpoint("a", 1000.5, 1000.0, 1000.2);
+        assert!((o.seconds - 0.4).abs() < 1e-9);
+        assert_eq!(o.text(), "+0.400s");
+    }
+}

@@ -1,0 +1,382 @@
+//! WHAT TO DO NEXT as data: each finding names the hosts, the direction
+//! (into a host, out of it, between one pair) and the place (the wire, a
+//! host's receive or transmit path, its CPU, its disk, its agent having
+//! stopped, a host out of reach), with the figures it rests on. The text,
+//! `--json` and the report page all render from these [`Finding`]s.
+//!
+//! How it reads a run:
+//! - [`cells`]: every flow's two legs (its requests, the replies to them)
+//!   as packets at risk and packets lost, and which of them lose more than
+//!   the run's noise;
+//! - [`pattern`]: the grid of those cells read host by host: a column of
+//!   forward loss plus a row of return loss is loss *into* a host, a row of
+//!   forward plus a column of return is loss *out of* it, a lone cell is a
+//!   pair, loss everywhere is the fabric's;
+//! - [`place`]: what each host's kernel counted (its interface, its
+//!   sockets, its qdisc) and whether its agent had the CPU, which puts the
+//!   loss on the wire or in the host;
+//! - [`loss`], [`rate`], [`latency`], [`departures`], [`plan`]: the findings.
+
+pub mod cells;
+pub mod departures;
+pub mod latency;
+pub mod loss;
+pub mod pattern;
+pub mod place;
+pub mod plan;
+pub mod rate;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::aggregate::ReportSet;
+use super::figures::{Context, Figures};
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Packets lost: where, and which way.
+    Loss,
+    /// An agent that stopped, a host out of reach or that never reported.
+    Agent,
+    /// Less sent than asked, and why (the tool, a CPU).
+    Rate,
+    /// A disk that held the responders back (a disk run).
+    Disk,
+    /// A layered run that has not measured every pair yet.
+    Coverage,
+    /// The round trip's tail.
+    Latency,
+    /// Requests a receiver refused: their source sent past its plan there.
+    Plan,
+    /// Nothing to fix.
+    Clear,
+}
+
+/// Which way the packets were going where they were lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Direction {
+    #[serde(rename = "into")]
+    Into,
+    #[serde(rename = "out of")]
+    OutOf,
+    #[serde(rename = "between")]
+    Between,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Into => "into",
+            Direction::OutOf => "out of",
+            Direction::Between => "between",
+        }
+    }
+}
+
+/// Where, by the evidence, the trouble sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Place {
+    /// Outside the hosts: a cable, a switch port, the switch.
+    #[serde(rename = "wire")]
+    Wire,
+    /// In a host, between its NIC and its agent: the NIC's rx drops, a host
+    /// firewall, its IP stack, its sockets' buffers.
+    #[serde(rename = "receive path")]
+    ReceivePath,
+    /// In a host, between its agent and the wire: its qdisc (a rate cap, a
+    /// full queue), its NIC's tx drops.
+    #[serde(rename = "transmit path")]
+    TransmitPath,
+    /// A host's CPU: its agent could not run when it had to.
+    #[serde(rename = "cpu")]
+    Cpu,
+    /// A host's disk, in a disk run.
+    #[serde(rename = "disk")]
+    Disk,
+    /// A host's agent stopped before the run's end.
+    #[serde(rename = "agent stopped")]
+    AgentStopped,
+    /// A host mx could not reach to collect its report.
+    #[serde(rename = "unreachable")]
+    Unreachable,
+    /// Everywhere at once: no host or pair stands out.
+    #[serde(rename = "fabric-wide")]
+    FabricWide,
+    /// Past the receiver's plan: the source runs another matrix, or its
+    /// address is spoofed.
+    #[serde(rename = "plan")]
+    Plan,
+}
+
+impl Place {
+    /// Its words, as `--json` writes them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Place::Wire => "wire",
+            Place::ReceivePath => "receive path",
+            Place::TransmitPath => "transmit path",
+            Place::Cpu => "cpu",
+            Place::Disk => "disk",
+            Place::AgentStopped => "agent stopped",
+            Place::Unreachable => "unreachable",
+            Place::FabricWide => "fabric-wide",
+            Place::Plan => "plan",
+        }
+    }
+}
+
+/// One cause a finding names: a host (or none, fabric-wide), the direction
+/// of the packets, the peer of a pair, and the place.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Blame {
+    pub host: Option<String>,
+    pub direction: Option<Direction>,
+    pub peer: Option<String>,
+    #[serde(rename = "where")]
+    pub place: Place,
+}
+
+impl Blame {
+    /// The blame in a few words: `the wire into h2`, `h2's transmit path`.
+    pub fn brief(&self) -> String {
+        let host = self.host.as_deref().unwrap_or("a host");
+        let way = match (self.direction, self.peer.as_deref()) {
+            (Some(Direction::Between), Some(peer)) => format!("between {host} and {peer}"),
+            (Some(d), _) => format!("{} {host}", d.as_str()),
+            (None, _) => format!("at {host}"),
+        };
+        match self.place {
+            Place::Wire => format!("the wire {way}"),
+            Place::ReceivePath => format!("{host}'s receive path"),
+            Place::TransmitPath => format!("{host}'s transmit path"),
+            Place::Cpu => format!("{host}'s CPU"),
+            Place::Disk => format!("{host}'s disk"),
+            Place::AgentStopped => format!("{host}'s agent, stopped"),
+            Place::Unreachable => format!("{host}, out of reach"),
+            Place::FabricWide => "the fabric as a whole".to_string(),
+            Place::Plan => format!(
+                "{host} sending past {}'s plan",
+                self.peer.as_deref().unwrap_or("its receiver")
+            ),
+        }
+    }
+
+    /// A host's own trouble, no direction (its CPU, its agent).
+    pub fn host(name: &str, place: Place) -> Blame {
+        Blame {
+            host: Some(name.to_string()),
+            direction: None,
+            peer: None,
+            place,
+        }
+    }
+
+    /// Loss `direction` a host.
+    pub fn toward(name: &str, direction: Direction, place: Place) -> Blame {
+        Blame {
+            direction: Some(direction),
+            ..Blame::host(name, place)
+        }
+    }
+}
+
+/// One piece of advice: what it says, whom it blames, and the figures it
+/// rests on (by name, with the unit in the name: `_pct`, `_pkts`, `_ms`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: Kind,
+    pub text: String,
+    pub blames: Vec<Blame>,
+    pub figures: BTreeMap<String, f64>,
+}
+
+impl Finding {
+    pub fn new(kind: Kind, text: String) -> Finding {
+        Finding {
+            kind,
+            text,
+            blames: Vec::new(),
+            figures: BTreeMap::new(),
+        }
+    }
+
+    pub fn blame(mut self, blame: Blame) -> Finding {
+        if !self.blames.contains(&blame) {
+            self.blames.push(blame);
+        }
+        self
+    }
+
+    pub fn figure(mut self, name: &str, value: f64) -> Finding {
+        self.figures
+            .insert(name.to_string(), mx_base::units::six_places(value));
+        self
+    }
+
+    /// The places it names, in a few words: `the wire into h2 or h2's
+    /// receive path`, `h1's CPU`, `the fabric as a whole` (`None` for a
+    /// finding that blames nothing).
+    pub fn brief(&self) -> Option<String> {
+        let words: Vec<String> = self.blames.iter().map(Blame::brief).collect();
+        let mut unique: Vec<String> = Vec::new();
+        for w in words {
+            if !unique.contains(&w) {
+                unique.push(w);
+            }
+        }
+        (!unique.is_empty()).then(|| unique.join(" or "))
+    }
+
+    /// The hosts it names, for a picture to mark.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.blames
+            .iter()
+            .flat_map(|b| b.host.iter().chain(b.peer.iter()))
+            .map(String::as_str)
+    }
+}
+
+/// Every finding of a run, most urgent first: hosts gone (their peers'
+/// numbers depend on it), disks that cannot keep up, coverage, the losses
+/// (largest first), rates held down, the tail; the all-clear when there is
+/// nothing else.
+pub fn diagnose(
+    set: &ReportSet,
+    ctx: &Context,
+    figs: &Figures,
+    coverage: Option<(usize, usize, f64)>,
+) -> Vec<Finding> {
+    let evidence = place::HostEvidence::of_all(set);
+    let mut out = Vec::new();
+    out.extend(departures::findings(set, ctx));
+    out.extend(rate::disk_bound(set, &figs.hosts));
+    out.extend(coverage.and_then(rate::coverage));
+    out.extend(plan::findings(set, &figs.flows));
+    let grid = cells::Cells::of(set, &figs.flows);
+    out.extend(loss::findings(set, &grid, &evidence));
+    out.extend(rate::findings(set, &figs.hosts, &evidence));
+    out.extend(latency::findings(set, ctx, figs, &evidence));
+    if !out.iter().any(|f| f.kind != Kind::Coverage) {
+        out.push(rate::all_clear(&figs.fleet, &grid));
+    }
+    out
+}
+
+/// Packets lost that the hosts' own counts put inside a host (its sockets,
+/// its CPU, its disk, its receive or transmit path): the loss that is not
+/// the network's. A finding that names the wire beside the host is not
+/// counted.
+pub fn lost_in_hosts(findings: &[Finding]) -> f64 {
+    findings
+        .iter()
+        .filter(|f| f.kind == Kind::Loss && !f.blames.is_empty())
+        .filter(|f| {
+            f.blames
+                .iter()
+                .all(|b| !matches!(b.place, Place::Wire | Place::FabricWide))
+        })
+        .filter_map(|f| f.figures.get("lost_pkts"))
+        .sum()
+}
+
+/// Up to five names, then how many more: `h1, h2 and h3`, `h1, ... and 4 more`.
+pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
+    let shown: Vec<&str> = names.iter().take(5).map(AsRef::as_ref).collect();
+    match names.len() {
+        0 => String::new(),
+        1 => shown[0].to_string(),
+        n if n > 5 => format!("{} and {} more", shown.join(", "), n - 5),
+        _ => format!(
+            "{} and {}",
+            shown[..shown.len() - 1].join(", "),
+            shown[shown.len() - 1]
+        ),
+    }
+}
+
+/// A range of percentages, `4.9%` or `4.9-5.1%`.
+pub fn pct_range(values: impl IntoIterator<Item = f64>) -> String {
+    let (lo, hi) = values
+        .into_iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if !lo.is_finite() {
+        return "-".to_string();
+    }
+    let (a, b) = (pct(lo), pct(hi));
+    if a == b {
+        format!("{a}%")
+    } else {
+        format!("{a}-{b}%")
+    }
+}
+
+/// A percentage with the digits it needs: `5.0`, `0.42`, `0.013`.
+pub fn pct(v: f64) -> String {
+    if v >= 1.0 || v == 0.0 {
+        format!("{v:.1}")
+    } else if v >= 0.1 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A packet count with thousands separators: `115,843`.
+pub fn count(v: f64) -> String {
+    let digits = format!("{:.0}", v.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_ranges_and_counts_read_as_a_person_writes_them() {
+        assert_eq!(name_list(&["h1"]), "h1");
+        assert_eq!(name_list(&["h1", "h3", "h4"]), "h1, h3 and h4");
+        let many: Vec<String> = (1..=7).map(|i| format!("h{i}")).collect();
+        assert_eq!(name_list(&many), "h1, h2, h3, h4, h5 and 2 more");
+        assert_eq!(pct_range([5.04, 4.91, 5.12]), "4.9-5.1%");
+        assert_eq!(pct_range([0.42]), "0.42%");
+        assert_eq!(count(115_843.0), "115,843");
+        assert_eq!(count(999.0), "999");
+    }
+
+    #[test]
+    fn blames_serialize_with_the_issue_words() {
+        let b = Blame::toward("h2", Direction::OutOf, Place::TransmitPath);
+        assert_eq!(
+            serde_json::to_string(&b).unwrap(),
+            r#"{"host":"h2","direction":"out of","peer":null,"where":"transmit path"}"#
+        );
+        let f = Finding::new(Kind::Loss, "x".into())
+            .blame(b.clone())
+            .blame(b);
+        assert_eq!(f.blames.len(), 1, "one blame once");
+        assert_eq!(f.brief().unwrap(), "h2's transmit path");
+        let both = Finding::new(Kind::Loss, "x".into())
+            .blame(Blame::toward("h2", Direction::Into, Place::Wire))
+            .blame(Blame::toward("h2", Direction::Into, Place::ReceivePath));
+        assert_eq!(
+            both.brief().unwrap(),
+            "the wire into h2 or h2's receive path"
+        );
+        for place in [Place::Wire, Place::AgentStopped, Place::FabricWide] {
+            let json = serde_json::to_string(&place).unwrap();
+            assert_eq!(json, format!("\"{}\"", place.as_str()));
+        }
+    }
+}
