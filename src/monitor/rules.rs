@@ -132,49 +132,7 @@ fn records(s: &Settings) -> Vec<Yaml> {
             ),
         ));
         for direction in DIRECTIONS {
-            let by = host_label(l, direction);
-            let side = |what: &str| format!("mx:{l}_{what}_{direction}");
-            rules.push(record(
-                side("lost") + ":increase",
-                per_host("sum", &lost, by),
-            ));
-            rules.push(record(
-                side("settled") + ":increase",
-                per_host("sum", &settled, by),
-            ));
-            rules.push(record(
-                side("loss") + ":ratio",
-                loss_ratio(
-                    &(side("lost") + ":increase"),
-                    &(side("settled") + ":increase"),
-                ),
-            ));
-            rules.push(record(
-                side("lossy") + ":count",
-                per_host("sum", &format!("mx:{l}_lossy:bool"), by),
-            ));
-            rules.push(record(
-                side("cells") + ":count",
-                per_host("count", &format!("mx:{l}_lossy:bool"), by),
-            ));
-            rules.push(record(
-                side("touched") + ":count",
-                per_host("sum", &format!("mx:{l}_touched:bool"), by),
-            ));
-            let cells = side("cells") + ":count";
-            for (what, of, share) in [
-                ("dark", "lossy", DARK_SHARE),
-                ("shows", "touched", SHOWS_SHARE),
-            ] {
-                let n = side(of) + ":count";
-                rules.push(record(
-                    side(what) + ":bool",
-                    format!(
-                        "({n} >= bool {DARK_CELLS}) * ({n} >= bool {} * {cells})",
-                        units::g(share)
-                    ),
-                ));
-            }
+            rules.extend(host_side(l, direction, &lost, &settled));
         }
     }
     for (q, name) in [(0.5, "p50"), (0.99, "p99"), (0.999, "p999")] {
@@ -182,6 +140,57 @@ fn records(s: &Settings) -> Vec<Yaml> {
             format!("mx:rtt_{name}:seconds"),
             format!(
                 "histogram_quantile({q}, sum by (host, le) (rate(mx_host_rtt_seconds_bucket[{w}])))"
+            ),
+        ));
+    }
+    rules
+}
+
+/// The rules of one host side of one leg (`forward`, `into`): its loss
+/// summed over the flows of that side, and whether enough of its cells
+/// are dark (`dark`) or show any loss (`shows`) to call it the host's.
+fn host_side(l: &str, direction: &str, lost: &str, settled: &str) -> Vec<Yaml> {
+    let mut rules = Vec::new();
+    let by = host_label(l, direction);
+    let side = |what: &str| format!("mx:{l}_{what}_{direction}");
+    rules.push(record(
+        side("lost") + ":increase",
+        per_host("sum", lost, by),
+    ));
+    rules.push(record(
+        side("settled") + ":increase",
+        per_host("sum", settled, by),
+    ));
+    rules.push(record(
+        side("loss") + ":ratio",
+        loss_ratio(
+            &(side("lost") + ":increase"),
+            &(side("settled") + ":increase"),
+        ),
+    ));
+    rules.push(record(
+        side("lossy") + ":count",
+        per_host("sum", &format!("mx:{l}_lossy:bool"), by),
+    ));
+    rules.push(record(
+        side("cells") + ":count",
+        per_host("count", &format!("mx:{l}_lossy:bool"), by),
+    ));
+    rules.push(record(
+        side("touched") + ":count",
+        per_host("sum", &format!("mx:{l}_touched:bool"), by),
+    ));
+    let cells = side("cells") + ":count";
+    for (what, of, share) in [
+        ("dark", "lossy", DARK_SHARE),
+        ("shows", "touched", SHOWS_SHARE),
+    ] {
+        let n = side(of) + ":count";
+        rules.push(record(
+            side(what) + ":bool",
+            format!(
+                "({n} >= bool {DARK_CELLS}) * ({n} >= bool {} * {cells})",
+                units::g(share)
             ),
         ));
     }

@@ -560,3 +560,55 @@ fn the_checks_see_a_circle_and_a_reach_upwards() {
     let summary = CRATES.iter().find(|(c, _)| *c == "summary").unwrap();
     assert!(!summary.1.contains(&"agent"));
 }
+
+/// Functions of more than this many lines, signature to closing brace,
+/// are split: a reader holds one in view.
+const MOST_LINES_A_FUNCTION: usize = 100;
+
+/// Every function's name and its length in lines.
+#[derive(Default)]
+struct Lengths(Vec<(String, usize)>);
+
+impl Lengths {
+    fn add(&mut self, sig: &syn::Signature, block: &syn::Block) {
+        use syn::spanned::Spanned;
+        let (start, end) = (sig.span().start().line, block.span().end().line);
+        self.0
+            .push((format!("{} (line {start})", sig.ident), end - start + 1));
+    }
+}
+
+impl<'ast> Visit<'ast> for Lengths {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.add(&f.sig, &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.add(&f.sig, &f.block);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+}
+
+#[test]
+fn no_function_runs_over_100_lines() {
+    let mut long = Vec::new();
+    for (_, src) in sources() {
+        for file in modules(&src).values() {
+            let code = std::fs::read_to_string(file).unwrap();
+            let mut lengths = Lengths::default();
+            lengths.visit_file(&syn::parse_file(&code).unwrap());
+            for (name, lines) in lengths.0 {
+                if lines > MOST_LINES_A_FUNCTION {
+                    long.push(format!("{}: {name}: {lines} lines", file.display()));
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "{}", long.join("\n"));
+    // The measure itself: a function of 101 lines is one too many.
+    let body = "let x = 1;\n".repeat(99);
+    let mut lengths = Lengths::default();
+    lengths.visit_file(&syn::parse_file(&format!("/// Doc.\nfn f() {{\n{body}}}\n")).unwrap());
+    assert_eq!(lengths.0, [("f (line 2)".to_string(), 101)]);
+}
