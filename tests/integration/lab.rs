@@ -47,7 +47,7 @@ impl Lab {
         crate::util::require_root("the lab (network namespaces, one sshd per host)");
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
-            "the lab needs Debian's openssh-server (.ci/run installs it)"
+            "the lab needs Debian's openssh-server (tests/run installs it)"
         );
         let dir = std::env::temp_dir().join(format!("mx-lab-{net}"));
         let lab = Lab {

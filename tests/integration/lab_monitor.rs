@@ -27,7 +27,7 @@ impl Prometheus {
     fn start(config: &Path, port: u16) -> Prometheus {
         assert!(
             Path::new("/usr/bin/prometheus").exists(),
-            "needs Debian's prometheus (.ci/run installs it)"
+            "needs Debian's prometheus (tests/run installs it)"
         );
         let data = tempfile::tempdir().unwrap();
         let addr = format!("127.0.0.1:{port}");

@@ -4,7 +4,7 @@
 //! a real cluster). Every mx command runs inside an allocation that `salloc`
 //! made, with the environment salloc gives its shell. srun is never mocked.
 //! Needs root and Debian's slurmctld, slurmd, slurm-client and munge
-//! (.ci/run installs them).
+//! (tests/run installs them).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -142,7 +142,7 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     ] {
         assert!(
             Path::new(daemon).exists(),
-            "the Slurm lab needs Debian's slurmctld, slurmd, slurm-client and munge (.ci/run installs them)"
+            "the Slurm lab needs Debian's slurmctld, slurmd, slurm-client and munge (tests/run installs them)"
         );
     }
     let lab = Lab::built_by("slurm.sh", NET, NODES);

@@ -332,7 +332,7 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
                 sb.file(&format!("monitor/{file}")).to_str().unwrap(),
             ])
             .output()
-            .expect("promtool (.ci/run installs Debian's prometheus)");
+            .expect("promtool (tests/run installs Debian's prometheus)");
         assert!(
             out.status.success(),
             "promtool check {what}: {}{}",

@@ -1,5 +1,5 @@
 //! `mx report`: the page as a person sees it, in headless Chromium (Debian's
-//! `chromium`; `.ci/run` installs it). The page loads with the network cut
+//! `chromium`; `tests/run` installs it). The page loads with the network cut
 //! and no console error; each loss heatmap (forward leg, return leg, round
 //! trip) has N x N cells, the sick pairs' cells carrying the loss and blank
 //! cells hatched (not 0); a drop into a host darkens its forward column and
@@ -34,7 +34,7 @@ fn chromium(args: &[&str], page: &Path) -> std::process::Output {
         .args(args)
         .arg(format!("file://{}", page.display()))
         .output()
-        .expect("chromium runs (Debian's `chromium`; .ci/run installs it)")
+        .expect("chromium runs (Debian's `chromium`; tests/run installs it)")
 }
 
 /// The console's complaints in Chromium's log.
