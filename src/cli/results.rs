@@ -16,11 +16,10 @@ pub enum Trust {
     Matrix,
 }
 
+/// The reports a command reads, and which to trust when they and the
+/// matrix disagree: `mx summarize`, `report` and `export` alike.
 #[derive(Debug, Clone, Args)]
-pub struct SummarizeArgs {
-    #[command(flatten)]
-    pub fleet: FleetArgs,
-
+pub struct ReadReports {
     #[command(flatten)]
     pub reports: ReportsDir,
 
@@ -29,6 +28,15 @@ pub struct SummarizeArgs {
     /// (read alone, without the matrix) or `matrix`
     #[arg(long, value_name = "WHICH")]
     pub trust: Option<Trust>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SummarizeArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+
+    #[command(flatten)]
+    pub read: ReadReports,
 
     /// Seconds of the newest reports to summarize (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 60.0,
@@ -67,13 +75,7 @@ pub struct ReportArgs {
     pub fleet: FleetArgs,
 
     #[command(flatten)]
-    pub reports: ReportsDir,
-
-    /// When the reports were written by agents running another matrix than
-    /// --matrix (another run's): summarize them anyway, trusting `reports`
-    /// (read alone, without the matrix) or `matrix`
-    #[arg(long, value_name = "WHICH")]
-    pub trust: Option<Trust>,
+    pub read: ReadReports,
 
     /// Seconds of the newest reports to show (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 0.0,
@@ -150,13 +152,7 @@ pub struct ExportArgs {
     pub fleet: FleetArgs,
 
     #[command(flatten)]
-    pub reports: ReportsDir,
-
-    /// When the reports were written by agents running another matrix than
-    /// --matrix (another run's): summarize them anyway, trusting `reports`
-    /// (read alone, without the matrix) or `matrix`
-    #[arg(long, value_name = "WHICH")]
-    pub trust: Option<Trust>,
+    pub read: ReadReports,
 
     /// Seconds of the newest reports to reduce over (0 = the whole history)
     #[arg(long, value_name = "S", default_value_t = 60.0,

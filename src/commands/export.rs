@@ -14,7 +14,7 @@ use crate::fleet::collect::collect_reports;
 
 pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
     let opts = options(args)?;
-    let reports: &PathBuf = &args.reports.dir;
+    let reports: &PathBuf = &args.read.reports.dir;
     let matrix_path = &args.fleet.matrix;
     if !args.no_collect {
         if !matrix_path.exists() {
@@ -28,7 +28,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<u8> {
         // The samples may be going to stdout: the collect's narration goes to stderr.
         collect_reports(&fleet, reports, &mut std::io::stderr())?;
     }
-    let matrix = super::summarize::matrix_for_reports(matrix_path, reports, args.trust)?;
+    let matrix = super::summarize::matrix_for_reports(matrix_path, reports, args.read.trust)?;
     let alone = matrix.is_none();
     let export = crate::export::from_reports(reports, matrix, &opts)?;
     // Said once the reports have read: a bad report is the one line to fix.

@@ -18,7 +18,7 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<u8> {
         Vec::new()
     } else {
         let fleet = super::open_fleet(&args.fleet)?;
-        missed_reports(&fleet, &args.reports.dir, out)?
+        missed_reports(&fleet, &args.read.reports.dir, out)?
     };
     let opts = Options {
         window: args.window,
@@ -26,14 +26,17 @@ pub fn run(args: &ReportArgs, out: &mut dyn Write) -> Result<u8> {
         top_hosts: 15,
         series: true,
     };
-    let matrix =
-        super::summarize::matrix_for_reports(&args.fleet.matrix, &args.reports.dir, args.trust)?;
+    let matrix = super::summarize::matrix_for_reports(
+        &args.fleet.matrix,
+        &args.read.reports.dir,
+        args.read.trust,
+    )?;
     let unreachable: Vec<String> = missed.iter().map(|m| m.host.clone()).collect();
-    let summary = Summary::read_collected(&args.reports.dir, matrix, opts, &unreachable)?;
+    let summary = Summary::read_collected(&args.read.reports.dir, matrix, opts, &unreachable)?;
     let before = match &args.compare {
         Some(run) => {
             let a = super::compare::load(run, args.window, &args.fleet.matrix)?;
-            let this = format!("this run ({})", args.reports.dir.display());
+            let this = format!("this run ({})", args.read.reports.dir.display());
             let names = (run.display().to_string(), this);
             Some(super::compare::compared(
                 &a,

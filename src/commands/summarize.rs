@@ -40,7 +40,7 @@ fn collect_and_summarize(
     let fleet = super::open_fleet(&args.fleet)?;
     // A host without a report yet is said, not fatal: summarize what came,
     // say which hosts it is stale for, and exit 1.
-    let missed = missed_reports(&fleet, &args.reports.dir, said)?;
+    let missed = missed_reports(&fleet, &args.read.reports.dir, said)?;
     let unreachable: Vec<String> = missed.iter().map(|m| m.host.clone()).collect();
     let summarized = match document {
         Some(out) => summarize(args, &unreachable, out),
@@ -138,9 +138,10 @@ fn summarize(args: &SummarizeArgs, unreachable: &[String], out: &mut dyn Write) 
         top_hosts: args.top_hosts,
         series: args.json,
     };
-    let matrix = matrix_for_reports(&args.fleet.matrix, &args.reports.dir, args.trust)?;
-    let summary = Summary::read_collected(&args.reports.dir, matrix, opts, unreachable)?;
-    let record = std::fs::read_to_string(args.reports.dir.join(ramp::recorded::RECORD_FILE)).ok();
+    let matrix = matrix_for_reports(&args.fleet.matrix, &args.read.reports.dir, args.read.trust)?;
+    let summary = Summary::read_collected(&args.read.reports.dir, matrix, opts, unreachable)?;
+    let record =
+        std::fs::read_to_string(args.read.reports.dir.join(ramp::recorded::RECORD_FILE)).ok();
     let (steps, recorded) = summary.ramp_steps(record.as_deref());
     if !steps.is_empty() {
         return summarize_ramp(args, &summary, (&steps, recorded), out);
@@ -170,7 +171,7 @@ fn summarize_ramp(
     out: &mut dyn Write,
 ) -> Result<u8> {
     let thresholds = step_holds(&args.holds)?;
-    let results = ramp::recorded::judge(&args.reports.dir, steps, &thresholds, recorded)?;
+    let results = ramp::recorded::judge(&args.read.reports.dir, steps, &thresholds, recorded)?;
     if args.json {
         let doc = ramp::recorded::recorded_document(&results, &thresholds, summary.interval());
         out.write_all(ramp::to_json(&doc).as_bytes())?;

@@ -80,7 +80,7 @@ fn run_saying(
             "[mx] then, after {}s: collect every report, summarize, and check that every agent ended",
             units::g(hold)
         )?;
-        collect_reports(&fleet, &args.report.reports.dir, out)?;
+        collect_reports(&fleet, &args.report.read.reports.dir, out)?;
         return Ok(0);
     }
     writeln!(out)?;

@@ -98,7 +98,13 @@ pub fn run(args: &RunArgs, out: &mut dyn Write, document: Option<&mut dyn Write>
     }
     let (first, _) = ramp.plan.next(&[]).expect("a climb has a first step");
     // Another ramp's steps must never be read as this one's.
-    let _ = std::fs::remove_file(args.report.reports.dir.join(ramp::recorded::RECORD_FILE));
+    let _ = std::fs::remove_file(
+        args.report
+            .read
+            .reports
+            .dir
+            .join(ramp::recorded::RECORD_FILE),
+    );
     let started = start_fleet(&fleet, &args.run, None, Some(first), out)?;
     let Some(begin) = started.start else {
         return Ok(started.code);
@@ -225,7 +231,7 @@ fn climb(
             after: settled.floor() as i64,
             until: until.floor() as i64,
         };
-        let Some(figures) = measure(fleet, &args.report.reports.dir, &step, ramp, out)? else {
+        let Some(figures) = measure(fleet, &args.report.read.reports.dir, &step, ramp, out)? else {
             return Ok((steps, EXIT_PROBLEMS));
         };
         let tries = ramp::tried_again(&steps, scale);
@@ -253,7 +259,7 @@ fn climb(
             figures,
             verdict,
         });
-        record(&args.report.reports.dir, &steps)?;
+        record(&args.report.read.reports.dir, &steps)?;
         if !measured {
             writeln!(
                 out,
