@@ -293,6 +293,10 @@ pub struct HostAgg {
     /// time its cgroup was throttled (ms).
     pub req_drops: Option<f64>,
     pub rep_drops: Option<f64>,
+    /// Replies it owed and could not hand the kernel: its socket's send
+    /// buffer was full (requests that arrived, less those answered and
+    /// those refused by plan).
+    pub unanswered: f64,
     pub rcvbuf_errors: Option<f64>,
     pub in_errors: Option<f64>,
     pub nic_rx_drops: Option<f64>,
@@ -900,7 +904,10 @@ impl ReportSet {
         p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
         let (tx, rx) = self.nic_counted(host, row.ts);
         let replied = self.packets(row, Column::RepPkts, Column::RepPps);
-        let nic = &mut self.hosts.entry(host).or_default().nic;
+        let refused = row.num(Column::OverPlan).unwrap_or(0.0);
+        let h = self.hosts.entry(host).or_default();
+        h.unanswered += (arrived - replied - refused).max(0.0);
+        let nic = &mut h.nic;
         if tx {
             nic.handed += replied;
         }

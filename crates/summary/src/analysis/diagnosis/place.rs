@@ -69,6 +69,9 @@ pub struct HostEvidence {
     pub tx_left_out: f64,
     /// UDP SndbufErrors: datagrams dropped on their way out.
     pub sndbuf_errors: f64,
+    /// Replies it owed that its kernel would not take (its socket's send
+    /// buffer full: a queue on its way out held what it had sent).
+    pub unanswered: f64,
     /// Bits per second its interface sent (its byte counter: frames
     /// without preamble, FCS and gap).
     pub egress_bps: Option<f64>,
@@ -96,6 +99,7 @@ impl HostEvidence {
                     HostEvidence {
                         id,
                         request_drops: h.req_drops.unwrap_or(0.0),
+                        unanswered: h.unanswered,
                         reply_drops: h.rep_drops.unwrap_or(0.0),
                         nic: nic.name.clone(),
                         nic_counted: nic.measured(),
@@ -406,30 +410,63 @@ fn unread_or_wire(
     }
 }
 
+/// Loss out of `h` that its own counts put in its transmit path: what its
+/// kernel dropped or would not take, what its interface never sent.
+fn capped_egress(h: &HostEvidence, name: &str, figures: Vec<(&'static str, f64)>) -> Located {
+    let left = h.egress_bps.map_or(String::new(), |bps| {
+        format!("; {} sent {}", h.nic_name(name), crate::units::bits(bps))
+    });
+    let refused = if h.unanswered > 0.0 {
+        format!(
+            ", it would not take {} of the replies {name} owed (its socket's send buffer full),",
+            count(h.unanswered)
+        )
+    } else {
+        String::new()
+    };
+    Located::new(
+        vec![Place::TransmitPath],
+        format!(
+            "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors: a full qdisc){refused} and {} fewer packets left {} than its agent handed the kernel{left}: a rate cap or a full queue on {name}'s egress -- `tc -s qdisc show` on {name}",
+            count(h.sndbuf_errors),
+            count(h.tx_gap.unwrap_or(0.0)),
+            h.nic_name(name)
+        ),
+        figures,
+    )
+}
+
 /// Loss of `lost` packets on their way out of `h` (`name`), `answers` of
 /// them replies it sent.
 pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located {
     let share = |n: f64, of: f64| of > 0.0 && n >= EXPLAINED_SHARE * of;
+    // What its kernel dropped, and the replies it would not take: both lost
+    // on the host, before its interface.
     let dropped = h.sndbuf_errors + h.nic_tx_drops;
+    let kept_back = dropped + h.unanswered;
     let mut figures = vec![
         ("udp_sndbuf_errors_pkts", h.sndbuf_errors),
         ("nic_tx_drops_pkts", h.nic_tx_drops),
     ];
+    if h.unanswered > 0.0 {
+        figures.push(("unanswered_replies_pkts", h.unanswered));
+    }
     if let Some(gap) = h.tx_gap {
         figures.push(("nic_tx_unsent_pkts", gap));
     }
     if let Some(bps) = h.egress_bps {
         figures.push(("egress_bps", bps));
     }
-    let unsent = h.tx_gap.unwrap_or(0.0).max(dropped);
+    let unsent = h.tx_gap.unwrap_or(0.0).max(kept_back);
     // The gap covers only the intervals its agent sent uncoalesced: it is
-    // set against their share of the loss, the kernel's drops against all.
+    // set against their share of the loss, the host's own counts against all.
     let tx_lost = lost * (1.0 - h.tx_left_out);
-    let explained = share(dropped, lost) || h.tx_gap.is_some_and(|gap| share(gap, tx_lost));
+    let explained = share(kept_back, lost) || h.tx_gap.is_some_and(|gap| share(gap, tx_lost));
     // A starved agent counts a reply as handed to the kernel when it queues
     // it, and hands it over when it next gets the CPU, an interval later or
-    // more: its interface's count lags its own. With no drop the kernel
-    // counted, that lag is its CPU, not its egress.
+    // more: its interface's count lags its own, and a burst of replies can
+    // fill its socket's buffer. With no drop the kernel counted, that is
+    // its CPU, not its egress.
     if dropped == 0.0
         && explained
         && let Some(why) = h.starvation()
@@ -447,19 +484,7 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
         .by_the_agent();
     }
     if explained {
-        let left = h.egress_bps.map_or(String::new(), |bps| {
-            format!("; {} sent {}", h.nic_name(name), mx_base::units::bits(bps))
-        });
-        return Located::new(
-            vec![Place::TransmitPath],
-            format!(
-                "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors: a full qdisc) and {} fewer packets left {} than its agent handed the kernel{left}: a rate cap or a full queue on {name}'s egress -- `tc -s qdisc show` on {name}",
-                count(h.sndbuf_errors),
-                count(h.tx_gap.unwrap_or(0.0)),
-                h.nic_name(name)
-            ),
-            figures,
-        );
+        return capped_egress(h, name, figures);
     }
     if let Some(why) = h.starvation().filter(|_| share(h.late_answers, answers)) {
         figures.push(("behind_ms", h.behind_ms));
@@ -480,6 +505,18 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
             format!(
                 "{} sent everything its agent handed the kernel: they were lost after {name}'s NIC -- on the wire: {name}'s cable, its switch port or the switch (the port's error and discard counters)",
                 h.nic_name(name)
+            ),
+            figures,
+        ),
+        // Counted, short of the loss: part on the host, the rest beyond it.
+        Some(gap) if kept_back > 0.0 || gap > 0.0 => Located::new(
+            vec![Place::Wire, Place::TransmitPath],
+            format!(
+                "{name}'s kernel dropped or would not take {} packets on their way out and {} fewer packets left {} than its agent handed the kernel, short of the {} lost: some in {name}'s transmit path, the rest beyond it, on the wire -- `tc -s qdisc show` on {name}, and its switch port's counters",
+                count(kept_back),
+                count(gap),
+                h.nic_name(name),
+                count(lost)
             ),
             figures,
         ),
@@ -546,5 +583,59 @@ mod tests {
         assert_eq!(places(Some(19.0)), vec![Place::Wire]);
         assert_eq!(places(Some(20.0)), vec![Place::Wire, Place::ReceivePath]);
         assert_eq!(places(None), vec![Place::Wire, Place::ReceivePath]);
+    }
+
+    #[test]
+    fn replies_a_host_would_not_take_behind_a_full_qdisc_are_its_transmit_path() {
+        // A capped egress under a starved agent: the qdisc dropped 55,130,
+        // the socket's full buffer refused 87,205 replies, and the
+        // interface's gap (33,721) alone explains under half of 120,324.
+        let capped = HostEvidence {
+            sndbuf_errors: 55_130.0,
+            unanswered: 87_205.0,
+            tx_gap: Some(33_721.0),
+            nic_counted: true,
+            behind_ms: 117.0,
+            ..HostEvidence::default()
+        };
+        let located = out_of(&capped, "h2", 120_324.0, 100_000.0);
+        assert_eq!(located.places, vec![Place::TransmitPath]);
+        assert!(
+            located.why.contains(
+                "it would not take 87,205 of the replies h2 owed (its socket's send buffer full)"
+            ),
+            "{}",
+            located.why
+        );
+        assert!(
+            located
+                .figures
+                .contains(&("unanswered_replies_pkts", 87_205.0))
+        );
+        // Without the refused replies, its counts fall short of the loss:
+        // the host's part and the wire's, with the counts said (not "no
+        // drop", not "coalesced").
+        let short = HostEvidence {
+            unanswered: 0.0,
+            ..capped.clone()
+        };
+        let located = out_of(&short, "h2", 120_324.0, 100_000.0);
+        assert_eq!(located.places, vec![Place::Wire, Place::TransmitPath]);
+        assert!(
+            located.why.starts_with(
+                "h2's kernel dropped or would not take 55,130 packets on their way out and 33,721 fewer packets left h2's interface than its agent handed the kernel, short of the 120,324 lost"
+            ),
+            "{}",
+            located.why
+        );
+        // A starved agent whose kernel dropped nothing: its replies were
+        // held back by its CPU, not its egress.
+        let starved = HostEvidence {
+            sndbuf_errors: 0.0,
+            tx_gap: Some(0.0),
+            ..capped
+        };
+        let located = out_of(&starved, "h2", 120_324.0, 100_000.0);
+        assert_eq!(located.places, vec![Place::Cpu]);
     }
 }
