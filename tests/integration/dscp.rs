@@ -200,7 +200,14 @@ fn two_classes_run_side_by_side_from_two_remote_dirs_and_are_read_apart() {
         |class: &str| agents_under(&sb.file(&format!("hosts/h1/var/tmp/mx-{class}"))).len();
     assert_eq!((agents("ef"), agents("be")), (1, 1));
 
-    std::thread::sleep(Duration::from_millis(3500));
+    crate::util::wait_for_steady(
+        &[
+            crate::fleet_local::local_reports(&sb, &["h1", "h2"], "mx-ef"),
+            crate::fleet_local::local_reports(&sb, &["h1", "h2"], "mx-be"),
+        ]
+        .concat(),
+        2,
+    );
     for class in ["ef", "be"] {
         let reports = format!("reports-{class}");
         let summary = mx(

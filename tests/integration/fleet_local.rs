@@ -6,6 +6,15 @@ use std::time::Duration;
 
 use crate::util::{Sandbox, summary_words, wire_bits_per_request};
 
+/// The agent reports of a local fleet's `hosts`, in their remote directory
+/// `dir` under /var/tmp (`mx`, or a class's own).
+pub fn local_reports(sb: &Sandbox, hosts: &[&str], dir: &str) -> Vec<std::path::PathBuf> {
+    hosts
+        .iter()
+        .map(|h| sb.file(&format!("hosts/{h}/var/tmp/{dir}/report.csv")))
+        .collect()
+}
+
 /// Pids of processes whose executable lies under `root`.
 pub fn agents_under(root: &Path) -> Vec<String> {
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
@@ -104,7 +113,7 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         again.stdout
     );
 
-    std::thread::sleep(Duration::from_millis(3500));
+    crate::util::wait_for_steady(&local_reports(&sb, &["h1", "h2", "h3"], "mx"), 2);
     let status = sb.mx(&with(&["status"], &local));
     assert_eq!(status.code, 0);
     // The row's age, not its raw epoch; the target labelled.
@@ -1523,7 +1532,7 @@ fn agent_fleet_lifecycle_over_ipv6_on_loopback() {
         sb.read("hosts/::1/var/tmp/mx/agent.log")
     );
 
-    std::thread::sleep(Duration::from_millis(3500));
+    crate::util::wait_for_steady(&local_reports(&sb, &["h1", "h2", "::1"], "mx"), 2);
     let status = mx(&["status"]);
     assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
     for h in ["h1", "h2", "::1"] {
@@ -2042,7 +2051,7 @@ fn agent_fleet_reports_of_another_matrix_are_refused_unless_told_which_to_trust(
     let hosts = hosts.to_str().unwrap();
     let start = a.mx(&["start", "--local", hosts, "--interval", "1"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    std::thread::sleep(Duration::from_millis(3500));
+    crate::util::wait_for_steady(&local_reports(&a, &["h1", "h2"], "mx"), 2);
     let b = fleet_dir_with(67, &["h1", "h2"], &["--pps", "1500"]);
     let summary = b.mx(&["summarize", "--local", hosts, "--window", "2"]);
     assert_eq!(summary.code, 2, "{}{}", summary.stdout, summary.stderr);

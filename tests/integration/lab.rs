@@ -117,6 +117,13 @@ impl Lab {
         self.dir.join(format!("h{i}/vartmp"))
     }
 
+    /// Every host's agent report, where the agent writes it.
+    pub fn reports(&self) -> Vec<PathBuf> {
+        (1..=self.hosts)
+            .map(|i| self.var_tmp(i).join("mx/report.csv"))
+            .collect()
+    }
+
     /// Processes named `mx` in host `i`'s namespaces.
     pub fn agents(&self, i: usize) -> Vec<String> {
         let out = Command::new("ip")
@@ -221,7 +228,7 @@ fn agent_lab_whole_lifecycle_over_real_ssh_leaves_nothing() {
         again.stdout
     );
 
-    std::thread::sleep(std::time::Duration::from_millis(3500));
+    crate::util::wait_for_steady(&lab.reports(), 2);
     let status = lab.mx(&sb, &["status"]);
     assert_eq!(status.code, 0);
     assert_eq!(
@@ -386,7 +393,7 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
         );
     }
 
-    std::thread::sleep(std::time::Duration::from_millis(3500));
+    crate::util::wait_for_steady(&lab.reports(), 2);
     let status = lab.mx(&sb, &["status"]);
     assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
     assert_eq!(

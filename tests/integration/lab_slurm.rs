@@ -213,7 +213,7 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
         again.stdout
     );
 
-    std::thread::sleep(Duration::from_millis(3500));
+    crate::util::wait_for_steady(&lab.reports(), 2);
     assert_lines(&slurm(&["status"]), "status", "s ago: tx=", NODES);
     let summary = slurm(&["summarize", "--window", "2", "--json"]);
     assert_ok(&summary, "summarize");

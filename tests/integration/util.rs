@@ -256,3 +256,64 @@ impl OtherUser {
         );
     }
 }
+
+/// Waits for an event: polls `look` every 100 ms until it returns `Some`,
+/// and fails the test naming `what` (and what `look` saw last, through
+/// `seen`) if `limit` passes first. Tests wait for what they need this way,
+/// never for a fixed time: a slow machine waits longer, a fast one less.
+pub fn wait_for<T>(
+    what: &str,
+    limit: std::time::Duration,
+    mut look: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match look() {
+            Ok(found) => return found,
+            Err(seen) if std::time::Instant::now() >= deadline => {
+                panic!("waited {limit:?} for {what}; last seen: {seen}")
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+}
+
+/// The steady intervals in the agent report at `path` (0 while it is not
+/// written yet): its distinct `ts` over rows whose phase is `steady`.
+pub fn steady_intervals(path: &Path) -> usize {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return 0;
+    };
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else { return 0 };
+    let header: Vec<&str> = header.trim_end().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let (Some(ts), Some(phase)) = (column("ts"), column("phase")) else {
+        return 0;
+    };
+    let mut seen: Vec<&str> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|cells| cells.get(phase) == Some(&"steady"))
+        .filter_map(|cells| cells.get(ts).copied())
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
+}
+
+/// Waits until every agent report of `paths` holds `n` steady intervals:
+/// what a `summarize --window` of n intervals needs to read.
+pub fn wait_for_steady(paths: &[PathBuf], n: usize) {
+    wait_for(
+        &format!("{n} steady intervals in every report"),
+        std::time::Duration::from_secs(30),
+        || {
+            let counts: Vec<usize> = paths.iter().map(|p| steady_intervals(p)).collect();
+            if counts.iter().all(|&c| c >= n) {
+                Ok(())
+            } else {
+                Err(format!("{counts:?} in {paths:?}"))
+            }
+        },
+    )
+}
