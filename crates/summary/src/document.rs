@@ -14,7 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::analysis::aggregate::{IntervalAgg, ReportSet};
-use super::analysis::diagnosis::Finding;
+use std::collections::BTreeMap;
+
+use super::analysis::diagnosis::{Blame, Finding, Kind, Says};
 use super::analysis::figures::{self, Context, Figures, FlowFigures, HostFigures, percent};
 use super::analysis::spread::{FlowSpread, Spread};
 use mx_base::units;
@@ -43,7 +45,34 @@ pub struct Document {
     /// WHAT TO DO NEXT as data: each finding's kind, text, the hosts it
     /// blames (host, direction, peer, where) and the figures it rests on.
     #[serde(default)]
-    pub findings: Vec<Finding>,
+    pub findings: Vec<FindingDoc>,
+}
+
+/// One finding: its words, whom it blames, the figures it rests on, and
+/// (`detail`) what it says as data, from which the words were written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingDoc {
+    pub kind: Kind,
+    pub text: String,
+    pub blames: Vec<Blame>,
+    pub figures: BTreeMap<String, f64>,
+    /// Absent from documents written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Says>,
+}
+
+impl FindingDoc {
+    /// The finding with its `text` (its words: `render::findings` writes
+    /// them; the document does not).
+    pub fn of(f: &Finding, text: String) -> FindingDoc {
+        FindingDoc {
+            kind: f.kind,
+            text,
+            blames: f.blames.clone(),
+            figures: f.figures.clone(),
+            detail: Some(f.says.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,7 +298,13 @@ pub fn loss(sent: f64, made: f64) -> Option<f64> {
 }
 
 /// The document of one summary.
-pub fn document(set: &ReportSet, ctx: &Context, figs: &Figures, findings: &[Finding]) -> Document {
+/// The document of one summary; `findings` with their words.
+pub fn document(
+    set: &ReportSet,
+    ctx: &Context,
+    figs: &Figures,
+    findings: Vec<FindingDoc>,
+) -> Document {
     let span = &set.span;
     let name = |id: u32| set.name(id).to_string();
     Document {
@@ -320,7 +355,7 @@ pub fn document(set: &ReportSet, ctx: &Context, figs: &Figures, findings: &[Find
             .map(|(&ts, i)| interval_doc(ts, i))
             .collect(),
         advice: findings.iter().map(|f| f.text.clone()).collect(),
-        findings: findings.to_vec(),
+        findings,
     }
 }
 

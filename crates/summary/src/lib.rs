@@ -166,6 +166,7 @@ impl Summary {
 
     /// Every figure as one document (`--json`, and what `compare` reads).
     pub fn document(&self) -> document::Document {
-        document::document(&self.set, &self.ctx, &self.figs, &self.findings)
+        let findings = render::findings::docs(&self.findings);
+        document::document(&self.set, &self.ctx, &self.figs, findings)
     }
 }

@@ -125,6 +125,7 @@ pub struct StepFigures {
     pub short_of_cpu: Vec<ShortOfCpu>,
     /// What the summary's diagnosis finds in the step's intervals: where
     /// its loss was, which host fell short of its rate and why, its tail.
+    #[serde(serialize_with = "crate::render::findings::serialize_docs")]
     pub findings: Vec<Finding>,
 }
 
@@ -331,7 +332,7 @@ fn places(f: &StepFigures, t: &Thresholds) -> Vec<String> {
     f.findings
         .iter()
         .filter_map(|finding| {
-            let brief = finding.brief()?;
+            let brief = crate::render::findings::brief(finding)?;
             match finding.kind {
                 Of::Loss => Some(format!("lost: {brief}")),
                 Of::Agent => Some(brief),
@@ -352,7 +353,7 @@ pub(super) fn limit_set_by(failed: &StepResult) -> Option<String> {
     let findings = &failed.figures.findings;
     [Of::Loss, Of::Agent, Of::Rate, Of::Latency]
         .iter()
-        .find_map(|kind| findings.iter().find(|f| f.kind == *kind)?.brief())
+        .find_map(|kind| crate::render::findings::brief(findings.iter().find(|f| f.kind == *kind)?))
 }
 
 /// One step as tried.

@@ -7,8 +7,8 @@
 use super::super::aggregate::{Departure, Gone, ReportSet};
 use super::super::figures::Context;
 use super::place::STARVED_BEHIND_MS;
-use super::{Blame, Finding, Kind, Place, name_list};
-use mx_base::units::local_clock;
+use super::says::{self, Says};
+use super::{Blame, Finding, Kind, Place};
 
 /// One finding per host gone, and one for the hosts never heard from.
 pub fn findings(set: &ReportSet, _ctx: &Context) -> Vec<Finding> {
@@ -22,13 +22,8 @@ pub fn findings(set: &ReportSet, _ctx: &Context) -> Vec<Finding> {
         }
     }
     if !never.is_empty() {
-        let mut f = Finding::new(
-            Kind::Agent,
-            format!(
-                "no report from {} and not one reply or request from it in the run: not started, or out of reach (`mx status`, `mx doctor`); its flows are left out",
-                name_list(&never)
-            ),
-        );
+        let hosts = never.iter().map(|n| n.to_string()).collect();
+        let mut f = Finding::new(Kind::Agent, Says::NeverHeard { hosts });
         for name in never {
             f = f.blame(Blame::host(name, Place::Unreachable));
         }
@@ -38,62 +33,36 @@ pub fn findings(set: &ReportSet, _ctx: &Context) -> Vec<Finding> {
 }
 
 fn gone_finding(set: &ReportSet, id: u32, name: &str, d: &Departure, last: i64) -> Finding {
-    let when = local_clock(last as f64);
     let behind = set.latest - last;
-    let left_out = if d.left_out > 0 {
-        format!(
-            "; its flows after it ({} flow interval(s)) are left out, not counted as loss",
-            d.left_out
-        )
-    } else {
-        "; its flows after it are left out, not counted as loss".to_string()
-    };
     let starved = set
         .history
         .get(&id)
         .filter(|h| h.behind_ms >= STARVED_BEHIND_MS || h.throttled_ms > 0.0);
-    let mut f = Finding::new(Kind::Agent, String::new())
-        .figure("last_ts", last as f64)
-        .figure("seconds_before_the_end", behind as f64);
-    let (text, place) = match d.why {
+    let (gone, place) = match d.why {
         Gone::Stopped => match starved {
             Some(h) => (
-                format!(
-                    "{name}'s report ends at {when}, {behind}s before the others', with no end marked, and its rows say its agent fell up to {:.0} ms behind its send schedule{}: it was short of CPU, so its last rows may be late or lost rather than its agent dead -- `mx logs`{left_out}",
-                    h.behind_ms,
-                    if h.throttled_ms > 0.0 {
-                        format!(
-                            " and was throttled {:.0} ms by its cgroup's CPU quota",
-                            h.throttled_ms
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
+                says::Gone::StoppedStarved {
+                    behind_ms: h.behind_ms,
+                    throttled_ms: (h.throttled_ms > 0.0).then_some(h.throttled_ms),
+                },
                 Place::AgentStopped,
             ),
-            None => (
-                format!(
-                    "{name}'s agent stopped at {when}, {behind}s before the others: its report ends there with no end marked (killed, crashed, or its host went down) -- `mx logs` and `mx status` say which{left_out}"
-                ),
-                Place::AgentStopped,
-            ),
+            None => (says::Gone::Stopped, Place::AgentStopped),
         },
-        Gone::Unreachable => (
-            format!(
-                "{name} could not be reached to collect its report, and was last heard from at {when}, {behind}s before the end: its agent went down with it, or it is cut off -- `mx status` and `mx doctor`{left_out}"
-            ),
-            Place::Unreachable,
-        ),
-        Gone::Silent => (
-            format!(
-                "no report from {name}, whose peers last heard from it at {when}, {behind}s before the end: its agent stopped or it was cut off, and its report was not collected -- `mx status`{left_out}"
-            ),
-            Place::AgentStopped,
-        ),
+        Gone::Unreachable => (says::Gone::Unreachable, Place::Unreachable),
+        Gone::Silent => (says::Gone::Silent, Place::AgentStopped),
     };
-    f.text = text;
-    f = f.blame(Blame::host(name, place));
+    let says = Says::Gone {
+        host: name.to_string(),
+        last_ts: last,
+        before_end_s: behind,
+        left_out: d.left_out,
+        gone,
+    };
+    let mut f = Finding::new(Kind::Agent, says)
+        .figure("last_ts", last as f64)
+        .figure("seconds_before_the_end", behind as f64)
+        .blame(Blame::host(name, place));
     if starved.is_some() && d.why == Gone::Stopped {
         f = f.blame(Blame::host(name, Place::Cpu));
     }

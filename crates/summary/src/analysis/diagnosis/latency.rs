@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use super::super::aggregate::{ReportSet, TAIL_FLOOR_US, TAIL_RATIO, is_tail};
 use super::super::figures::{Context, Figures};
 use super::place::HostEvidence;
-use super::{Blame, Finding, Kind, Place, name_list};
-use mx_base::units::micros;
+use super::says::{self, Says, TailCause};
+use super::{Blame, Finding, Kind, Place};
 use mx_matrix::DiskMode;
 
 /// Share of the intervals of a host's flows (to it and from it) whose p99
@@ -47,17 +47,32 @@ pub fn findings(
         return None;
     }
     let fleet_wide = is_fleet_wide(tailed.len(), spread.by_host.len());
-    let head = headline(set, &spread, &tailed, fleet_wide, p50, p99);
-    let f = Finding::new(Kind::Latency, String::new())
-        .figure("rtt_p50_us", p50)
-        .figure("rtt_p99_us", p99)
-        .figure("tail_hosts", tailed.len() as f64);
-    if let Some((text, host)) = disk_tail(set, ctx, figs, p50, p99) {
-        let f = Finding {
-            text: format!("{head}, {text}"),
-            ..f
+    let where_ = if fleet_wide {
+        says::TailSpread::Fleet {
+            tail_intervals: spread.tail_intervals,
+            intervals: spread.intervals,
+            hosts: tailed.len(),
+            of: spread.by_host.len(),
+        }
+    } else {
+        says::TailSpread::Hosts {
+            hosts: tailed.iter().map(|&h| set.name(h).to_string()).collect(),
+        }
+    };
+    let said = |cause: TailCause| {
+        let says = Says::Tail {
+            p50_us: p50,
+            p99_us: p99,
+            spread: where_.clone(),
+            cause,
         };
-        return Some(f.blame(Blame::host(set.name(host), Place::Disk)));
+        Finding::new(Kind::Latency, says)
+            .figure("rtt_p50_us", p50)
+            .figure("rtt_p99_us", p99)
+            .figure("tail_hosts", tailed.len() as f64)
+    };
+    if let Some((cause, host)) = disk_tail(set, ctx, figs, p50, p99) {
+        return Some(said(cause).blame(Blame::host(set.name(host), Place::Disk)));
     }
     // Where the tail sits on a few hosts, only their agents count.
     let late: Vec<&HostEvidence> = evidence
@@ -66,9 +81,9 @@ pub fn findings(
         .filter(|e| ran_late(e, p99))
         .collect();
     Some(match (late.is_empty(), fleet_wide) {
-        (true, true) => fabric_queues(f, &head),
-        (true, false) => queues_on_links(f, &head, set, &tailed, evidence),
-        (false, _) => agents_ran_late(f, &head, set, &late, fleet_wide),
+        (true, true) => said(TailCause::FabricQueues).blame(fabric()),
+        (true, false) => queues_on_links(said, set, &tailed, evidence),
+        (false, _) => agents_ran_late(said, set, &late, fleet_wide),
     })
 }
 
@@ -130,38 +145,6 @@ fn is_fleet_wide(tailed: usize, hosts: usize) -> bool {
     2 * tailed >= hosts
 }
 
-/// The sentence's opening: how far the p99 sits above the p50, and where.
-fn headline(
-    set: &ReportSet,
-    spread: &TailSpread,
-    tailed: &[u32],
-    fleet_wide: bool,
-    p50: f64,
-    p99: f64,
-) -> String {
-    if fleet_wide {
-        format!(
-            "p99 ({}) is {:.0}x the p50 ({}), and the tail held in {} of {} flow intervals, on {} of {} hosts",
-            micros(Some(p99)),
-            p99 / p50,
-            micros(Some(p50)),
-            spread.tail_intervals,
-            spread.intervals,
-            tailed.len(),
-            spread.by_host.len()
-        )
-    } else {
-        let names: Vec<&str> = tailed.iter().map(|&h| set.name(h)).collect();
-        format!(
-            "p99 ({}) is {:.0}x the p50 ({}), and the tail sits on the flows to and from {}: in most of their intervals, and not the others'",
-            micros(Some(p99)),
-            p99 / p50,
-            micros(Some(p50)),
-            name_list(&names)
-        )
-    }
-}
-
 /// A host that ran its agent late: behind its schedule by as much as the
 /// tail (`behind_ms` in ms, `p99` in µs), throttled, or with its CPU taken
 /// by the hypervisor.
@@ -179,23 +162,11 @@ fn fabric() -> Blame {
     }
 }
 
-/// A tail on most hosts, every agent on time: the network's queues.
-fn fabric_queues(f: Finding, head: &str) -> Finding {
-    Finding {
-        text: format!(
-            "{head}, and every agent kept its schedule: queues are building in the network -- `mx run --ramp` finds the rate at which the tail begins; below it the fabric is clean"
-        ),
-        ..f
-    }
-    .blame(fabric())
-}
-
 /// A tail on a few hosts whose agents kept their schedule: queues on their
 /// links. A host whose kernel dropped datagrams on their way out has a full
 /// queue there: the same queue holds the rest up.
 fn queues_on_links(
-    f: Finding,
-    head: &str,
+    said: impl Fn(TailCause) -> Finding,
     set: &ReportSet,
     tailed: &[u32],
     evidence: &BTreeMap<u32, HostEvidence>,
@@ -209,17 +180,9 @@ fn queues_on_links(
         })
         .map(|&h| set.name(h))
         .collect();
-    let text = if queued.is_empty() {
-        format!(
-            "{head}, and their agents kept their schedule: queues on their links -- their NIC's rings, their switch ports, the path to them"
-        )
-    } else {
-        format!(
-            "{head}, and their agents kept their schedule: queues -- {} dropped datagrams on the way out (a full qdisc), and what it did not drop waited in that queue",
-            name_list(&queued)
-        )
-    };
-    let mut f = Finding { text, ..f };
+    let mut f = said(TailCause::LinkQueues {
+        queued: queued.iter().map(|q| q.to_string()).collect(),
+    });
     for &h in tailed {
         let name = set.name(h);
         let place = if queued.contains(&name) {
@@ -235,8 +198,7 @@ fn queues_on_links(
 /// Agents that ran late, which reads as a tail the network did not make;
 /// where the tail is the fleet's, queues in the network fit as well.
 fn agents_ran_late(
-    f: Finding,
-    head: &str,
+    said: impl Fn(TailCause) -> Finding,
     set: &ReportSet,
     late: &[&HostEvidence],
     fleet_wide: bool,
@@ -244,34 +206,14 @@ fn agents_ran_late(
     let late_names: Vec<&str> = late.iter().map(|e| set.name(e.id)).collect();
     let behind = late.iter().map(|e| e.behind_ms).fold(0.0, f64::max);
     let steal = late.iter().map(|e| e.steal_pct).fold(0.0, f64::max);
-    let (agents, own, them) = if late_names.len() == 1 {
-        (format!("{}'s agent", late_names[0]), "its", "it")
-    } else {
-        (
-            format!("the agents of {}", name_list(&late_names)),
-            "their",
-            "them",
-        )
+    let cause = TailCause::AgentsLate {
+        hosts: late_names.iter().map(|n| n.to_string()).collect(),
+        behind_ms: behind,
+        throttled: late.iter().any(|e| e.throttled_ms > 0.0),
+        steal_pct: (steal >= STEAL_PCT).then_some(steal),
+        fleet_wide,
     };
-    let mut how = format!("{agents} fell up to {behind:.0} ms behind {own} send schedule");
-    if late.iter().any(|e| e.throttled_ms > 0.0) {
-        how.push_str(", held off by a CPU quota");
-    }
-    if steal >= STEAL_PCT {
-        how.push_str(&format!(
-            ", and the hypervisor took up to {steal:.1}% of {own} CPU"
-        ));
-    }
-    let text = if fleet_wide {
-        format!(
-            "{head}. Queues in the network fit, and so does the hosts' own scheduling: {how}, so a busy CPU ran {them} late, which reads as a tail -- give the agents idle cores (or find where it begins with `mx run --ramp`); a tail that stays is the network's"
-        )
-    } else {
-        format!(
-            "{head}. {how}: {own} CPU ran {them} late, which reads as a tail on every flow {them} answer or send -- give {them} the CPU, then read the latency again; a tail that stays is queues on {own} links"
-        )
-    };
-    let mut f = Finding { text, ..f }
+    let mut f = said(cause)
         .figure("behind_ms", behind)
         .figure("steal_pct", steal);
     if fleet_wide {
@@ -290,7 +232,7 @@ fn disk_tail(
     figs: &Figures,
     p50: f64,
     p99: f64,
-) -> Option<(String, u32)> {
+) -> Option<(TailCause, u32)> {
     let d = figs.fleet.disk.as_ref()?;
     let read = d
         .read_p99_host
@@ -310,19 +252,13 @@ fn disk_tail(
         _ => larger,
     }
     .filter(|(_, v, _)| *v > 0.0)?;
-    let what = if disk_p99 >= DISK_TAIL_SHARE * (p99 - p50) {
-        "the tail includes the disk's own p99"
-    } else {
-        "that is a small part of the tail, so most of it is waiting: on a busy disk or in queues"
+    let cause = TailCause::Disk {
+        host: set.name(host).to_string(),
+        io: io.to_string(),
+        disk_p99_us: disk_p99,
+        makes_the_tail: disk_p99 >= DISK_TAIL_SHARE * (p99 - p50),
     };
-    Some((
-        format!(
-            "and {}'s disk {io} p99 is {} (its worst interval): {what}. Rerun without --disk to see the network's tail alone",
-            set.name(host),
-            micros(Some(disk_p99))
-        ),
-        host,
-    ))
+    Some((cause, host))
 }
 
 #[cfg(test)]

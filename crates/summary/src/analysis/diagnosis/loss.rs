@@ -10,7 +10,8 @@ use super::super::aggregate::ReportSet;
 use super::cells::{Cell, Cells, Leg, stands_out};
 use super::pattern::{self, Pattern, on_leg};
 use super::place::{self, HostEvidence, Located};
-use super::{Blame, Direction, Finding, Kind, Place, count, name_list, pct, pct_range};
+use super::says::{BusyDisk, FabricLeg, LegLoss, LegName, PairWay, RoundTrip, Says, Why};
+use super::{Blame, Direction, Finding, Kind, Place};
 
 /// Every loss finding, the largest loss first, the fabric's last.
 pub fn findings(
@@ -51,6 +52,17 @@ fn rates<'a>(cells: impl Iterator<Item = &'a Cell>) -> Vec<f64> {
     cells.map(|c| c.rate() * 100.0).collect()
 }
 
+/// One end of a flow's cell: its sender or its receiver.
+type EndOf = fn(&Cell) -> u32;
+
+/// A leg as a finding names it.
+fn leg_name(leg: Leg) -> LegName {
+    match leg {
+        Leg::Requests => LegName::Requests,
+        Leg::Replies => LegName::Replies,
+    }
+}
+
 fn host_finding(
     set: &ReportSet,
     grid: &Cells,
@@ -65,80 +77,44 @@ fn host_finding(
     let rep: Vec<&Cell> = on_leg(grid, p, Leg::Replies).collect();
     let lost = p.lost(grid);
     let lost_replies: f64 = rep.iter().map(|c| c.lost).sum();
-    // The flows' other ends, as they read in the sentence.
-    let others = |cells: &[&Cell], other: fn(&Cell) -> u32| -> String {
-        let mut names: Vec<&str> = cells.iter().map(|c| set.name(other(c))).collect();
+    // The flows' other ends, each once, by name.
+    let others = |cells: &[&Cell], other: EndOf| -> Vec<String> {
+        let mut names: Vec<String> = cells
+            .iter()
+            .map(|c| set.name(other(c)).to_string())
+            .collect();
         names.sort_unstable();
         names.dedup();
-        name_list(&names)
+        names
     };
     let into = direction == Direction::Into;
     // Into h: requests of x -> h, replies of h -> x. Out of h: requests of
     // h -> x, replies of x -> h.
-    let req_flows = if into {
-        format!("{} -> {name}", others(&req, |c| c.src))
-    } else {
-        format!("{name} -> {}", others(&req, |c| c.dst))
-    };
-    let rep_flows = if into {
-        format!("{name} -> {}", others(&rep, |c| c.dst))
-    } else {
-        format!("{} -> {name}", others(&rep, |c| c.src))
-    };
-    let way = if into { "into" } else { "out of" };
-    let req_part = format!(
-        "{} of the requests of every flow {} it ({req_flows})",
-        pct_range(rates(req.iter().copied())),
-        if into { "into" } else { "from" }
-    );
-    let rep_part = format!(
-        "{} of the replies {} ({rep_flows}, on the way back)",
-        pct_range(rates(rep.iter().copied())),
-        if into {
-            "to every flow it sends"
-        } else {
-            "it sends back to every flow into it"
-        }
-    );
+    let (src, dst): (EndOf, EndOf) = (|c| c.src, |c| c.dst);
+    let (req_peer, rep_peer) = if into { (src, dst) } else { (dst, src) };
     let located = if into {
         place::into(evidence, name, lost)
     } else {
         place::out_of(evidence, name, lost, lost_replies)
     };
-    // One leg alone, where the place does not explain it: something tells
-    // requests from replies (their port, their size).
-    let picked = |what: &str| {
-        if located.explains_legs {
-            String::new()
-        } else {
-            format!(" -- something that tells them apart drops them: {what}")
-        }
+    let says = Says::HostLoss {
+        host: name.to_string(),
+        direction,
+        requests: LegLoss {
+            peers: others(&req, req_peer),
+            loss_pct: rates(req.iter().copied()),
+        },
+        replies: LegLoss {
+            peers: others(&rep, rep_peer),
+            loss_pct: rates(rep.iter().copied()),
+        },
+        lossy_requests: requests,
+        lossy_replies: replies,
+        lost,
+        place_tells_legs: located.explains_legs,
+        why: located.why.clone(),
     };
-    let what = match (requests, replies) {
-        (true, true) => format!(
-            "packets {way} {name} are lost: {req_part} and {rep_part}, {} packets in all",
-            count(lost)
-        ),
-        (true, false) => format!(
-            "requests {way} {name} are lost, and only requests: {req_part}, while {}{}",
-            if into {
-                "the replies it gets back arrive whole"
-            } else {
-                "the replies it sends arrive whole"
-            },
-            picked("their port (a firewall or ACL rule on the agents' port), or their size")
-        ),
-        _ => format!(
-            "replies {way} {name} are lost, and only replies: {rep_part}, while {}{}",
-            if into {
-                "the requests it gets arrive whole"
-            } else {
-                "the requests it sends arrive whole"
-            },
-            picked("their source port (a firewall or ACL rule), or their size")
-        ),
-    };
-    let mut f = Finding::new(Kind::Loss, format!("{what}; {}", located.why))
+    let mut f = Finding::new(Kind::Loss, says)
         .figure("lost_pkts", lost)
         .figure("flows", (req.len().max(rep.len())) as f64);
     if !req.is_empty() {
@@ -183,9 +159,9 @@ fn pair_finding<'a>(
     (a, b): (u32, u32),
     of: impl Fn(u32) -> &'a HostEvidence,
 ) -> Finding {
-    let mut parts = Vec::new();
+    let mut ways = Vec::new();
     let mut blames = Vec::new();
-    let mut f = Finding::new(Kind::Loss, String::new()).figure("lost_pkts", p.lost(grid));
+    let mut figures = Vec::new();
     for (from, to) in [(a, b), (b, a)] {
         let cells: Vec<&Cell> = p
             .cells()
@@ -198,19 +174,6 @@ fn pair_finding<'a>(
         }
         let (from_name, to_name) = (set.name(from), set.name(to));
         let lost: f64 = cells.iter().map(|c| c.lost).sum();
-        let legs: Vec<String> = cells
-            .iter()
-            .map(|c| match c.leg {
-                Leg::Requests => format!(
-                    "{} of the requests of {from_name} -> {to_name}",
-                    pct(c.rate() * 100.0) + "%"
-                ),
-                Leg::Replies => format!(
-                    "{} of the replies of {to_name} -> {from_name}",
-                    pct(c.rate() * 100.0) + "%"
-                ),
-            })
-            .collect();
         // Host-wide counts that cover this pair's loss: the sender's way out
         // or the receiver's way in.
         let sent = place::out_of(of(from), from_name, lost, 0.0);
@@ -220,24 +183,20 @@ fn pair_finding<'a>(
         } else if got.places.iter().all(|p| *p != Place::Wire) {
             (got, Some(to))
         } else {
+            let why = Why::PathBetween {
+                from: from_name.to_string(),
+                to: to_name.to_string(),
+            };
             (
                 Located {
                     places: vec![Place::Wire],
-                    why: format!(
-                        "{from_name}'s and {to_name}'s other flows are clean, so it is this path: a link or a switch between them, a route, an ACL -- compare the path's hops (traceroute, the switches' counters)"
-                    ),
+                    why,
                     figures: Vec::new(),
                     explains_legs: false,
                 },
                 None,
             )
         };
-        parts.push(format!(
-            "packets from {from_name} to {to_name} are lost: {} ({} packets); {}",
-            legs.join(" and "),
-            count(lost),
-            located.why
-        ));
         for &place in &located.places {
             blames.push(match host_side {
                 Some(h) if place != Place::Wire => Blame {
@@ -258,16 +217,27 @@ fn pair_finding<'a>(
                 },
             });
         }
-        for (name, value) in located.figures {
-            f = f.figure(name, value);
-        }
+        figures.extend(located.figures);
+        ways.push(PairWay {
+            from: from_name.to_string(),
+            to: to_name.to_string(),
+            legs: cells
+                .iter()
+                .map(|c| (leg_name(c.leg), c.rate() * 100.0))
+                .collect(),
+            lost,
+            why: located.why,
+        });
     }
-    f.text = format!(
-        "between {} and {} alone: {}",
-        set.name(a),
-        set.name(b),
-        parts.join(". And ")
-    );
+    let says = Says::PairLoss {
+        a: set.name(a).to_string(),
+        b: set.name(b).to_string(),
+        ways,
+    };
+    let mut f = Finding::new(Kind::Loss, says).figure("lost_pkts", p.lost(grid));
+    for (name, value) in figures {
+        f = f.figure(name, value);
+    }
     for blame in blames {
         f = f.blame(blame);
     }
@@ -286,13 +256,8 @@ fn fabric_finding(
     if legs.is_empty() {
         return None;
     }
-    let mut parts = Vec::new();
-    let mut f = Finding::new(Kind::Loss, String::new()).blame(Blame {
-        host: None,
-        direction: None,
-        peer: None,
-        place: Place::FabricWide,
-    });
+    let mut fabric_legs = Vec::new();
+    let mut figures = Vec::new();
     for leg in legs {
         let typical = grid.typical[leg.index()] * 100.0;
         let all: Vec<f64> = grid
@@ -301,31 +266,41 @@ fn fabric_finding(
             .filter(|c| c.leg == leg)
             .map(|c| c.rate() * 100.0)
             .collect();
-        let (what, key) = match leg {
-            Leg::Requests => ("requests", "forward_loss_pct"),
-            Leg::Replies => ("replies", "return_loss_pct"),
+        let key = match leg {
+            Leg::Requests => "forward_loss_pct",
+            Leg::Replies => "return_loss_pct",
         };
-        parts.push(format!(
-            "the typical flow loses {}% of its {what} ({} across the flows)",
-            pct(typical),
-            pct_range(all)
-        ));
-        f = f.figure(key, typical);
+        fabric_legs.push(FabricLeg {
+            leg: leg_name(leg),
+            typical_pct: typical,
+            flows_pct: all,
+        });
+        figures.push((key, typical));
     }
-    f.text = format!(
-        "loss everywhere: {}, and no host or pair stands out from it. It is the fabric's as a whole (a shared link or switch, a policer every path crosses), or every host's alike -- compare the switches' discard counters, and a run across fewer hops",
-        parts.join("; ")
-    );
     let disk = evidence
         .values()
         .filter_map(|e| e.disk_waits().map(|busy| (e.id, busy)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    if let Some((host, busy)) = disk {
-        let name = set.name(host);
-        f.text.push_str(&format!(
-            ". Or the disk: {name}'s busiest worker spent {busy:.0}% of its time in disk I/O, and replies wait for it (one it holds past its interval's report counts as lost) -- compare a run without --disk to tell the disk's share from the fabric's"
-        ));
-        f = f.blame(Blame::host(name, Place::Disk));
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(host, busy)| BusyDisk {
+            host: set.name(host).to_string(),
+            busy_pct: busy,
+        });
+    let disk_host = disk.as_ref().map(|d| d.host.clone());
+    let says = Says::FabricLoss {
+        legs: fabric_legs,
+        disk,
+    };
+    let mut f = Finding::new(Kind::Loss, says).blame(Blame {
+        host: None,
+        direction: None,
+        peer: None,
+        place: Place::FabricWide,
+    });
+    for (key, value) in figures {
+        f = f.figure(key, value);
+    }
+    if let Some(host) = disk_host {
+        f = f.blame(Blame::host(&host, Place::Disk));
     }
     Some(f)
 }
@@ -341,31 +316,22 @@ fn round_trip_findings(set: &ReportSet, grid: &Cells) -> Vec<Finding> {
     if lossy.is_empty() {
         return Vec::new();
     }
-    let flows: Vec<String> = lossy
+    let flows: Vec<RoundTrip> = lossy
         .iter()
-        .map(|&&(s, d, sent, lost)| {
-            format!(
-                "{} -> {} ({}%)",
-                set.name(s),
-                set.name(d),
-                pct(lost / sent * 100.0)
-            )
+        .map(|&&(s, d, sent, lost)| RoundTrip {
+            src: set.name(s).to_string(),
+            dst: set.name(d).to_string(),
+            loss_pct: lost / sent * 100.0,
         })
         .collect();
-    vec![Finding::new(
-        Kind::Loss,
-        format!(
-            "{} lose replies: their receivers wrote no rx rows (reports without them), so which leg lost them is not known -- collect the receivers' reports",
-            name_list(&flows)
-        ),
-    )
-    .figure("flows", lossy.len() as f64)]
+    vec![Finding::new(Kind::Loss, Says::RoundTrips { flows }).figure("flows", lossy.len() as f64)]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::analysis::diagnosis::cells::Cell;
+    use crate::render::findings::text;
 
     fn set(n: u32) -> ReportSet {
         let mut set = ReportSet::default();
@@ -454,11 +420,11 @@ mod tests {
             )]
         );
         assert!(
-            fw[0].text.starts_with("packets into h2 are lost"),
+            text(&fw[0]).starts_with("packets into h2 are lost"),
             "{}",
-            fw[0].text
+            text(&fw[0])
         );
-        assert!(fw[0].text.contains("after its NIC"), "{}", fw[0].text);
+        assert!(text(&fw[0]).contains("after its NIC"), "{}", text(&fw[0]));
         // Its interface counted what its agent read: the wire.
         evidence.get_mut(&1).unwrap().rx_gap = Some(30.0);
         let wire = findings(&set, &grid, &evidence);
@@ -468,9 +434,9 @@ mod tests {
         );
         for f in fw.iter().chain(&wire) {
             assert!(
-                !f.text.contains("--pps") && !f.text.contains("lower"),
+                !text(f).contains("--pps") && !text(f).contains("lower"),
                 "{}",
-                f.text
+                text(f)
             );
         }
         // Counts that cannot be compared (GSO): both places, said so.
@@ -478,7 +444,7 @@ mod tests {
         (e.rx_gap, e.nic_counted) = (None, true);
         let both = findings(&set, &grid, &evidence);
         assert_eq!(both[0].blames.len(), 2);
-        assert!(both[0].text.contains("--no-gso"), "{}", both[0].text);
+        assert!(text(&both[0]).contains("--no-gso"), "{}", text(&both[0]));
     }
 
     #[test]
@@ -509,9 +475,9 @@ mod tests {
             )]
         );
         assert!(
-            f[0].text.contains("eth1") && f[0].text.contains("20.0 Mbps"),
+            text(&f[0]).contains("eth1") && text(&f[0]).contains("20.0 Mbps"),
             "{}",
-            f[0].text
+            text(&f[0])
         );
     }
 
@@ -579,10 +545,9 @@ mod tests {
             )]
         );
         assert!(
-            f[0].text
-                .starts_with("between h3 and h5 alone: packets from h3 to h5"),
+            text(&f[0]).starts_with("between h3 and h5 alone: packets from h3 to h5"),
             "{}",
-            f[0].text
+            text(&f[0])
         );
     }
 

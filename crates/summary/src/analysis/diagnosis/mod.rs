@@ -1,8 +1,10 @@
 //! WHAT TO DO NEXT as data: each finding names the hosts, the direction
 //! (into a host, out of it, between one pair) and the place (the wire, a
 //! host's receive or transmit path, its CPU, its disk, its agent having
-//! stopped, a host out of reach), with the figures it rests on. The text,
-//! `--json` and the report page all render from these [`Finding`]s.
+//! stopped, a host out of reach), with the figures it rests on, and what
+//! it says as data ([`says::Says`]). No words are written here: the text,
+//! `--json` and the report page all render these [`Finding`]s
+//! (`render::findings`).
 //!
 //! How it reads a run:
 //! - [`cells`]: every flow's two legs (its requests, the replies to them)
@@ -25,6 +27,7 @@ pub mod pattern;
 pub mod place;
 pub mod plan;
 pub mod rate;
+pub mod says;
 
 use std::collections::BTreeMap;
 
@@ -32,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::aggregate::ReportSet;
 use super::figures::{Context, Figures};
+pub use says::Says;
 
 /// What a finding is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,30 +144,6 @@ pub struct Blame {
 }
 
 impl Blame {
-    /// The blame in a few words: `the wire into h2`, `h2's transmit path`.
-    pub fn brief(&self) -> String {
-        let host = self.host.as_deref().unwrap_or("a host");
-        let way = match (self.direction, self.peer.as_deref()) {
-            (Some(Direction::Between), Some(peer)) => format!("between {host} and {peer}"),
-            (Some(d), _) => format!("{} {host}", d.as_str()),
-            (None, _) => format!("at {host}"),
-        };
-        match self.place {
-            Place::Wire => format!("the wire {way}"),
-            Place::ReceivePath => format!("{host}'s receive path"),
-            Place::TransmitPath => format!("{host}'s transmit path"),
-            Place::Cpu => format!("{host}'s CPU"),
-            Place::Disk => format!("{host}'s disk"),
-            Place::AgentStopped => format!("{host}'s agent, stopped"),
-            Place::Unreachable => format!("{host}, out of reach"),
-            Place::FabricWide => "the fabric as a whole".to_string(),
-            Place::Plan => format!(
-                "{host} sending past {}'s plan",
-                self.peer.as_deref().unwrap_or("its receiver")
-            ),
-        }
-    }
-
     /// A host's own trouble, no direction (its CPU, its agent).
     pub fn host(name: &str, place: Place) -> Blame {
         Blame {
@@ -183,21 +163,22 @@ impl Blame {
     }
 }
 
-/// One piece of advice: what it says, whom it blames, and the figures it
-/// rests on (by name, with the unit in the name: `_pct`, `_pkts`, `_ms`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One piece of advice: what it says (as data), whom it blames, and the
+/// figures it rests on (by name, with the unit in the name: `_pct`,
+/// `_pkts`, `_ms`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     pub kind: Kind,
-    pub text: String,
+    pub says: Says,
     pub blames: Vec<Blame>,
     pub figures: BTreeMap<String, f64>,
 }
 
 impl Finding {
-    pub fn new(kind: Kind, text: String) -> Finding {
+    pub fn new(kind: Kind, says: Says) -> Finding {
         Finding {
             kind,
-            text,
+            says,
             blames: Vec::new(),
             figures: BTreeMap::new(),
         }
@@ -214,20 +195,6 @@ impl Finding {
         self.figures
             .insert(name.to_string(), mx_base::units::six_places(value));
         self
-    }
-
-    /// The places it names, in a few words: `the wire into h2 or h2's
-    /// receive path`, `h1's CPU`, `the fabric as a whole` (`None` for a
-    /// finding that blames nothing).
-    pub fn brief(&self) -> Option<String> {
-        let words: Vec<String> = self.blames.iter().map(Blame::brief).collect();
-        let mut unique: Vec<String> = Vec::new();
-        for w in words {
-            if !unique.contains(&w) {
-                unique.push(w);
-            }
-        }
-        (!unique.is_empty()).then(|| unique.join(" or "))
     }
 
     /// The hosts it names, for a picture to mark.
@@ -282,78 +249,9 @@ pub fn lost_in_hosts(findings: &[Finding]) -> f64 {
         .sum()
 }
 
-/// Up to five names, then how many more: `h1, h2 and h3`, `h1, ... and 4 more`.
-pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
-    let shown: Vec<&str> = names.iter().take(5).map(AsRef::as_ref).collect();
-    match names.len() {
-        0 => String::new(),
-        1 => shown[0].to_string(),
-        n if n > 5 => format!("{} and {} more", shown.join(", "), n - 5),
-        _ => format!(
-            "{} and {}",
-            shown[..shown.len() - 1].join(", "),
-            shown[shown.len() - 1]
-        ),
-    }
-}
-
-/// A range of percentages, `4.9%` or `4.9-5.1%`.
-pub fn pct_range(values: impl IntoIterator<Item = f64>) -> String {
-    let (lo, hi) = values
-        .into_iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-            (lo.min(v), hi.max(v))
-        });
-    if !lo.is_finite() {
-        return "-".to_string();
-    }
-    let (a, b) = (pct(lo), pct(hi));
-    if a == b {
-        format!("{a}%")
-    } else {
-        format!("{a}-{b}%")
-    }
-}
-
-/// A percentage with the digits it needs: `5.0`, `0.42`, `0.013`.
-pub fn pct(v: f64) -> String {
-    if v >= 1.0 || v == 0.0 {
-        format!("{v:.1}")
-    } else if v >= 0.1 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// A packet count with thousands separators: `115,843`.
-pub fn count(v: f64) -> String {
-    let digits = format!("{:.0}", v.max(0.0));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_ranges_and_counts_read_as_a_person_writes_them() {
-        assert_eq!(name_list(&["h1"]), "h1");
-        assert_eq!(name_list(&["h1", "h3", "h4"]), "h1, h3 and h4");
-        let many: Vec<String> = (1..=7).map(|i| format!("h{i}")).collect();
-        assert_eq!(name_list(&many), "h1, h2, h3, h4, h5 and 2 more");
-        assert_eq!(pct_range([5.04, 4.91, 5.12]), "4.9-5.1%");
-        assert_eq!(pct_range([0.42]), "0.42%");
-        assert_eq!(count(115_843.0), "115,843");
-        assert_eq!(count(999.0), "999");
-    }
 
     #[test]
     fn blames_serialize_with_the_issue_words() {
@@ -362,18 +260,10 @@ mod tests {
             serde_json::to_string(&b).unwrap(),
             r#"{"host":"h2","direction":"out of","peer":null,"where":"transmit path"}"#
         );
-        let f = Finding::new(Kind::Loss, "x".into())
+        let f = Finding::new(Kind::Clear, Says::NeverHeard { hosts: Vec::new() })
             .blame(b.clone())
             .blame(b);
         assert_eq!(f.blames.len(), 1, "one blame once");
-        assert_eq!(f.brief().unwrap(), "h2's transmit path");
-        let both = Finding::new(Kind::Loss, "x".into())
-            .blame(Blame::toward("h2", Direction::Into, Place::Wire))
-            .blame(Blame::toward("h2", Direction::Into, Place::ReceivePath));
-        assert_eq!(
-            both.brief().unwrap(),
-            "the wire into h2 or h2's receive path"
-        );
         for place in [Place::Wire, Place::AgentStopped, Place::FabricWide] {
             let json = serde_json::to_string(&place).unwrap();
             assert_eq!(json, format!("\"{}\"", place.as_str()));

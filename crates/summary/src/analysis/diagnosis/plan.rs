@@ -4,10 +4,10 @@
 //! source runs another matrix than its receiver (an edit not deployed to
 //! every host), or something else sends from the source's address.
 
-use super::{Blame, Direction, Finding, Kind, Place, count, name_list};
+use super::says::Says;
+use super::{Blame, Direction, Finding, Kind, Place};
 use crate::analysis::aggregate::ReportSet;
 use crate::analysis::figures::FlowFigures;
-use mx_base::units::pps;
 
 /// One finding per receiver that refused requests, naming its sources (most
 /// refused first) with what each sent it and what came back.
@@ -28,23 +28,18 @@ pub fn findings(set: &ReportSet, flows: &[FlowFigures]) -> Vec<Finding> {
         let to = set.name(receiver);
         let refused: f64 = sources.iter().map(|(_, n)| n).sum();
         let (first, _) = sources[0];
-        let from: Vec<&str> = sources.iter().map(|(f, _)| set.name(f.host)).collect();
-        let text = format!(
-            "{} sent {to} {} and got {} back: {to} answers each source at most what its matrix plans for it (+{:.0}%), and refused {} requests {} -- refused by plan, not lost. Either {} runs another matrix than {to} (an edit not on every host: `mx reload`), or something else sends from {}'s address",
-            name_list(&from),
-            pps(first.sent),
-            pps(first.back),
-            mx_matrix::load::ANSWER_HEADROOM * 100.0,
-            count(refused),
-            if sources.len() > 1 {
-                "from them"
-            } else {
-                "of them"
-            },
-            set.name(first.host),
-            set.name(first.host),
-        );
-        let mut finding = Finding::new(Kind::Plan, text)
+        let says = Says::Refused {
+            receiver: to.to_string(),
+            sources: sources
+                .iter()
+                .map(|(f, _)| set.name(f.host).to_string())
+                .collect(),
+            sent_pps: first.sent,
+            back_pps: first.back,
+            headroom_pct: mx_matrix::load::ANSWER_HEADROOM * 100.0,
+            refused,
+        };
+        let mut finding = Finding::new(Kind::Plan, says)
             .figure("refused_pkts", refused)
             .figure("sent_pps", first.sent)
             .figure("back_pps", first.back);

@@ -56,7 +56,7 @@ pub fn block(h: &mut String, findings: &[Finding]) {
             h,
             "<li class=\"finding {}\"><p>{}</p>",
             kind_class(f.kind),
-            escape(&f.text)
+            escape(&crate::render::findings::text(f))
         );
         if !f.blames.is_empty() {
             h.push_str("<p class=\"chips\">");
@@ -136,18 +136,22 @@ pub fn marks(findings: &[Finding], labels: &[String], leg: Leg) -> Vec<Mark> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::diagnosis::Place;
+    use crate::analysis::diagnosis::{Place, Says};
 
     fn names() -> Vec<String> {
         ["a", "b", "c", "d"].map(String::from).to_vec()
     }
 
     fn finding(blames: &[Blame]) -> Finding {
-        blames
-            .iter()
-            .fold(Finding::new(Kind::Loss, "x".into()), |f, b| {
-                f.blame(b.clone())
-            })
+        blames.iter().fold(
+            Finding::new(
+                Kind::Loss,
+                Says::NeverHeard {
+                    hosts: vec!["d".into()],
+                },
+            ),
+            |f, b| f.blame(b.clone()),
+        )
     }
 
     #[test]
@@ -199,7 +203,10 @@ mod tests {
         let f = [finding(&[Blame::toward("d", Direction::Into, Place::Wire)])];
         let mut h = String::new();
         block(&mut h, &f);
-        assert!(h.contains("<li class=\"finding loss\"><p>x</p>"), "{h}");
+        assert!(
+            h.contains("<li class=\"finding loss\"><p>no report from d and not one reply"),
+            "{h}"
+        );
         assert!(
             h.contains("<span class=\"chip\">d into · wire</span>"),
             "{h}"

@@ -13,8 +13,8 @@ use super::Picture;
 use super::series::{Fit, Line, TimeAxis, over_time};
 use crate::Summary;
 use crate::analysis::aggregate::ReportSet;
-use crate::analysis::diagnosis::name_list;
 use crate::document::{Document, IntervalDoc, loss};
+use crate::render::words::name_list;
 use mx_base::units::{micros, pps};
 
 /// Hosts drawn in the hosts' loss chart: the worst few.

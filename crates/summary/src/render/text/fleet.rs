@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 
 use crate::analysis::aggregate::ReportSet;
-use crate::analysis::diagnosis;
 use crate::analysis::figures::{self, Context, percent};
 use crate::analysis::spread;
+use crate::render::words;
 use mx_base::units::{self, bits, byte_rate, micros, pps};
 use mx_matrix::DiskMode;
 
@@ -189,8 +189,8 @@ pub fn extra_rtt_lines(t: &mut String, fleet: &figures::Fleet) {
             t,
             "  {:<10}{} packets arrived twice, {} out of order (requests and replies, over the span)",
             "ORDER",
-            diagnosis::count(fleet.dup),
-            diagnosis::count(fleet.ooo)
+            words::count(fleet.dup),
+            words::count(fleet.ooo)
         );
     }
 }

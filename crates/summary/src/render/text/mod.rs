@@ -51,7 +51,7 @@ pub fn render(set: &ReportSet, ctx: &Context, figs: &Figures, opts: &Options) ->
 pub fn what_to_do_next(findings: &[Finding]) -> String {
     let mut text = String::from("  WHAT TO DO NEXT\n");
     for finding in findings {
-        text.push_str(&wrap(&finding.text));
+        text.push_str(&wrap(&super::findings::text(finding)));
     }
     text
 }

@@ -1,0 +1,160 @@
+//! The loss findings in words: into or out of a host, between a pair, the
+//! fabric's, round trips with no leg known.
+
+use crate::analysis::diagnosis::Direction;
+use crate::analysis::diagnosis::says::{
+    BusyDisk, FabricLeg, LegLoss, LegName, PairWay, RoundTrip, Why,
+};
+use crate::render::words::{count, name_list, pct, pct_range};
+
+use super::place;
+
+/// Packets lost into or out of `name`.
+#[allow(clippy::too_many_arguments)]
+pub fn host(
+    name: &str,
+    direction: Direction,
+    (requests, replies): (&LegLoss, &LegLoss),
+    (lossy_requests, lossy_replies): (bool, bool),
+    lost: f64,
+    place_tells_legs: bool,
+    why: &Why,
+) -> String {
+    let into = direction == Direction::Into;
+    let req_others = name_list(&requests.peers);
+    let rep_others = name_list(&replies.peers);
+    // Into h: requests of x -> h, replies of h -> x. Out of h: requests of
+    // h -> x, replies of x -> h.
+    let req_flows = if into {
+        format!("{req_others} -> {name}")
+    } else {
+        format!("{name} -> {req_others}")
+    };
+    let rep_flows = if into {
+        format!("{name} -> {rep_others}")
+    } else {
+        format!("{rep_others} -> {name}")
+    };
+    let way = if into { "into" } else { "out of" };
+    let req_part = format!(
+        "{} of the requests of every flow {} it ({req_flows})",
+        pct_range(requests.loss_pct.iter().copied()),
+        if into { "into" } else { "from" }
+    );
+    let rep_part = format!(
+        "{} of the replies {} ({rep_flows}, on the way back)",
+        pct_range(replies.loss_pct.iter().copied()),
+        if into {
+            "to every flow it sends"
+        } else {
+            "it sends back to every flow into it"
+        }
+    );
+    // One leg alone, where the place does not explain it: something tells
+    // requests from replies (their port, their size).
+    let picked = |what: &str| {
+        if place_tells_legs {
+            String::new()
+        } else {
+            format!(" -- something that tells them apart drops them: {what}")
+        }
+    };
+    let what = match (lossy_requests, lossy_replies) {
+        (true, true) => format!(
+            "packets {way} {name} are lost: {req_part} and {rep_part}, {} packets in all",
+            count(lost)
+        ),
+        (true, false) => format!(
+            "requests {way} {name} are lost, and only requests: {req_part}, while {}{}",
+            if into {
+                "the replies it gets back arrive whole"
+            } else {
+                "the replies it sends arrive whole"
+            },
+            picked("their port (a firewall or ACL rule on the agents' port), or their size")
+        ),
+        _ => format!(
+            "replies {way} {name} are lost, and only replies: {rep_part}, while {}{}",
+            if into {
+                "the requests it gets arrive whole"
+            } else {
+                "the requests it sends arrive whole"
+            },
+            picked("their source port (a firewall or ACL rule), or their size")
+        ),
+    };
+    format!("{what}; {}", place::why(why))
+}
+
+/// Packets lost between `a` and `b` alone, each way.
+pub fn pair(a: &str, b: &str, ways: &[PairWay]) -> String {
+    let parts: Vec<String> = ways
+        .iter()
+        .map(|way| {
+            let (from, to) = (&way.from, &way.to);
+            let legs: Vec<String> = way
+                .legs
+                .iter()
+                .map(|&(leg, rate)| match leg {
+                    LegName::Requests => {
+                        format!("{} of the requests of {from} -> {to}", pct(rate) + "%")
+                    }
+                    LegName::Replies => {
+                        format!("{} of the replies of {to} -> {from}", pct(rate) + "%")
+                    }
+                })
+                .collect();
+            format!(
+                "packets from {from} to {to} are lost: {} ({} packets); {}",
+                legs.join(" and "),
+                count(way.lost),
+                place::why(&way.why)
+            )
+        })
+        .collect();
+    format!("between {a} and {b} alone: {}", parts.join(". And "))
+}
+
+/// Loss everywhere; a busy disk fits as well.
+pub fn fabric(legs: &[FabricLeg], disk: Option<&BusyDisk>) -> String {
+    let parts: Vec<String> = legs
+        .iter()
+        .map(|l| {
+            let what = match l.leg {
+                LegName::Requests => "requests",
+                LegName::Replies => "replies",
+            };
+            format!(
+                "the typical flow loses {}% of its {what} ({} across the flows)",
+                pct(l.typical_pct),
+                pct_range(l.flows_pct.iter().copied())
+            )
+        })
+        .collect();
+    let mut text = format!(
+        "loss everywhere: {}, and no host or pair stands out from it. It is the fabric's as a whole (a shared link or switch, a policer every path crosses), or every host's alike -- compare the switches' discard counters, and a run across fewer hops",
+        parts.join("; ")
+    );
+    if let Some(BusyDisk {
+        host: name,
+        busy_pct: busy,
+    }) = disk
+    {
+        text.push_str(&format!(
+            ". Or the disk: {name}'s busiest worker spent {busy:.0}% of its time in disk I/O, and replies wait for it (one it holds past its interval's report counts as lost) -- compare a run without --disk to tell the disk's share from the fabric's"
+        ));
+    }
+    text
+}
+
+/// Flows that lose round trips, with no leg known.
+pub fn round_trips(flows: &[RoundTrip]) -> String {
+    let flows: Vec<String> = flows
+        .iter()
+        .map(|f| format!("{} -> {} ({}%)", f.src, f.dst, pct(f.loss_pct)))
+        .collect();
+    format!(
+        "{} lose replies: their receivers wrote no rx rows (reports without them), so which leg lost them is not known -- collect the receivers' reports",
+        name_list(&flows)
+    )
+}

@@ -1,0 +1,545 @@
+//! Every kind of finding, written: one of each thing a finding can say,
+//! and each reason it can give, against the golden file beside this one.
+
+use super::*;
+use crate::analysis::diagnosis::Kind;
+use crate::analysis::diagnosis::says::*;
+
+fn nic(counted: bool) -> Nic {
+    Nic {
+        host: "h2".into(),
+        name: Some("eth0".into()),
+        counted,
+    }
+}
+
+fn starved() -> Starvation {
+    Starvation {
+        throttled_ms: Some(420.0),
+        behind_ms: Some(310.0),
+    }
+}
+
+/// Each reason a host's loss can sit where it does.
+fn every_why() -> Vec<Why> {
+    vec![
+        Why::StarvedReader {
+            host: "h2".into(),
+            starved: starved(),
+            dropped: 3.0,
+            late: 10.0,
+            disk_busy_pct: None,
+        },
+        Why::StarvedReader {
+            host: "h2".into(),
+            starved: starved(),
+            dropped: 0.0,
+            late: 10.0,
+            disk_busy_pct: Some(42.0),
+        },
+        Why::SocketsOverflowed {
+            host: "h2".into(),
+            dropped: 1_234.0,
+            late: 0.0,
+            disk_busy_pct: None,
+        },
+        Why::SocketsOverflowed {
+            host: "h2".into(),
+            dropped: 1_234.0,
+            late: 5.0,
+            disk_busy_pct: Some(80.0),
+        },
+        Why::NicRxDrops {
+            nic: nic(true),
+            drops: 5_000.0,
+        },
+        Why::DiskHeldReads {
+            host: "h2".into(),
+            busy_pct: 64.0,
+        },
+        Why::DroppedAfterNic {
+            nic: nic(true),
+            unread: 2_500.0,
+        },
+        Why::LostBeforeNic { nic: nic(true) },
+        Why::PartlyAfterNic {
+            nic: nic(true),
+            unread: 700.0,
+        },
+        Why::IntoUncompared { nic: nic(true) },
+        Why::IntoUncompared { nic: nic(false) },
+        Why::StarvedSender {
+            nic: nic(true),
+            starved: starved(),
+            unsent: 9_000.0,
+        },
+        Why::CappedEgress {
+            nic: nic(true),
+            sndbuf_errors: 55_130.0,
+            unanswered: 87_205.0,
+            unsent: 33_721.0,
+            egress_bps: Some(20e6),
+        },
+        Why::CappedEgress {
+            nic: nic(true),
+            sndbuf_errors: 55_130.0,
+            unanswered: 0.0,
+            unsent: 33_721.0,
+            egress_bps: None,
+        },
+        Why::AnsweredLate {
+            host: "h2".into(),
+            starved: Starvation {
+                throttled_ms: None,
+                behind_ms: Some(1_299.0),
+            },
+            late_answers: 4_000.0,
+        },
+        Why::LostAfterNic { nic: nic(true) },
+        Why::PartlyOnHost {
+            nic: nic(true),
+            kept_back: 55_130.0,
+            unsent: 33_721.0,
+            lost: 120_324.0,
+        },
+        Why::OutUncompared { nic: nic(true) },
+        Why::PathBetween {
+            from: "h3".into(),
+            to: "h5".into(),
+        },
+    ]
+}
+
+fn leg(peers: &[&str], loss: &[f64]) -> LegLoss {
+    LegLoss {
+        peers: peers.iter().map(|p| p.to_string()).collect(),
+        loss_pct: loss.to_vec(),
+    }
+}
+
+fn names(n: &[&str]) -> Vec<String> {
+    n.iter().map(|s| s.to_string()).collect()
+}
+
+/// One of each thing a finding can say, with each of its variants.
+fn every_finding() -> Vec<(Kind, Says)> {
+    let mut out = loss_findings();
+    out.extend(rate_findings());
+    out.extend(agent_findings());
+    out.extend(tail_findings());
+    out
+}
+
+/// Each reason, into and out of a host (both legs, or one alone), a pair,
+/// the fabric, round trips.
+fn loss_findings() -> Vec<(Kind, Says)> {
+    let mut out = Vec::new();
+    for (i, why) in every_why().into_iter().enumerate() {
+        let direction = if i % 2 == 0 {
+            Direction::Into
+        } else {
+            Direction::OutOf
+        };
+        let (lossy_requests, lossy_replies) = [(true, true), (true, false), (false, true)][i % 3];
+        out.push((
+            Kind::Loss,
+            Says::HostLoss {
+                host: "h2".into(),
+                direction,
+                requests: leg(&["h1", "h3", "h4"], &[4.91, 5.04, 5.12]),
+                replies: leg(&["h1", "h3", "h4"], &[4.93, 4.98]),
+                lossy_requests,
+                lossy_replies,
+                lost: 15_001.0,
+                place_tells_legs: i % 4 == 0,
+                why,
+            },
+        ));
+    }
+    out.push((
+        Kind::Loss,
+        Says::PairLoss {
+            a: "h3".into(),
+            b: "h5".into(),
+            ways: vec![
+                PairWay {
+                    from: "h3".into(),
+                    to: "h5".into(),
+                    legs: vec![(LegName::Requests, 2.0), (LegName::Replies, 1.96)],
+                    lost: 3_960.0,
+                    why: Why::PathBetween {
+                        from: "h3".into(),
+                        to: "h5".into(),
+                    },
+                },
+                PairWay {
+                    from: "h5".into(),
+                    to: "h3".into(),
+                    legs: vec![(LegName::Requests, 0.5)],
+                    lost: 500.0,
+                    why: Why::LostBeforeNic {
+                        nic: Nic {
+                            host: "h3".into(),
+                            name: None,
+                            counted: true,
+                        },
+                    },
+                },
+            ],
+        },
+    ));
+    for disk in [
+        None,
+        Some(BusyDisk {
+            host: "h4".into(),
+            busy_pct: 35.0,
+        }),
+    ] {
+        out.push((
+            Kind::Loss,
+            Says::FabricLoss {
+                legs: vec![
+                    FabricLeg {
+                        leg: LegName::Requests,
+                        typical_pct: 1.0,
+                        flows_pct: vec![0.9, 1.0, 1.1],
+                    },
+                    FabricLeg {
+                        leg: LegName::Replies,
+                        typical_pct: 0.042,
+                        flows_pct: vec![0.042],
+                    },
+                ],
+                disk,
+            },
+        ));
+    }
+    out.push((
+        Kind::Loss,
+        Says::RoundTrips {
+            flows: vec![RoundTrip {
+                src: "h1".into(),
+                dst: "h2".into(),
+                loss_pct: 12.5,
+            }],
+        },
+    ));
+    out
+}
+
+/// Hosts short of their rate for each reason, the tool's ceiling, a disk
+/// that held them, coverage, the all-clear.
+fn rate_findings() -> Vec<(Kind, Says)> {
+    let mut out = Vec::new();
+    let short = |n: usize| -> Vec<ShortHost> {
+        (1..=n)
+            .map(|i| ShortHost {
+                host: format!("h{i}"),
+                sent_pps: 3_930.0 + i as f64,
+                target_pps: 15_000.0,
+            })
+            .collect()
+    };
+    let whys = [
+        ShortWhy::Starved {
+            behind_ms: 310.0,
+            throttled_ms: 0.0,
+            disk: None,
+        },
+        ShortWhy::Starved {
+            behind_ms: 310.0,
+            throttled_ms: 420.0,
+            disk: Some(BusyDisk {
+                host: "h1".into(),
+                busy_pct: 55.0,
+            }),
+        },
+        ShortWhy::HotCore { core_pct: 85.0 },
+        ShortWhy::Egress { dropped: 1_200.0 },
+        ShortWhy::Disk {
+            disk: BusyDisk {
+                host: "h3".into(),
+                busy_pct: 20.0,
+            },
+        },
+        ShortWhy::Unknown,
+    ];
+    for (i, why) in whys.into_iter().enumerate() {
+        let hosts = short(if i % 2 == 0 { 1 } else { 6 });
+        out.push((Kind::Rate, Says::Short { hosts, why }));
+    }
+    for fleet_sent_pct in [None, Some(71.25)] {
+        out.push((
+            Kind::Rate,
+            Says::BusyWorker {
+                host: "h1".into(),
+                agent_cpu_pct: 97.0,
+                fleet_sent_pct,
+                worker_pps: 400_000.0,
+            },
+        ));
+    }
+    for workers in [2, 8] {
+        out.push((
+            Kind::Rate,
+            Says::MoreWorkers {
+                host: "h1".into(),
+                workers,
+                peers: 3,
+            },
+        ));
+    }
+    for (iops, workers) in [(Some((2_000.0, Some(480.0))), Some(4)), (None, None)] {
+        out.push((
+            Kind::Disk,
+            Says::DiskBound {
+                hosts: 2,
+                host: "h2".into(),
+                busy_pct: 91.0,
+                iops,
+                workers,
+            },
+        ));
+    }
+    out.push((
+        Kind::Coverage,
+        Says::Coverage {
+            measured: 12,
+            total: 90,
+            rotation_s: 150.0,
+        },
+    ));
+    for landing in [true, false] {
+        out.push((
+            Kind::Clear,
+            Says::AllClear {
+                landing,
+                ramp: "0.5:3".into(),
+            },
+        ));
+    }
+    out
+}
+
+/// Each way a host goes, hosts never heard from, requests refused by plan.
+fn agent_findings() -> Vec<(Kind, Says)> {
+    let mut out = Vec::new();
+    for (gone, left_out) in [
+        (Gone::Stopped, 12),
+        (
+            Gone::StoppedStarved {
+                behind_ms: 1_299.0,
+                throttled_ms: Some(7_941.0),
+            },
+            0,
+        ),
+        (
+            Gone::StoppedStarved {
+                behind_ms: 25.0,
+                throttled_ms: None,
+            },
+            3,
+        ),
+        (Gone::Unreachable, 4),
+        (Gone::Silent, 0),
+    ] {
+        out.push((
+            Kind::Agent,
+            Says::Gone {
+                host: "h3".into(),
+                last_ts: 1_700_000_000,
+                before_end_s: 9,
+                left_out,
+                gone,
+            },
+        ));
+    }
+    out.push((
+        Kind::Agent,
+        Says::NeverHeard {
+            hosts: names(&["h7", "h8"]),
+        },
+    ));
+    for sources in [names(&["h1"]), names(&["h1", "h4"])] {
+        out.push((
+            Kind::Plan,
+            Says::Refused {
+                receiver: "h2".into(),
+                sources,
+                sent_pps: 10_000.0,
+                back_pps: 1_100.0,
+                headroom_pct: 10.0,
+                refused: 88_000.0,
+            },
+        ));
+    }
+    out
+}
+
+/// The tail, on the fleet and on a few hosts, with each cause it fits.
+fn tail_findings() -> Vec<(Kind, Says)> {
+    let mut out = Vec::new();
+    let fleet = TailSpread::Fleet {
+        tail_intervals: 30,
+        intervals: 48,
+        hosts: 3,
+        of: 4,
+    };
+    let hosts = TailSpread::Hosts {
+        hosts: names(&["h2"]),
+    };
+    let causes = [
+        (
+            fleet.clone(),
+            TailCause::Disk {
+                host: "h2".into(),
+                io: "write".into(),
+                disk_p99_us: 4_000.0,
+                makes_the_tail: true,
+            },
+        ),
+        (
+            hosts.clone(),
+            TailCause::Disk {
+                host: "h2".into(),
+                io: "read".into(),
+                disk_p99_us: 300.0,
+                makes_the_tail: false,
+            },
+        ),
+        (fleet.clone(), TailCause::FabricQueues),
+        (hosts.clone(), TailCause::LinkQueues { queued: Vec::new() }),
+        (
+            hosts.clone(),
+            TailCause::LinkQueues {
+                queued: names(&["h2"]),
+            },
+        ),
+        (
+            fleet,
+            TailCause::AgentsLate {
+                hosts: names(&["h1", "h2"]),
+                behind_ms: 40.0,
+                throttled: true,
+                steal_pct: Some(3.25),
+                fleet_wide: true,
+            },
+        ),
+        (
+            hosts,
+            TailCause::AgentsLate {
+                hosts: names(&["h2"]),
+                behind_ms: 1_299.0,
+                throttled: false,
+                steal_pct: None,
+                fleet_wide: false,
+            },
+        ),
+    ];
+    for (spread, cause) in causes {
+        out.push((
+            Kind::Latency,
+            Says::Tail {
+                p50_us: 163.0,
+                p99_us: 7_000.0,
+                spread,
+                cause,
+            },
+        ));
+    }
+    out
+}
+
+/// The name of what a finding says. (A new variant fails to compile here
+/// until it is named, and then the test below until it is written.)
+fn variant(says: &Says) -> &'static str {
+    match says {
+        Says::HostLoss { .. } => "host_loss",
+        Says::PairLoss { .. } => "pair_loss",
+        Says::FabricLoss { .. } => "fabric_loss",
+        Says::RoundTrips { .. } => "round_trips",
+        Says::Short { .. } => "short",
+        Says::BusyWorker { .. } => "busy_worker",
+        Says::MoreWorkers { .. } => "more_workers",
+        Says::DiskBound { .. } => "disk_bound",
+        Says::Coverage { .. } => "coverage",
+        Says::AllClear { .. } => "all_clear",
+        Says::Gone { .. } => "gone",
+        Says::NeverHeard { .. } => "never_heard",
+        Says::Refused { .. } => "refused",
+        Says::Tail { .. } => "tail",
+    }
+}
+
+const EVERY_VARIANT: [&str; 14] = [
+    "host_loss",
+    "pair_loss",
+    "fabric_loss",
+    "round_trips",
+    "short",
+    "busy_worker",
+    "more_workers",
+    "disk_bound",
+    "coverage",
+    "all_clear",
+    "gone",
+    "never_heard",
+    "refused",
+    "tail",
+];
+
+#[test]
+fn every_kind_of_finding_is_written_as_the_golden_file_says() {
+    let findings = every_finding();
+    for name in EVERY_VARIANT {
+        assert!(
+            findings.iter().any(|(_, s)| variant(s) == name),
+            "no {name} among the findings written"
+        );
+    }
+    // Each of the 15 reasons a loss can sit where it does.
+    let whys: std::collections::BTreeSet<String> = every_why()
+        .iter()
+        .map(|w| serde_json::to_value(w).unwrap()["why"].to_string())
+        .collect();
+    assert_eq!(whys.len(), 15, "{whys:?}");
+    let mut written = String::new();
+    for (kind, says) in findings {
+        let f = Finding::new(kind, says);
+        let line = text(&f);
+        assert!(!line.is_empty() && !line.contains('\n'), "{line}");
+        // The data round-trips through --json's `detail`.
+        let json = serde_json::to_string(&f.says).unwrap();
+        let back: Says = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, f.says, "{json}");
+        written.push_str(&format!("[{}] {line}\n", variant(&f.says)));
+    }
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/render/findings/every_finding.txt");
+    if std::env::var_os("MX_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&golden, &written).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert!(
+        want == written,
+        "the findings' words differ from {}\n--- want\n{want}\n--- got\n{written}\n(MX_BLESS=1 rewrites it)",
+        golden.display()
+    );
+}
+
+#[test]
+fn blames_read_as_a_few_words() {
+    let out = Blame::toward("h2", Direction::OutOf, Place::TransmitPath);
+    let f = Finding::new(Kind::Loss, Says::NeverHeard { hosts: Vec::new() }).blame(out);
+    assert_eq!(brief(&f).unwrap(), "h2's transmit path");
+    let both = Finding::new(Kind::Loss, Says::NeverHeard { hosts: Vec::new() })
+        .blame(Blame::toward("h2", Direction::Into, Place::Wire))
+        .blame(Blame::toward("h2", Direction::Into, Place::ReceivePath));
+    assert_eq!(
+        brief(&both).unwrap(),
+        "the wire into h2 or h2's receive path"
+    );
+    let nothing = Finding::new(Kind::Clear, Says::NeverHeard { hosts: Vec::new() });
+    assert_eq!(brief(&nothing), None);
+}
