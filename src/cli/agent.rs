@@ -15,7 +15,7 @@ pub enum WorkersArg {
 /// Parses `--workers`: `auto`, or a whole number (its range is checked by
 /// [`check_flags`](crate::commands::agent::check_flags), so that a negative
 /// count gets the same refusal as 0).
-pub fn parse_workers(text: &str) -> Result<WorkersArg, String> {
+pub(crate) fn parse_workers(text: &str) -> Result<WorkersArg, String> {
     let t = text.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("auto") {
         return Ok(WorkersArg::Auto);
@@ -121,7 +121,7 @@ pub struct AgentFlags {
 impl AgentFlags {
     /// These flags as agent arguments: every one that differs from its default,
     /// `--interval` always.
-    pub fn to_args(&self) -> Vec<String> {
+    pub(crate) fn to_args(&self) -> Vec<String> {
         let mut flags = vec!["--interval".to_string(), crate::units::g(self.interval)];
         if self.duration != 0.0 {
             flags.extend(["--duration".to_string(), crate::units::g(self.duration)]);

@@ -53,7 +53,7 @@ impl PoolArgs {
 }
 
 /// Parses `--pool NAME=FILE`.
-pub fn parse_pool(text: &str) -> Result<(String, PathBuf), String> {
+pub(crate) fn parse_pool(text: &str) -> Result<(String, PathBuf), String> {
     match text.split_once('=') {
         Some((name, file))
             if crate::matrix::pools::Pools::valid_name(name.trim()) && !file.trim().is_empty() =>
@@ -151,7 +151,7 @@ pub enum PpsArg {
 }
 
 /// Parses `--pps`: `max` (or `inf`, `unpaced`), or a number that is not negative.
-pub fn parse_pps(text: &str) -> Result<PpsArg, String> {
+pub(crate) fn parse_pps(text: &str) -> Result<PpsArg, String> {
     let t = text.trim();
     if ["max", "inf", "unpaced"]
         .iter()
@@ -240,12 +240,12 @@ pub struct GenArgs {
 }
 
 /// Parses `--dscp`: a number 0..63 or a name.
-pub fn parse_dscp(text: &str) -> Result<crate::matrix::Dscp, String> {
+pub(crate) fn parse_dscp(text: &str) -> Result<crate::matrix::Dscp, String> {
     crate::matrix::Dscp::parse(text).map_err(|why| format!("--dscp wants {why} (got '{text}')"))
 }
 
 /// Parses `--disk`: off, requests, replies or both.
-pub fn parse_disk_mode(text: &str) -> Result<crate::matrix::DiskMode, String> {
+pub(crate) fn parse_disk_mode(text: &str) -> Result<crate::matrix::DiskMode, String> {
     crate::matrix::DiskMode::parse(text)
         .ok_or_else(|| format!("--disk wants off, requests, replies or both (got '{text}')"))
 }

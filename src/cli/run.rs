@@ -69,7 +69,7 @@ pub struct StepHolds {
 
 impl RunArgs {
     /// The ramp flags given on the command line besides --ramp.
-    pub fn ramp_flags_given(&self) -> Vec<&'static str> {
+    pub(crate) fn ramp_flags_given(&self) -> Vec<&'static str> {
         let (r, holds) = (&self.ramp, &self.report.holds);
         [
             ("--ramp-step", r.ramp_step.is_some()),

@@ -26,7 +26,7 @@ pub fn seconds(text: &str) -> Result<f64, String> {
 }
 
 /// Seconds, 0 meaning the whole of what there is (`--window`).
-pub fn seconds_or_zero(text: &str) -> Result<f64, String> {
+pub(crate) fn seconds_or_zero(text: &str) -> Result<f64, String> {
     match finite(text, "a number of seconds")? {
         v if v < 0.0 => Err(format!("negative duration '{text}'")),
         v => Ok(v),
@@ -35,10 +35,10 @@ pub fn seconds_or_zero(text: &str) -> Result<f64, String> {
 
 /// The shortest refresh of `status --watch`: each look is a round of ssh
 /// to every host.
-pub const WATCH_MIN_SECONDS: f64 = 1.0;
+pub(crate) const WATCH_MIN_SECONDS: f64 = 1.0;
 
 /// `status --watch`: 0 for one look, else at least [`WATCH_MIN_SECONDS`].
-pub fn watch_seconds(text: &str) -> Result<f64, String> {
+pub(crate) fn watch_seconds(text: &str) -> Result<f64, String> {
     match seconds_or_zero(text)? {
         v if v > 0.0 && v < WATCH_MIN_SECONDS => Err(format!(
             "a look every {}s is a round of ssh to every host {} times a second: give {} or more (0 looks once)",

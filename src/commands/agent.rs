@@ -119,7 +119,7 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
 }
 
 /// `--metrics`: a port (on the host's own address) or ADDR:PORT.
-pub fn metrics_addr(text: &str) -> Result<MetricsAt> {
+pub(crate) fn metrics_addr(text: &str) -> Result<MetricsAt> {
     let refused = || {
         Error::refused(format!(
             "--metrics '{text}': want the port to serve /metrics on (9464), or ADDR:PORT (10.0.0.1:9464, [::]:9464)"

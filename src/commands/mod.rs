@@ -60,7 +60,7 @@ pub(crate) fn data_files_needed(matrix: &Matrix) -> bool {
 }
 
 /// The fleet `args` locate: the matrix, and the transport their flags ask for.
-pub fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
+pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
     fleet::check_remote_dir(&args.remote_dir)?;
     let matrix = Matrix::load(&args.matrix)?;
     let split = |text: &str| {

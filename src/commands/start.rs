@@ -20,7 +20,7 @@ use crate::units::{self, local_clock, wall_now};
 
 /// A layered matrix switches layers on report ticks: its dwell must be a whole
 /// multiple of the interval.
-pub fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
+pub(crate) fn check_dwell_interval(fleet: &Fleet, interval: f64) -> Result<()> {
     let Some(rotation) = fleet.matrix.config.rotation else {
         return Ok(());
     };
@@ -92,7 +92,7 @@ pub struct Started {
 /// Deploys, launches every agent armed, then tells every host the one start
 /// instant (and, with `end_after`, the end instant that many seconds later;
 /// with `scale`, the factor its flows' matrix rates begin at).
-pub fn start_fleet(
+pub(crate) fn start_fleet(
     fleet: &Fleet,
     run: &RunFlags,
     end_after: Option<f64>,

@@ -63,7 +63,7 @@ fn collect_and_summarize(
 
 /// `--min-delivered` and `--max-p99`, checked: one line naming the value
 /// at fault.
-pub fn step_holds(holds: &StepHolds) -> Result<Thresholds> {
+pub(crate) fn step_holds(holds: &StepHolds) -> Result<Thresholds> {
     Thresholds::parse(holds.min_delivered.as_deref(), holds.max_p99.as_deref())
         .map_err(Error::refused)
 }
@@ -71,7 +71,7 @@ pub fn step_holds(holds: &StepHolds) -> Result<Thresholds> {
 /// Loads the matrix for names, order, layers and each host's IP version
 /// (names resolved here) when it is there; a summary of reports alone still
 /// works without it.
-pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
+pub(crate) fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
     if path.exists() {
         Matrix::load(path).map(|m| Some(crate::matrix::resolve::families_or_as_is(m)))
     } else {
@@ -83,7 +83,7 @@ pub fn optional_matrix(path: &Path) -> Result<Option<Matrix>> {
 /// what their agents ran (each host row's `matrix_fp`): reports of another
 /// matrix (a shared remote directory, an edit since) are refused, naming
 /// the hosts, unless `trust` says which to believe.
-pub fn matrix_for_reports(
+pub(crate) fn matrix_for_reports(
     path: &Path,
     reports: &Path,
     trust: Option<Trust>,

@@ -9,7 +9,7 @@ use crate::units;
 
 /// `%.4g`, or `%.0f` where that would use an exponent (so 12345 stays 12345).
 /// Zero of either sign is `0`.
-pub fn value_text(v: f64) -> String {
+pub(crate) fn value_text(v: f64) -> String {
     if v == 0.0 {
         return "0".to_string();
     }
@@ -22,7 +22,7 @@ pub fn value_text(v: f64) -> String {
 }
 
 /// `YYYY-MM-DD HH:MM:SS`, this machine's local time, of Unix seconds `ts`.
-pub fn local_time(ts: i64) -> String {
+pub(crate) fn local_time(ts: i64) -> String {
     crate::units::local_date_time(ts as f64)
 }
 
@@ -136,7 +136,7 @@ pub trait Format {
 
 /// The viewer's results TSV: `#` header lines, `!test` lines, samples.
 #[derive(Default)]
-pub struct Tsv(String);
+pub(crate) struct Tsv(String);
 
 impl Format for Tsv {
     fn header(&mut self, header: &Header<'_>) {
@@ -164,7 +164,7 @@ impl Format for Tsv {
 /// NDJSON: the `#` header lines, then every line one JSON object, keys
 /// sorted; overlays keyed `"!test"`.
 #[derive(Default)]
-pub struct Ndjson(String);
+pub(crate) struct Ndjson(String);
 
 impl Ndjson {
     /// One object on a line, spaced as the original's (Python's `json.dumps`:

@@ -178,7 +178,7 @@ pub fn build(set: &ReportSet, ctx: &Context, opts: &Options, dir: &Path) -> Resu
 
 /// The export of the reports in `dir`: read over `opts.window`, named by
 /// `matrix` when there is one, its notes said. Pure but for reading them.
-pub fn from_reports(dir: &Path, matrix: Option<Matrix>, opts: &Options) -> Result<Export> {
+pub(crate) fn from_reports(dir: &Path, matrix: Option<Matrix>, opts: &Options) -> Result<Export> {
     let mut set = ReportSet::read(dir, opts.window, false)?;
     if set.rows_in_window == 0 {
         return Err(Error::refused(format!(

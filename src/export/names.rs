@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 /// `mxname target` lines of a --names file.
-pub fn read_names(path: &Path) -> Result<HashMap<String, String>> {
+pub(crate) fn read_names(path: &Path) -> Result<HashMap<String, String>> {
     let text = crate::input::read_list(path, "names file", "")?;
     let mut names = HashMap::new();
     for (i, line) in text.lines().enumerate() {
@@ -39,7 +39,7 @@ pub fn read_names(path: &Path) -> Result<HashMap<String, String>> {
 /// Refuses text that would break a results line (`test<TAB>target<TAB>value
 /// k=v ...`): whitespace, which separates its fields, or a quote, which opens a
 /// quoted value. `fix` says what to do instead.
-pub fn check_field(what: &str, text: &str, fix: &str) -> Result<()> {
+pub(crate) fn check_field(what: &str, text: &str, fix: &str) -> Result<()> {
     let Some(bad) = text
         .chars()
         .find(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '"'))

@@ -14,7 +14,7 @@ const NOTES_PER_KIND: usize = 10;
 /// no rx rows of its own (served, egress, line utilization); the loss split,
 /// naming the peers that left it unknown; in a disk run, no disk figures;
 /// nothing but a SILENT or NO-DATA state.
-pub fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String> {
+pub(crate) fn gap_notes(opts: &Options, set: &ReportSet, export: &Export) -> Vec<String> {
     let (hosts, silent, never) = (&export.hosts, &export.silent, &export.never);
     let name = |o: &Overlay| format!("{}{}", opts.test_prefix, o.name);
     let names = |overlays: &[Overlay]| overlays.iter().map(&name).collect::<Vec<_>>().join(" / ");

@@ -62,9 +62,10 @@ const GBPS: Option<&str> = Some("Gb/s");
 const GOOD: Option<&str> = Some("good");
 const BAD: Option<&str> = Some("bad");
 
-pub const PPS_O: Overlay = overlay("pps", PPS, GOOD, Some(0), "PPS", "Requests sent");
-pub const REP_PPS: Overlay = overlay("rep_pps", PPS, GOOD, Some(0), "REP", "Replies received");
-pub const SERVED_PPS: Overlay = overlay(
+pub(crate) const PPS_O: Overlay = overlay("pps", PPS, GOOD, Some(0), "PPS", "Requests sent");
+pub(crate) const REP_PPS: Overlay =
+    overlay("rep_pps", PPS, GOOD, Some(0), "REP", "Replies received");
+pub(crate) const SERVED_PPS: Overlay = overlay(
     "served_pps",
     PPS,
     GOOD,
@@ -72,7 +73,7 @@ pub const SERVED_PPS: Overlay = overlay(
     "SRV",
     "Requests arriving here",
 );
-pub const REQUEST_GBPS: Overlay = overlay(
+pub(crate) const REQUEST_GBPS: Overlay = overlay(
     "request_gbps",
     GBPS,
     GOOD,
@@ -80,7 +81,7 @@ pub const REQUEST_GBPS: Overlay = overlay(
     "REQ",
     "Requests on the wire",
 );
-pub const EGRESS_GBPS: Overlay = overlay(
+pub(crate) const EGRESS_GBPS: Overlay = overlay(
     "egress_gbps",
     GBPS,
     GOOD,
@@ -88,7 +89,7 @@ pub const EGRESS_GBPS: Overlay = overlay(
     "EGR",
     "Egress on the wire",
 );
-pub const LINE_UTIL: Overlay = agg(
+pub(crate) const LINE_UTIL: Overlay = agg(
     pinned(
         overlay(
             "line_util",
@@ -103,7 +104,7 @@ pub const LINE_UTIL: Overlay = agg(
     ),
     "median",
 );
-pub const REL_MEDIAN: Overlay = agg(
+pub(crate) const REL_MEDIAN: Overlay = agg(
     pinned(
         rdbu(overlay(
             "rel_median",
@@ -119,7 +120,7 @@ pub const REL_MEDIAN: Overlay = agg(
     "median",
 );
 pub const LOSS: Overlay = overlay("loss", PCT, BAD, Some(2), "LOSS", "Round-trip loss");
-pub const FORWARD_LOSS: Overlay = overlay(
+pub(crate) const FORWARD_LOSS: Overlay = overlay(
     "forward_loss",
     PCT,
     BAD,
@@ -127,7 +128,7 @@ pub const FORWARD_LOSS: Overlay = overlay(
     "FWD",
     "Requests lost on the way out",
 );
-pub const RETURN_LOSS: Overlay = overlay(
+pub(crate) const RETURN_LOSS: Overlay = overlay(
     "return_loss",
     PCT,
     BAD,
@@ -135,7 +136,7 @@ pub const RETURN_LOSS: Overlay = overlay(
     "RET",
     "Replies lost on the way back",
 );
-pub const ACHIEVED: Overlay = agg(
+pub(crate) const ACHIEVED: Overlay = agg(
     pinned(
         rdbu(overlay(
             "achieved",
@@ -165,7 +166,7 @@ pub const COVERAGE: Overlay = agg(
     ),
     "min",
 );
-pub const RTT_AVG: Overlay = overlay(
+pub(crate) const RTT_AVG: Overlay = overlay(
     "rtt_avg",
     US,
     BAD,
@@ -174,7 +175,7 @@ pub const RTT_AVG: Overlay = overlay(
     "RTT mean over this host's flows",
 );
 /// Percentiles of every reply a host got: exact, from its reports' histograms.
-pub const RTT_P50: Overlay = overlay(
+pub(crate) const RTT_P50: Overlay = overlay(
     "rtt_p50",
     US,
     BAD,
@@ -182,7 +183,7 @@ pub const RTT_P50: Overlay = overlay(
     "P50",
     "RTT p50 of this host's replies",
 );
-pub const RTT_P99: Overlay = agg(
+pub(crate) const RTT_P99: Overlay = agg(
     overlay(
         "rtt_p99",
         US,
@@ -195,7 +196,7 @@ pub const RTT_P99: Overlay = agg(
 );
 /// The same overlays where the reports carry no histograms (the original's):
 /// the worst flow's worst interval, an upper bound, and labelled as one.
-pub const RTT_P50_WORST: Overlay = overlay(
+pub(crate) const RTT_P50_WORST: Overlay = overlay(
     "rtt_p50",
     US,
     BAD,
@@ -203,7 +204,7 @@ pub const RTT_P50_WORST: Overlay = overlay(
     "P50",
     "RTT p50, worst flow's worst interval",
 );
-pub const RTT_P99_WORST: Overlay = agg(
+pub(crate) const RTT_P99_WORST: Overlay = agg(
     overlay(
         "rtt_p99",
         US,
@@ -215,7 +216,7 @@ pub const RTT_P99_WORST: Overlay = agg(
     "max",
 );
 /// `--peers` folded into rtt_p99: one sample per flow, its worst interval.
-pub const RTT_P99_FLOWS: Overlay = agg(
+pub(crate) const RTT_P99_FLOWS: Overlay = agg(
     overlay(
         "rtt_p99",
         US,
@@ -226,7 +227,7 @@ pub const RTT_P99_FLOWS: Overlay = agg(
     ),
     "max",
 );
-pub const RTT_MAX: Overlay = agg(
+pub(crate) const RTT_MAX: Overlay = agg(
     overlay("rtt_max", US, BAD, Some(0), "MAX", "RTT max, worst peer"),
     "max",
 );
@@ -235,7 +236,7 @@ pub const CPU: Overlay = pinned(
     "0",
     "100",
 );
-pub const CPU_CORE: Overlay = agg(
+pub(crate) const CPU_CORE: Overlay = agg(
     pinned(
         overlay("cpu_core", PCT, BAD, Some(0), "CORE", "Busiest core"),
         "0",
@@ -243,7 +244,7 @@ pub const CPU_CORE: Overlay = agg(
     ),
     "max",
 );
-pub const AGENT_CPU: Overlay = agg(
+pub(crate) const AGENT_CPU: Overlay = agg(
     overlay(
         "agent_cpu",
         PCT,
@@ -259,15 +260,15 @@ const IOPS: Option<&str> = Some("IOPS");
 
 // A host's disk in a disk run: rates are host means, summed
 // over a rack; p99 is the host's worst interval's.
-pub const DISK_READ_MBS: Overlay = agg(
+pub(crate) const DISK_READ_MBS: Overlay = agg(
     overlay("disk_read_mbs", MBS, GOOD, Some(1), "DRD", "Disk read"),
     "sum",
 );
-pub const DISK_WRITE_MBS: Overlay = agg(
+pub(crate) const DISK_WRITE_MBS: Overlay = agg(
     overlay("disk_write_mbs", MBS, GOOD, Some(1), "DWR", "Disk write"),
     "sum",
 );
-pub const DISK_READ_IOPS: Overlay = agg(
+pub(crate) const DISK_READ_IOPS: Overlay = agg(
     overlay(
         "disk_read_iops",
         IOPS,
@@ -278,7 +279,7 @@ pub const DISK_READ_IOPS: Overlay = agg(
     ),
     "sum",
 );
-pub const DISK_WRITE_IOPS: Overlay = agg(
+pub(crate) const DISK_WRITE_IOPS: Overlay = agg(
     overlay(
         "disk_write_iops",
         IOPS,
@@ -289,11 +290,11 @@ pub const DISK_WRITE_IOPS: Overlay = agg(
     ),
     "sum",
 );
-pub const DISK_READ_P99: Overlay = agg(
+pub(crate) const DISK_READ_P99: Overlay = agg(
     overlay("disk_read_p99", US, BAD, Some(0), "DRP99", "Disk read p99"),
     "max",
 );
-pub const DISK_WRITE_P99: Overlay = agg(
+pub(crate) const DISK_WRITE_P99: Overlay = agg(
     overlay(
         "disk_write_p99",
         US,
@@ -304,7 +305,7 @@ pub const DISK_WRITE_P99: Overlay = agg(
     ),
     "max",
 );
-pub const DISK_BUSY: Overlay = agg(
+pub(crate) const DISK_BUSY: Overlay = agg(
     pinned(
         overlay(
             "disk_busy",
@@ -320,7 +321,7 @@ pub const DISK_BUSY: Overlay = agg(
     "max",
 );
 
-pub const PEERS: Overlay = agg(
+pub(crate) const PEERS: Overlay = agg(
     overlay(
         "peers",
         None,
@@ -331,7 +332,7 @@ pub const PEERS: Overlay = agg(
     ),
     "min",
 );
-pub const WORKERS: Overlay = agg(
+pub(crate) const WORKERS: Overlay = agg(
     overlay(
         "workers",
         None,
@@ -342,7 +343,7 @@ pub const WORKERS: Overlay = agg(
     ),
     "min",
 );
-pub const INTERVALS: Overlay = agg(
+pub(crate) const INTERVALS: Overlay = agg(
     overlay(
         "intervals",
         None,
@@ -353,11 +354,11 @@ pub const INTERVALS: Overlay = agg(
     ),
     "min",
 );
-pub const STATE: Overlay = agg(
+pub(crate) const STATE: Overlay = agg(
     overlay("state", None, None, None, "STATE", "Did this host report?"),
     "last",
 );
-pub const PEER_PPS: Overlay = agg(
+pub(crate) const PEER_PPS: Overlay = agg(
     overlay(
         "peer_pps",
         PPS,
@@ -368,7 +369,7 @@ pub const PEER_PPS: Overlay = agg(
     ),
     "mean",
 );
-pub const PEER_LOSS: Overlay = agg(
+pub(crate) const PEER_LOSS: Overlay = agg(
     overlay(
         "peer_loss",
         PCT,
@@ -379,7 +380,7 @@ pub const PEER_LOSS: Overlay = agg(
     ),
     "max",
 );
-pub const PEER_RTT_P99: Overlay = agg(
+pub(crate) const PEER_RTT_P99: Overlay = agg(
     overlay(
         "peer_rtt_p99",
         US,

@@ -65,7 +65,7 @@ impl Builder<'_> {
 }
 
 /// A host's own overlays: the summary's per-host figures.
-pub fn host_samples(
+pub(crate) fn host_samples(
     b: &mut Builder<'_>,
     set: &ReportSet,
     ctx: &Context,
@@ -222,7 +222,7 @@ fn disk_samples(b: &mut Builder<'_>, name: &str, d: &HostDisk) {
 }
 
 /// `--raw`: every windowed host row's own figures, tagged `ts=`.
-pub fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<()> {
+pub(crate) fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<()> {
     for file in report_files(dir)? {
         for_each_row(&file, |row| {
             if row.dir() != Some(Dir::Host) || !set.span.contains(row.ts) {
@@ -272,7 +272,12 @@ pub fn raw_samples(b: &mut Builder<'_>, dir: &Path, set: &ReportSet) -> Result<(
 }
 
 /// `--peers`: one sample per flow, tagged `peer=` (and `layer=`).
-pub fn peer_samples(b: &mut Builder<'_>, set: &ReportSet, flows: &[FlowFigures], fold: bool) {
+pub(crate) fn peer_samples(
+    b: &mut Builder<'_>,
+    set: &ReportSet,
+    flows: &[FlowFigures],
+    fold: bool,
+) {
     let (pps, loss, p99) = if fold {
         (overlays::PPS_O, overlays::LOSS, overlays::RTT_P99_FLOWS)
     } else {

@@ -5,7 +5,7 @@ use super::Settings;
 use super::yaml::Yaml;
 
 /// The config, its paths beside it: `targets.json` and `rules.yml`.
-pub fn prometheus_yml(s: &Settings) -> String {
+pub(crate) fn prometheus_yml(s: &Settings) -> String {
     let doc = Yaml::Map(vec![
         (
             "global",

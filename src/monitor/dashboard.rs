@@ -182,7 +182,7 @@ fn panels(s: &Settings) -> Vec<Value> {
 }
 
 /// The dashboard's JSON model (import it, and pick the Prometheus).
-pub fn dashboard_json(s: &Settings) -> String {
+pub(crate) fn dashboard_json(s: &Settings) -> String {
     let doc = json!({
         "title": "mx: the fabric, always on",
         "uid": "mx-fabric",

@@ -18,11 +18,11 @@ pub mod config;
 pub mod dashboard;
 pub mod rules;
 pub mod targets;
-pub mod yaml;
+pub(crate) mod yaml;
 
 /// What the operator chose: where the agents serve, and when to alert.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The port every agent serves `/metrics` on (at its matrix address).
     pub port: u16,
     /// Alert when a leg loses more than this share of its packets (0..1).
@@ -43,7 +43,7 @@ pub struct Settings {
 }
 
 /// A Prometheus duration (`90s`, `5m`, `1h`): its seconds, or why not.
-pub fn duration_seconds(text: &str) -> Result<f64, String> {
+pub(crate) fn duration_seconds(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);

@@ -39,7 +39,7 @@ use crate::units;
 const LEGS: [(&str, &str); 2] = [("forward", "requests"), ("return", "replies")];
 
 /// The directions a host's side is seen from.
-pub const DIRECTIONS: [&str; 2] = ["into", "out_of"];
+pub(crate) const DIRECTIONS: [&str; 2] = ["into", "out_of"];
 
 /// The pair label that names the host a leg's cell goes into or out of: a
 /// request goes into its `dst`, a reply into its `src`.
@@ -356,7 +356,7 @@ fn alerts(s: &Settings) -> Vec<Yaml> {
 }
 
 /// `rules.yml`: the groups `mx-records` and `mx-alerts`.
-pub fn rules_yml(s: &Settings, source: &str) -> String {
+pub(crate) fn rules_yml(s: &Settings, source: &str) -> String {
     let doc = Yaml::Map(vec![(
         "groups",
         Yaml::List(vec![

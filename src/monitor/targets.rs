@@ -18,7 +18,7 @@ struct Target {
 
 /// The `file_sd` JSON: one target per host, at its matrix address and the
 /// agents' metrics port, labelled `mx_host` (and `mx_pool`).
-pub fn file_sd(matrix: &Matrix, port: u16) -> String {
+pub(crate) fn file_sd(matrix: &Matrix, port: u16) -> String {
     let pools = matrix.pools();
     let pool_of = pools.pool_of_each(matrix.host_count());
     let targets: Vec<Target> = matrix

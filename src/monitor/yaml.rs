@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 /// A YAML value.
-pub enum Yaml {
+pub(crate) enum Yaml {
     Str(String),
     List(Vec<Yaml>),
     Map(Vec<(&'static str, Yaml)>),

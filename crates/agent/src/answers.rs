@@ -24,7 +24,7 @@ use mx_matrix::Matrix;
 pub const ANSWERS_FILE: &str = "agent.answers";
 
 /// Where this agent looks for orders, and what it needs to act on one.
-pub struct AnswerOrders {
+pub(crate) struct AnswerOrders {
     file: PathBuf,
     matrix: PathBuf,
     stamp: PathBuf,

@@ -27,9 +27,9 @@ use mx_report::Phase;
 const UNSET: u64 = u64::MAX;
 
 /// The control file that carries the fleet's start instant (`at=<unix s>`).
-pub const START_FILE: &str = "agent.start";
+pub(crate) const START_FILE: &str = "agent.start";
 /// The control file that carries the end instant (`at=<unix s> grace=<s>`).
-pub const END_FILE: &str = "agent.end";
+pub(crate) const END_FILE: &str = "agent.end";
 /// The control file that scales every flow's matrix rate from a whole
 /// interval on (`scale=<factor> at=<unix s>`): how `mx run --ramp` raises a
 /// running fleet's rate without restarting it.
@@ -48,7 +48,7 @@ pub const DEFAULT_GRACE: f64 = 1.0;
 
 /// How long an armed agent waits for the start instant before it gives up
 /// (the controller that launched it was interrupted): it must not linger.
-pub const ARMED_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const ARMED_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The instants, shared by the reporter and the workers.
 pub struct RunClock {
@@ -87,7 +87,7 @@ pub struct Start {
 
 /// See [`RunClock::awaited`].
 #[derive(Debug, Clone, Copy)]
-pub enum Awaited {
+pub(crate) enum Awaited {
     /// The flows have their start.
     Begun(Start),
     /// The run ended (or was stopped) before it began.
@@ -97,7 +97,7 @@ pub enum Awaited {
 }
 
 /// The instant the monotonic clock reads `ns` (now if already past).
-pub fn instant_of(ns: u64) -> Instant {
+pub(crate) fn instant_of(ns: u64) -> Instant {
     let now_ns = monotonic_ns();
     let now = Instant::now();
     if ns >= now_ns {
@@ -109,7 +109,7 @@ pub fn instant_of(ns: u64) -> Instant {
 }
 
 /// The monotonic ns at which the wall clock will read (or read) `wall`.
-pub fn ns_of_wall(wall: f64) -> u64 {
+pub(crate) fn ns_of_wall(wall: f64) -> u64 {
     let ahead = wall - wall_now();
     let now = monotonic_ns() as i128;
     (now + (ahead * 1e9) as i128).max(0) as u64
@@ -118,7 +118,7 @@ pub fn ns_of_wall(wall: f64) -> u64 {
 /// The first report tick of flows that begin at `now` (not on a start
 /// instant): the next whole multiple of the interval on the wall clock, or the
 /// one after if that is under half an interval away (no sliver rows).
-pub fn first_tick(now: f64, interval: f64) -> f64 {
+pub(crate) fn first_tick(now: f64, interval: f64) -> f64 {
     let next = (now / interval).floor() * interval + interval;
     if next - now < interval / 2.0 {
         next + interval
@@ -143,7 +143,7 @@ impl RunClock {
     }
 
     /// Scales every flow's rate by `scale` from interval number `from` on.
-    pub fn set_rate(&self, from: u64, scale: f64) {
+    pub(crate) fn set_rate(&self, from: u64, scale: f64) {
         let mut rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         // A later order for the same or an earlier interval replaces the ones
         // it overtakes.
@@ -153,7 +153,7 @@ impl RunClock {
 
     /// The scale in force in interval `number`; `None` when nothing scaled
     /// the rates (then they are the matrix's).
-    pub fn rate_for(&self, number: u64) -> Option<f64> {
+    pub(crate) fn rate_for(&self, number: u64) -> Option<f64> {
         let rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
         rates
             .iter()
@@ -166,7 +166,7 @@ impl RunClock {
     /// with the first tick one interval later; or, when `at` has passed (a
     /// late go, or no start instant at all), now, with the first tick at the
     /// next boundary. Returns how late the start was, in seconds (0 on time).
-    pub fn set_start(&self, at: Option<f64>, interval: f64) -> f64 {
+    pub(crate) fn set_start(&self, at: Option<f64>, interval: f64) -> f64 {
         let now = wall_now();
         let (begin, first_tick, late) = match at {
             Some(at) if at >= now => (at, at + interval, 0.0),
@@ -182,7 +182,7 @@ impl RunClock {
 
     /// Notes which command gave the start instant (once; a later word is
     /// ignored).
-    pub fn set_began_by(&self, by: &'static str) {
+    pub(crate) fn set_began_by(&self, by: &'static str) {
         let _ = self.began_by.set(by);
     }
 
@@ -195,7 +195,7 @@ impl RunClock {
     /// answer `grace` seconds more, then the agent exits. An end already set
     /// stands unless this one comes sooner: `mx stop` ends an agent started
     /// with `--duration` before its duration is out. Whether it took.
-    pub fn set_end(&self, at: f64, grace: f64) -> bool {
+    pub(crate) fn set_end(&self, at: f64, grace: f64) -> bool {
         let at = at.max(wall_now());
         let end_ns = ns_of_wall(at);
         let set = self.end_ns.load(Ordering::Acquire);
@@ -231,7 +231,7 @@ impl RunClock {
     /// finish a run that had just begun, leaving a report of only a header.
     /// The end's Acquire makes a start stored before it visible to the read
     /// that follows.
-    pub fn awaited(&self) -> Awaited {
+    pub(crate) fn awaited(&self) -> Awaited {
         let ended = self.end_ns().is_some() || self.stopping();
         match self.start() {
             Some(start) => Awaited::Begun(start),
@@ -240,18 +240,18 @@ impl RunClock {
         }
     }
 
-    pub fn has_started(&self) -> bool {
+    pub(crate) fn has_started(&self) -> bool {
         self.start_ns.load(Ordering::Acquire) != UNSET
     }
 
     /// Monotonic ns at which flows stop, if an end is set.
-    pub fn end_ns(&self) -> Option<u64> {
+    pub(crate) fn end_ns(&self) -> Option<u64> {
         let ns = self.end_ns.load(Ordering::Acquire);
         (ns != UNSET).then_some(ns)
     }
 
     /// Monotonic ns at which the agent exits, if an end is set.
-    pub fn exit_ns(&self) -> Option<u64> {
+    pub(crate) fn exit_ns(&self) -> Option<u64> {
         let ns = self.exit_ns.load(Ordering::Relaxed);
         (ns != UNSET).then_some(ns)
     }
@@ -261,13 +261,13 @@ impl RunClock {
     }
 
     /// Wall time the flows began (the start instant, or later if late).
-    pub fn started_wall(&self) -> Option<f64> {
+    pub(crate) fn started_wall(&self) -> Option<f64> {
         let bits = self.started_wall.load(Ordering::Relaxed);
         (bits != UNSET).then(|| f64::from_bits(bits))
     }
 
     /// Wall time of the planned end, if any.
-    pub fn end_wall(&self) -> Option<f64> {
+    pub(crate) fn end_wall(&self) -> Option<f64> {
         let bits = self.end_wall.load(Ordering::Relaxed);
         (bits != UNSET).then(|| f64::from_bits(bits))
     }
@@ -277,7 +277,13 @@ impl RunClock {
 /// for flows that began at `started` (and end at `end`, if planned). `first`
 /// says it is the agent's first interval: whole only if the flows began
 /// exactly at its beginning (an on-time start instant).
-pub fn phase_of(tick: f64, interval: f64, started: f64, end: Option<f64>, first: bool) -> Phase {
+pub(crate) fn phase_of(
+    tick: f64,
+    interval: f64,
+    started: f64,
+    end: Option<f64>,
+    first: bool,
+) -> Phase {
     const SLACK: f64 = 0.001;
     let begins = tick - interval;
     if let Some(end) = end {
@@ -297,7 +303,7 @@ pub fn phase_of(tick: f64, interval: f64, started: f64, end: Option<f64>, first:
 
 /// Reads a control file's `at=` (and `grace=`) words; `None` when absent or
 /// unreadable (it is written by rename, so a half-written file is never seen).
-pub fn read_control(path: &Path) -> Option<(f64, Option<f64>)> {
+pub(crate) fn read_control(path: &Path) -> Option<(f64, Option<f64>)> {
     let text = std::fs::read_to_string(path).ok()?;
     let value = |key: &str| {
         text.split_whitespace()
@@ -318,7 +324,7 @@ pub fn read_began_by(path: &Path) -> Option<&'static str> {
 
 /// Reads a rate file's `scale=` and `at=` words; `None` when absent,
 /// unreadable, or not a positive finite scale.
-pub fn read_rate(path: &Path) -> Option<(f64, f64)> {
+pub(crate) fn read_rate(path: &Path) -> Option<(f64, f64)> {
     let text = std::fs::read_to_string(path).ok()?;
     let value = |key: &str| {
         text.split_whitespace()
@@ -333,7 +339,7 @@ pub fn read_rate(path: &Path) -> Option<(f64, f64)> {
 /// applies to, learned at wall time `now`: the interval that begins at the
 /// first boundary at or after `at`, or, when that is less than
 /// [`RATE_LEAD`] away, the first boundary that is not.
-pub fn rate_from(at: f64, now: f64, interval: f64) -> u64 {
+pub(crate) fn rate_from(at: f64, now: f64, interval: f64) -> u64 {
     let first = |t: f64| ((t - 1e-6) / interval).ceil().max(0.0);
     let boundary = first(at).max(first(now + RATE_LEAD));
     boundary as u64 + 1
@@ -341,7 +347,7 @@ pub fn rate_from(at: f64, now: f64, interval: f64) -> u64 {
 
 /// The control files of an agent whose report is at `report`: the start,
 /// the end, and the rate.
-pub fn control_paths(report: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn control_paths(report: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let dir = report.parent().map(Path::to_path_buf).unwrap_or_default();
     (
         dir.join(START_FILE),

@@ -15,7 +15,7 @@ struct Jiffies {
 
 /// The CPU figures of one interval, in percent of the time.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CpuShares {
+pub(crate) struct CpuShares {
     /// The whole box busy.
     pub box_pct: f64,
     /// Its busiest core.
@@ -48,7 +48,7 @@ fn parse_line(line: &str) -> Option<Jiffies> {
 
 /// The previous sample, to take deltas against.
 #[derive(Debug, Default)]
-pub struct CpuSampler {
+pub(crate) struct CpuSampler {
     last: Option<(Jiffies, Vec<Jiffies>)>,
 }
 

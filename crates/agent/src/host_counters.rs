@@ -33,7 +33,7 @@ use std::path::PathBuf;
 
 /// The statistics of one interface (cumulative, as the kernel keeps them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NicTotals {
+pub(crate) struct NicTotals {
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub rx_packets: u64,
@@ -95,7 +95,7 @@ struct Totals {
 
 /// The increase of each counter over one interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HostDelta {
+pub(crate) struct HostDelta {
     pub rcvbuf_errors: Option<u64>,
     pub sndbuf_errors: Option<u64>,
     pub in_errors: Option<u64>,
@@ -193,7 +193,7 @@ fn throttled_us(cpu_stat: &str) -> Option<u64> {
 /// Keeps the previous sample to take increases against, and the samples
 /// taken at ticks whose rows are not written yet.
 #[derive(Debug, Default)]
-pub struct HostCounters {
+pub(crate) struct HostCounters {
     /// The interface that carries the traffic, when known.
     interface: Option<String>,
     last: Totals,
@@ -223,7 +223,7 @@ impl HostCounters {
 
     /// Takes the baseline now: the flows begin, and the first interval's
     /// increase counts from here.
-    pub fn rebase(&mut self) {
+    pub(crate) fn rebase(&mut self) {
         self.last = Self::totals(self.interface.as_deref());
         self.at_ticks.clear();
     }

@@ -8,13 +8,13 @@ pub use mx_matrix::resolve::resolve;
 use mx_matrix::{Host, Ip, Matrix};
 
 /// True when `ip` is an address of this machine (a socket can bind to it).
-pub fn is_local(ip: IpAddr) -> bool {
+pub(crate) fn is_local(ip: IpAddr) -> bool {
     UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Which matrix host this agent is: `--host`, else the hostname (full or short),
 /// else the one matrix host whose address literal is a local address.
-pub fn who_am_i(matrix: &Matrix, host_flag: Option<&str>) -> Result<u32> {
+pub(crate) fn who_am_i(matrix: &Matrix, host_flag: Option<&str>) -> Result<u32> {
     let names = || {
         matrix
             .hosts()
@@ -75,7 +75,7 @@ pub fn who_am_i(matrix: &Matrix, host_flag: Option<&str>) -> Result<u32> {
 /// interface beside the address to be reached). Where `ip` cannot run (no
 /// iproute2), the kernel's own list stands in, each address as the line
 /// `<interface> inet <addr>/<prefix>`.
-pub fn bind_address(spec: &str, family: Ip) -> Result<(String, IpAddr)> {
+pub(crate) fn bind_address(spec: &str, family: Ip) -> Result<(String, IpAddr)> {
     let addresses = match ip_addr_show() {
         Some(listed) => listed,
         None => kernel_addresses()
@@ -141,7 +141,7 @@ fn kernel_addresses() -> nix::Result<Vec<Listed>> {
 /// it (127.0.0.0/8 is loopback's, though `lo` carries only 127.0.0.1). Its
 /// counters are what left and reached this host. `None` for a wildcard or a
 /// NAT'd address.
-pub fn interface_of(ip: IpAddr) -> Option<String> {
+pub(crate) fn interface_of(ip: IpAddr) -> Option<String> {
     let addrs: Vec<(String, IpAddr, u32)> = nix::ifaddrs::getifaddrs()
         .ok()?
         .filter_map(|i| interface_address(&i).map(|(a, p)| (i.interface_name, a, p)))
@@ -169,13 +169,16 @@ pub fn interface_of(ip: IpAddr) -> Option<String> {
 /// The interface that carries this agent's traffic: the one holding the
 /// address it listens on, else the one its route to the first peer leaves
 /// by. `None` when neither is known (no peer, a NAT'd address).
-pub fn traffic_interface(local_ip: Option<IpAddr>, peers: &[Option<SocketAddr>]) -> Option<String> {
+pub(crate) fn traffic_interface(
+    local_ip: Option<IpAddr>,
+    peers: &[Option<SocketAddr>],
+) -> Option<String> {
     let ip = local_ip.or_else(|| peers.iter().flatten().find_map(|&p| route_source(p)))?;
     interface_of(ip)
 }
 
 /// The MTU of interface `name` (`/sys/class/net/<name>/mtu`).
-pub fn interface_mtu(name: &str) -> Option<u32> {
+pub(crate) fn interface_mtu(name: &str) -> Option<u32> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
         .ok()?
         .trim()
@@ -185,7 +188,7 @@ pub fn interface_mtu(name: &str) -> Option<u32> {
 
 /// The source address the kernel's routes pick toward `peer`: a UDP socket
 /// connected to it learns its own address, and sends nothing.
-pub fn route_source(peer: SocketAddr) -> Option<IpAddr> {
+pub(crate) fn route_source(peer: SocketAddr) -> Option<IpAddr> {
     let any = SocketAddr::new(Ip::of(peer.ip()).unspecified(), 0);
     let socket = UdpSocket::bind(any).ok()?;
     socket.connect(peer).ok()?;
@@ -214,7 +217,7 @@ fn interface_address(ifaddr: &nix::ifaddrs::InterfaceAddress) -> Option<(IpAddr,
 
 /// Refuses a `--bind` address that is not the one the matrix gives peers for
 /// this host: every request to us would go where nobody listens.
-pub fn check_bind_matches(
+pub(crate) fn check_bind_matches(
     bound: IpAddr,
     interface: &str,
     me: &Host,

@@ -53,7 +53,7 @@ impl LegCounts {
 
 /// One flow socket's reckoning of its two legs.
 #[derive(Debug, Clone, Default)]
-pub struct Legs {
+pub(crate) struct Legs {
     /// The newest counted reply: its request's number, how many requests
     /// up to it never arrived as its count says (`seq - count`, a
     /// difference taken mod 2^32, as the count travels), and the refusals

@@ -39,13 +39,13 @@ pub mod config;
 pub mod counters;
 pub mod cpu;
 pub mod disk;
-pub mod host_counters;
-pub mod identity;
+pub(crate) mod host_counters;
+pub(crate) mod identity;
 pub mod legs;
 pub mod limits;
 pub mod metrics;
 pub mod pacing;
-pub mod pair_rtt;
+pub(crate) mod pair_rtt;
 pub mod plan;
 pub mod report_keep;
 pub mod reporter;
@@ -97,13 +97,13 @@ const RESPONDER_DATAGRAMS: usize = 512;
 const FLOW_DATAGRAMS: usize = 256;
 
 /// Names of the files the agent keeps beside its report.
-pub const PID_FILE: &str = "agent.pid";
-pub const STAMP_FILE: &str = "agent.stamp";
+pub(crate) const PID_FILE: &str = "agent.pid";
+pub(crate) const STAMP_FILE: &str = "agent.stamp";
 
 /// Worker threads for `flow_sockets` sockets: `None` (auto) is one per core;
 /// either way capped at flows + 1, since a worker without a flow only answers
 /// requests.
-pub fn worker_count(asked: Option<usize>, flow_sockets: usize, cores: usize) -> usize {
+pub(crate) fn worker_count(asked: Option<usize>, flow_sockets: usize, cores: usize) -> usize {
     let wanted = asked.unwrap_or(cores.max(1));
     if flow_sockets > 0 {
         wanted.min(flow_sockets + 1)

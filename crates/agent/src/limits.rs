@@ -23,7 +23,7 @@ pub fn fds_needed(flow_sockets: usize, layered: bool) -> u64 {
 
 /// Raises the soft RLIMIT_NOFILE to `fds_needed`. Returns the
 /// log line to print, if anything changed or failed softly.
-pub fn ensure_fd_limit(flow_sockets: usize, layered: bool) -> Result<Option<String>> {
+pub(crate) fn ensure_fd_limit(flow_sockets: usize, layered: bool) -> Result<Option<String>> {
     let need = fds_needed(flow_sockets, layered);
     let flows = need - SPARE_FDS;
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)

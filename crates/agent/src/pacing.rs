@@ -60,7 +60,7 @@ fn shape(rate: f64) -> (f64, f64) {
 }
 
 #[derive(Debug, Clone)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     rate: f64,
     burst: f64,
     /// Whole packets a send waits for (>= 1).
@@ -84,7 +84,7 @@ impl Pacer {
 
     /// Moves the bucket to `rate` (positive, finite) from now on: the
     /// tokens it holds stay, up to the new burst.
-    pub fn set_rate(&mut self, rate: f64) {
+    pub(crate) fn set_rate(&mut self, rate: f64) {
         (self.batch, self.burst) = shape(rate);
         self.rate = rate;
         self.tokens = self.tokens.min(self.burst);
@@ -104,12 +104,12 @@ impl Pacer {
     }
 
     /// Takes `sent` packets out of the bucket.
-    pub fn spend(&mut self, sent: usize) {
+    pub(crate) fn spend(&mut self, sent: usize) {
         self.tokens -= sent as f64;
     }
 
     /// When the next batch's worth of tokens will be in the bucket.
-    pub fn next_due(&self) -> Instant {
+    pub(crate) fn next_due(&self) -> Instant {
         if self.tokens >= self.batch {
             self.last
         } else {

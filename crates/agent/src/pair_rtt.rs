@@ -27,7 +27,7 @@ struct Histograms {
 /// The sets of a worker, found by a flow through the index [`join`](Self::join)
 /// gave it (the per-reply path does no lookup).
 #[derive(Default)]
-pub struct PairRtts {
+pub(crate) struct PairRtts {
     sets: Vec<Histograms>,
     by_pair: FxHashMap<Pair, usize>,
 }
@@ -90,7 +90,8 @@ impl PairRtts {
     }
 
     /// Sets in use.
-    pub fn in_use(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
         self.by_pair.len()
     }
 }
@@ -103,7 +104,7 @@ impl PairRtts {
 /// time an agent spent per round trip (perf, 2 Mpps per flow); a run costs
 /// one. Flush before the histograms are read.
 #[derive(Debug, Default)]
-pub struct RttRun {
+pub(crate) struct RttRun {
     set: usize,
     tx: usize,
     rtt_ns: u64,
@@ -112,7 +113,7 @@ pub struct RttRun {
 
 impl RttRun {
     /// One RTT of `rtt_ns` for set `set`, tx slot `tx`.
-    #[inline]
+    #[cfg(test)]
     pub fn record(&mut self, rtts: &mut PairRtts, set: usize, tx: usize, rtt_ns: u64) {
         self.record_n(rtts, set, tx, rtt_ns, 1);
     }

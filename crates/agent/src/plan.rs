@@ -11,7 +11,7 @@ use mx_matrix::schedule::Schedule;
 
 /// One client socket's share of a flow: stream `stream` of the flow to `peer`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FlowSpec {
+pub(crate) struct FlowSpec {
     pub peer: u32,
     pub stream: u16,
     /// This stream's share of the pair's rate; `None` = unpaced.
@@ -60,7 +60,7 @@ impl AgentPlan {
     /// The flow specs of worker `worker` in `layer` (`None` for a fixed matrix):
     /// each pair split into `streams` sockets at rate/streams, the specs dealt
     /// round-robin so one pair's streams land on different workers.
-    pub fn flows_for(&self, worker: usize, layer: Option<usize>) -> Vec<FlowSpec> {
+    pub(crate) fn flows_for(&self, worker: usize, layer: Option<usize>) -> Vec<FlowSpec> {
         let schedule = self.schedule();
         let cells = match layer {
             None => self.matrix.row(self.me).to_vec(),
@@ -84,7 +84,7 @@ impl AgentPlan {
     }
 
     /// Flow sockets this host holds in its busiest layer (all of them, fixed).
-    pub fn flow_sockets(&self) -> usize {
+    pub(crate) fn flow_sockets(&self) -> usize {
         let schedule = self.schedule();
         let per_layer = (0..schedule.layer_count())
             .map(|l| schedule.layer_flows(self.me, l).count())

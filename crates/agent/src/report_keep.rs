@@ -29,10 +29,10 @@ pub enum Keep {
 pub const DEFAULT: &str = "1G";
 
 /// The smallest size bound: a few intervals of a large host's rows.
-pub const MIN_BYTES: u64 = 64 << 10;
+pub(crate) const MIN_BYTES: u64 = 64 << 10;
 
 /// The smallest age bound.
-pub const MIN_SECONDS: f64 = 60.0;
+pub(crate) const MIN_SECONDS: f64 = 60.0;
 
 /// `--keep-report`: `0`, a size (`512M`, `2G`; K, M, G, T are binary) or an age
 /// (`90m`, `12h`, `14d`, or `s`): `M` is MiB, `m` minutes.
@@ -117,7 +117,7 @@ fn label(row: &[u8]) -> Option<i64> {
 }
 
 /// The label of the report's oldest row.
-pub fn oldest_label(path: &Path) -> Option<i64> {
+pub(crate) fn oldest_label(path: &Path) -> Option<i64> {
     let mut lines = BufReader::new(std::fs::File::open(path).ok()?).split(b'\n');
     lines.next()?.ok()?;
     label(&lines.next()?.ok()?)
@@ -125,7 +125,7 @@ pub fn oldest_label(path: &Path) -> Option<i64> {
 
 /// The `began_by` a cut report's first host row carries: the summary reads
 /// its beginning as a cut, not as a host that came up late.
-pub const CUT_MARK: &str = "keep";
+pub(crate) const CUT_MARK: &str = "keep";
 
 /// `row` with its cell `column` set to `value` (a cell past the row's end
 /// is left as it is).

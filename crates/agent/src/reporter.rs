@@ -133,7 +133,7 @@ fn loss_pct(sent: u64, back: u64) -> Option<f64> {
 
 /// A tick's key: its label in whole milliseconds (labels of sub-second
 /// intervals are not whole seconds).
-pub fn tick_key(tick: f64) -> i64 {
+pub(crate) fn tick_key(tick: f64) -> i64 {
     (tick * 1000.0).round() as i64
 }
 
@@ -166,7 +166,7 @@ fn one_scale(batches: &[Batch]) -> Option<f64> {
         .flatten()
 }
 
-pub struct Reporter {
+pub(crate) struct Reporter {
     host: String,
     /// The print of this host's traffic (`matrix::run_print`), on every
     /// host row: what a summary checks the matrix beside it against.
@@ -259,13 +259,13 @@ impl Reporter {
     }
 
     /// The flows begin now: the host's counters count from here.
-    pub fn flows_begin(&mut self) {
+    pub(crate) fn flows_begin(&mut self) {
         self.counters.rebase();
     }
 
     /// The interval ending at `tick` (wall-clock label) ends now: the host's
     /// counters are sampled for it.
-    pub fn tick_now(&mut self, tick: f64) {
+    pub(crate) fn tick_now(&mut self, tick: f64) {
         self.counters.mark(tick_key(tick));
     }
 
@@ -286,7 +286,7 @@ impl Reporter {
     /// written and the status line returned; otherwise only the per-peer rows,
     /// and a line saying the interval was partial. An interval that began at
     /// or after the run's planned end is not written at all.
-    pub fn write_tick(&mut self, batches: &[Batch], complete: bool) -> Option<String> {
+    pub(crate) fn write_tick(&mut self, batches: &[Batch], complete: bool) -> Option<String> {
         let tick = batches.first()?.tick;
         let ts = tick.floor() as i64;
         if self
@@ -646,7 +646,7 @@ impl Reporter {
     }
 
     /// A line for the log when writing the report failed or recovered.
-    pub fn take_news(&mut self) -> Option<String> {
+    pub(crate) fn take_news(&mut self) -> Option<String> {
         self.news.take()
     }
 

@@ -11,7 +11,7 @@ pub const WINDOW: u64 = 1024;
 const WORDS: usize = (WINDOW / 64) as usize;
 
 #[derive(Debug, Clone, Default)]
-pub struct SeqWindow {
+pub(crate) struct SeqWindow {
     highest: u64,
     /// Bit (s % WINDOW) is set when s, within WINDOW of `highest`, has arrived.
     seen: [u64; WORDS],
@@ -19,7 +19,7 @@ pub struct SeqWindow {
 
 /// What one arrival was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arrival {
+pub(crate) enum Arrival {
     InOrder,
     OutOfOrder,
     Duplicate,
@@ -35,13 +35,13 @@ impl SeqWindow {
     /// first [`WINDOW`] numbers: a new socket on a reused port numbers from 1
     /// again. (A 1 arriving twice early on is a duplicate, not a restart.)
     #[inline]
-    pub fn restart_if_renumbered(&mut self, seq: u64) {
+    pub(crate) fn restart_if_renumbered(&mut self, seq: u64) {
         if seq == 1 && self.highest > WINDOW {
             *self = SeqWindow::default();
         }
     }
 
-    pub fn observe(&mut self, seq: u64) -> Arrival {
+    pub(crate) fn observe(&mut self, seq: u64) -> Arrival {
         // The next number, as nearly every arrival is: nothing skipped to
         // clear. (Its bit may still hold seq - WINDOW's: `set` overwrites it.)
         if self.highest.checked_add(1) == Some(seq) {
@@ -77,7 +77,7 @@ impl SeqWindow {
     /// `n` numbers from `first` on, one after another, when `first` is
     /// higher than any seen: all in order, as `observe` of each would say.
     /// Returns false, having observed nothing, otherwise.
-    pub fn observe_run(&mut self, first: u64, n: u64) -> bool {
+    pub(crate) fn observe_run(&mut self, first: u64, n: u64) -> bool {
         if first <= self.highest || n == 0 {
             return false;
         }

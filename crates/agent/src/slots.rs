@@ -17,26 +17,26 @@
 //! counted as late, in the interval in progress.
 
 /// Sets of flow (tx) counts a worker keeps.
-pub const TX_SLOTS: usize = 2;
+pub(crate) const TX_SLOTS: usize = 2;
 /// Sets of per-peer request (rx) counts a worker keeps.
-pub const RX_SLOTS: usize = 4;
+pub(crate) const RX_SLOTS: usize = 4;
 
 /// The number of the interval ending at wall-clock `tick`.
-pub fn interval_number(tick: f64, interval: f64) -> u64 {
+pub(crate) fn interval_number(tick: f64, interval: f64) -> u64 {
     (tick / interval).round().max(0.0) as u64
 }
 
-pub fn tx_slot(number: u64) -> usize {
+pub(crate) fn tx_slot(number: u64) -> usize {
     (number % TX_SLOTS as u64) as usize
 }
 
-pub fn rx_slot(number: u64) -> usize {
+pub(crate) fn rx_slot(number: u64) -> usize {
     (number % RX_SLOTS as u64) as usize
 }
 
 /// Where a request goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RxSlot {
+pub(crate) enum RxSlot {
     Counted(usize),
     /// Its interval was already reported.
     Late,
@@ -45,7 +45,7 @@ pub enum RxSlot {
 /// The rx slot of a request tagged `tag` (`None`: the original's untagged
 /// requests, counted in the interval they arrive in), while interval `current`
 /// is in progress and `pending` waits out its hold.
-pub fn rx_slot_of(tag: Option<u8>, current: u64, pending: Option<u64>) -> RxSlot {
+pub(crate) fn rx_slot_of(tag: Option<u8>, current: u64, pending: Option<u64>) -> RxSlot {
     let Some(tag) = tag else {
         return RxSlot::Counted(rx_slot(current));
     };

@@ -44,7 +44,7 @@ pub fn inbound_prints(matrix: &Matrix) -> Vec<String> {
 /// `flags=<agent flags>`. The flags are shell words (`mx reload` splits them
 /// again); an argument can hold no NUL, the one thing shell quoting cannot
 /// carry.
-pub fn stamp_text(fingerprint: &str, inbound: &str, flags: &[String]) -> String {
+pub(crate) fn stamp_text(fingerprint: &str, inbound: &str, flags: &[String]) -> String {
     let flags = shlex::try_join(flags.iter().map(String::as_str)).unwrap_or_default();
     format!("fp={fingerprint}\nin={inbound}\nflags={flags}\n")
 }

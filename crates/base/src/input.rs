@@ -11,7 +11,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 /// The largest list read whole: 65,535 hosts of ~300 bytes each is ~20 MB.
-pub const MAX_LIST_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_LIST_BYTES: u64 = 64 << 20;
 
 /// Reads the `what` at `path` (e.g. "server list"); a missing file is refused
 /// as `<what> not found: <path><hint>`.

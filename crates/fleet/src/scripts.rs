@@ -10,7 +10,7 @@ pub fn q(word: &str) -> String {
 }
 
 /// The agent binary's name inside the remote directory.
-pub const AGENT_BIN: &str = "mx";
+pub(crate) const AGENT_BIN: &str = "mx";
 
 /// Prints the pids of agents started from `dir` (by the binary itself, so
 /// other agents on the same box, another user's or another sandbox's, are
@@ -30,7 +30,7 @@ fn agent_pids(dir: &str) -> String {
 
 /// The file that marks a remote directory as made by mx: `clean` deletes no
 /// directory without it, and `start` moves into no one else's.
-pub const OWNED_MARK: &str = ".mx-remote-dir";
+pub(crate) const OWNED_MARK: &str = ".mx-remote-dir";
 
 /// How a refusal of the remote directory ends: what the operator does.
 pub const CHOOSE_ANOTHER: &str = "choose another --remote-dir";
@@ -140,14 +140,14 @@ pub fn prepare(dir: &str, stop: &str) -> String {
 }
 
 /// Makes the directory (reload: the agent there is about to be replaced).
-pub fn make_dir(dir: &str) -> String {
+pub(crate) fn make_dir(dir: &str) -> String {
     make_owned_dir(dir)
 }
 
 /// Prints `sha256=<hex>` of the agent binary already in `dir`, when there is
 /// one and the host has `sha256sum` (nothing otherwise: the binary is
 /// copied).
-pub fn agent_sha256(dir: &str) -> String {
+pub(crate) fn agent_sha256(dir: &str) -> String {
     format!(
         "if [ -f {exe} ] && command -v sha256sum >/dev/null 2>&1; then echo \"sha256=$(sha256sum < {exe} | cut -d' ' -f1)\"; fi; true",
         exe = q(&format!("{dir}/{AGENT_BIN}"))
@@ -445,12 +445,12 @@ fn disk_room(dir: &str) -> String {
 
 /// The data file's name inside the remote directory (the agent's
 /// `--disk-file` default, which the fleet never changes).
-pub const DATA_FILE: &str = "disk.dat";
+pub(crate) const DATA_FILE: &str = "disk.dat";
 
 /// What `--bind` means on a host: the address of the first line of `ip -o
 /// addr show` that contains `spec`, per family (`inet ADDR`, `inet6 ADDR`;
 /// IPv6 link-local addresses are skipped), or nothing.
-pub fn bind_probe(spec: &str) -> String {
+pub(crate) fn bind_probe(spec: &str) -> String {
     format!(
         "ip -o addr show 2>/dev/null | grep -F -- {s} | awk '($3 == \"inet\" || ($3 == \"inet6\" && !/ scope link /)) && !seen[$3]++ {{ sub(\"/.*\", \"\", $4); print $3, $4 }}'",
         s = q(spec)

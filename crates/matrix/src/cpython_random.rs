@@ -11,7 +11,7 @@
 use rand_mt::Mt;
 
 /// A `random.Random(seed)` of CPython, for the methods mx needs.
-pub struct PyRandom {
+pub(crate) struct PyRandom {
     mt: Mt,
 }
 
@@ -39,7 +39,7 @@ impl PyRandom {
     }
 
     /// `_randbelow(n)`: uniform in [0, n), by rejection on `bit_length(n)` bits.
-    pub fn randbelow(&mut self, n: u32) -> u32 {
+    pub(crate) fn randbelow(&mut self, n: u32) -> u32 {
         assert!(n > 0, "randbelow(0) has no values to draw");
         let k = u32::BITS - n.leading_zeros();
         loop {

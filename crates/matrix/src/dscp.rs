@@ -36,7 +36,7 @@ const NAMES: [(&str, u8); 21] = [
 ];
 
 /// What a refusal lists as valid: the range and the names.
-pub const VALID: &str = "0..63 or a name: EF, AF11..AF43, CS0..CS7";
+pub(crate) const VALID: &str = "0..63 or a name: EF, AF11..AF43, CS0..CS7";
 
 impl Dscp {
     /// The largest code point: six bits.

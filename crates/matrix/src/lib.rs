@@ -20,7 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod build;
-pub mod cpython_random;
+pub(crate) mod cpython_random;
 pub mod dscp;
 pub mod family;
 pub mod load;
@@ -44,12 +44,12 @@ pub use token::HostToken;
 /// The sizes a packet can have: the wire header's, up to the largest UDP
 /// payload IPv4 carries.
 pub use mx_wire::{MAX_PACKET_BYTES, MIN_PACKET_BYTES};
-pub const DEFAULT_PACKET_BYTES: u32 = 64;
+pub(crate) const DEFAULT_PACKET_BYTES: u32 = 64;
 pub const DEFAULT_PORT: u16 = 5300;
 /// The wire header carries the sender's matrix index in 16 bits.
 pub const MAX_HOSTS: usize = u16::MAX as usize;
 /// Version of the file format, written in its first line (`# mx matrix v1`).
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// Checks a request or reply size; the error names `what` (a key or a flag).
 pub fn packet_size(what: &str, bytes: i64) -> Result<u32, String> {
@@ -135,7 +135,7 @@ impl Host {
 }
 
 /// The family of an address literal; `None` for a name.
-pub fn literal_family(addr: &str) -> Option<Ip> {
+pub(crate) fn literal_family(addr: &str) -> Option<Ip> {
     addr.parse::<std::net::IpAddr>().ok().map(Ip::of)
 }
 
@@ -169,7 +169,7 @@ pub enum DiskMode {
 }
 
 impl DiskMode {
-    pub const NAMES: [&'static str; 4] = ["off", "requests", "replies", "both"];
+    pub(crate) const NAMES: [&'static str; 4] = ["off", "requests", "replies", "both"];
 
     /// The mode a `disk=` value or `--disk` names (trimmed, any case).
     pub fn parse(text: &str) -> Option<DiskMode> {
@@ -463,7 +463,7 @@ impl Matrix {
 
     /// The layers of a layered matrix, derived from its seed (and its pools,
     /// for a pool-to-pool matrix).
-    pub fn layer_plan(&self) -> Option<shape::Layers> {
+    pub(crate) fn layer_plan(&self) -> Option<shape::Layers> {
         let (key, rotation) = (self.config.shuffle?, self.config.rotation?);
         let (peers, seed, fill) = (key.peers as usize, key.seed, rotation.fill);
         Some(if self.pools.between.is_some() {

@@ -72,7 +72,7 @@ pub const DISK_BLOCK: u64 = 4096;
 
 /// Bytes of a packet's payload that go through a disk: all but the 32-byte
 /// header, rounded up to whole blocks (0 for a header-only packet).
-pub fn disk_bytes(size: u32) -> u64 {
+pub(crate) fn disk_bytes(size: u32) -> u64 {
     u64::from(size.saturating_sub(MIN_PACKET_BYTES)).div_ceil(DISK_BLOCK) * DISK_BLOCK
 }
 
@@ -143,7 +143,7 @@ impl Mtu {
     /// The least: IPv4 hosts must take a 576-byte datagram (RFC 791).
     pub const MIN_IPV4: u32 = 576;
     /// The least MTU an IPv6 link may have (RFC 8200).
-    pub const MIN_IPV6: u32 = 1280;
+    pub(crate) const MIN_IPV6: u32 = 1280;
     /// The most: an IPv4 header states a packet's length in 16 bits.
     pub const MAX: u32 = 65535;
 
@@ -204,7 +204,7 @@ pub struct Datagram {
 
 impl Datagram {
     /// Bytes of the IP packet that would carry it whole: IP and UDP headers and payload.
-    pub fn whole_packet_bytes(self) -> u32 {
+    pub(crate) fn whole_packet_bytes(self) -> u32 {
         self.ip.header_bytes() + UDP_HEADER_BYTES + self.payload
     }
 
@@ -240,7 +240,7 @@ impl Datagram {
     /// Bytes on the wire for one datagram: every packet it leaves as, with its
     /// headers and Ethernet's framing (a whole datagram costs its payload and
     /// [`Ip::framing`], as [`mx_base::units::wire_bits`] counts it).
-    pub fn wire_bytes(self) -> f64 {
+    pub(crate) fn wire_bytes(self) -> f64 {
         let frame =
             |ip_packet: u32| f64::from(ip_packet.max(ETHERNET_MIN_PACKET_BYTES) + ETHERNET_BYTES);
         if !self.fragmented() {
@@ -303,13 +303,13 @@ impl HostLoad {
 
     /// IP packets per second this host transmits, every fragment counted: its
     /// requests and its replies.
-    pub fn packets_out(&self, x: &Exchange) -> f64 {
+    pub(crate) fn packets_out(&self, x: &Exchange) -> f64 {
         x.request.packets(self.out_pps) + x.reply.packets(self.in_pps)
     }
 
     /// IP packets per second this host receives, every fragment counted:
     /// requests to it and replies to it.
-    pub fn packets_in(&self, x: &Exchange) -> f64 {
+    pub(crate) fn packets_in(&self, x: &Exchange) -> f64 {
         x.request.packets(self.in_pps) + x.reply.packets(self.out_pps)
     }
 

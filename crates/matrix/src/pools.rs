@@ -76,7 +76,7 @@ impl Pools {
 
     /// The largest K a pool-to-pool shape can use: every sender's K receivers
     /// are distinct hosts of the other pool.
-    pub fn max_peers(&self) -> Option<usize> {
+    pub(crate) fn max_peers(&self) -> Option<usize> {
         self.directions()
             .iter()
             .map(|&(_, r)| self.pools[r].members.len())
@@ -115,7 +115,7 @@ struct Direction {
 /// when it does not rotate), derived from the pools and the seed alone, as
 /// every agent derives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolPlan {
+pub(crate) struct PoolPlan {
     directions: Vec<Direction>,
     /// For each matrix host: (direction, position among its senders).
     position: Vec<Option<(usize, usize)>>,

@@ -15,7 +15,7 @@ pub fn read_servers(path: &Path) -> Result<Vec<HostToken>> {
 
 /// Reads a pool's server list (`--pool NAME=FILE`): as a server list, but
 /// one host is a pool (one server against a rack is a fair test).
-pub fn read_pool(path: &Path) -> Result<Vec<HostToken>> {
+pub(crate) fn read_pool(path: &Path) -> Result<Vec<HostToken>> {
     let text = mx_base::input::read_list(path, "pool's server list", "  (one host per line)")?;
     parse_list(&text, &path.display().to_string(), 1)
 }

@@ -119,7 +119,7 @@ impl LayerPlan {
 /// The layers of a layered matrix: shifts on the whole mesh, or a
 /// pool-to-pool plan ([`super::pools`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layers {
+pub(crate) enum Layers {
     Mesh(LayerPlan),
     Pools(super::pools::PoolPlan),
 }

@@ -24,7 +24,7 @@ pub fn gen_rate_text(rate: Rate) -> String {
 /// The text written for a rate: gen's form when it reads back as the same number
 /// (always, for what gen makes), else the shortest exact form (a hand-edited
 /// `150.5` stays `150.5`).
-pub fn rate_text(rate: Rate) -> String {
+pub(crate) fn rate_text(rate: Rate) -> String {
     let text = gen_rate_text(rate);
     match (rate.pps(), text.parse::<f64>()) {
         (Some(v), Ok(back)) if back != v => format!("{v}"),

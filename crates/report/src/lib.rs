@@ -232,6 +232,3 @@ columns! {
     FwdLostPkts = "fwd_lost_pkts",
     RetLostPkts = "ret_lost_pkts",
 }
-
-/// Columns of the original tool's reports (ours add the rest).
-pub const ORIGINAL_COLUMNS: usize = 30;

@@ -478,6 +478,6 @@ pub fn r(v: f64) -> f64 {
     units::six_places(v)
 }
 
-pub fn ro(v: Option<f64>) -> Option<f64> {
+pub(crate) fn ro(v: Option<f64>) -> Option<f64> {
     v.map(r)
 }

@@ -63,7 +63,7 @@ fn batch_result(n: libc::c_int) -> io::Result<usize> {
 /// The buffers of one recvmmsg call and the headers that point the kernel
 /// at them: `slots` slots of `slot_len` bytes, `stride` bytes apart, each
 /// with room for its sender's address and one control message.
-pub struct RecvSlots {
+pub(crate) struct RecvSlots {
     bufs: Box<[u8]>,
     slot_len: usize,
     stride: usize,
@@ -204,7 +204,7 @@ impl RecvSlots {
     /// The segment size the kernel reported for a coalesced (GRO) message
     /// `i`; `None` for a plain one.
     #[inline]
-    pub fn gro_segment(&self, i: usize) -> Option<usize> {
+    pub(crate) fn gro_segment(&self, i: usize) -> Option<usize> {
         let hdr = &self.hdrs[i].msg_hdr;
         if hdr.msg_controllen == 0 {
             // The common case, and every one on a socket without UDP_GRO.
@@ -254,14 +254,14 @@ fn read_sockaddr(storage: &libc::sockaddr_storage) -> SocketAddr {
 /// A datagram's destination as the kernel reads it; none (length 0) on a
 /// connected socket.
 #[derive(Clone, Copy)]
-pub struct RawAddr {
+pub(crate) struct RawAddr {
     storage: libc::sockaddr_storage,
     len: libc::socklen_t,
 }
 
 impl RawAddr {
     /// No address.
-    pub const NONE: RawAddr = RawAddr {
+    pub(crate) const NONE: RawAddr = RawAddr {
         // SAFETY: sockaddr_storage is integers only: all-zero is a value.
         storage: unsafe { std::mem::zeroed() },
         len: 0,
@@ -315,7 +315,7 @@ fn write_sockaddr(addr: SocketAddr, storage: &mut libc::sockaddr_storage) -> lib
 /// Room for the messages of one sendmmsg call: up to [`BATCH`] messages of
 /// up to two pieces per datagram. Reused call after call; filled through an
 /// [`Outgoing`].
-pub struct MsgVec {
+pub(crate) struct MsgVec {
     iovs: [libc::iovec; 2 * BATCH],
     controls: [Control; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
@@ -349,7 +349,7 @@ impl MsgVec {
 /// One sendmmsg being laid out: pieces of memory, then the message they
 /// make, message after message. The pieces and addresses are borrowed until
 /// [`send`](Self::send), so every pointer handed to the kernel is alive.
-pub struct Outgoing<'a> {
+pub(crate) struct Outgoing<'a> {
     vec: &'a mut MsgVec,
     messages: usize,
     iov: usize,
@@ -434,7 +434,7 @@ impl<'a> Outgoing<'a> {
 
 /// The socket's SO_MEMINFO array (Linux 4.6+) and how many of its entries
 /// the kernel filled; `None` where it refuses.
-pub fn meminfo(fd: RawFd) -> Option<([u32; SK_MEMINFO_VARS], usize)> {
+pub(crate) fn meminfo(fd: RawFd) -> Option<([u32; SK_MEMINFO_VARS], usize)> {
     let mut info = [0u32; SK_MEMINFO_VARS];
     let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `info`, which is

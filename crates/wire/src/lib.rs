@@ -47,7 +47,7 @@ pub const MIN_PACKET_BYTES: u32 = HEADER_LEN as u32;
 pub const MAX_PACKET_BYTES: u32 = 65507;
 
 pub const HEADER_LEN: usize = 32;
-pub const MAGIC: [u8; 4] = *b"MXO1";
+pub(crate) const MAGIC: [u8; 4] = *b"MXO1";
 pub const KIND_REQUEST: u8 = 0;
 pub const KIND_REPLY: u8 = 1;
 /// Flags bit 7: the request carries its sender's interval tag in bits 0-6.

@@ -18,7 +18,7 @@ use crate::units::wall_now;
 
 /// Whether Ctrl-C came, and when.
 #[derive(Clone)]
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     came: Arc<AtomicBool>,
     /// Wall time of the first Ctrl-C, as `f64` bits.
     at: Arc<AtomicU64>,

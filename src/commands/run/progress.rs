@@ -28,7 +28,7 @@ use crate::units::{self, wall_now};
 const LOOK_EVERY_S: f64 = 5.0;
 
 /// Where the live line goes.
-pub enum Screen {
+pub(crate) enum Screen {
     /// A terminal: one line redrawn in place (stdout or stderr's terminal).
     Terminal(console::Term),
     /// Anything else: a plain line per look on the command's output.

@@ -19,7 +19,7 @@ use mx_matrix::load::DISK_BLOCK;
 /// An I/O buffer O_DIRECT can use: its start aligned to a block. Built from
 /// an ordinary vector, one block longer, by starting at its first aligned
 /// byte.
-pub struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     bytes: Vec<u8>,
     start: usize,
     len: usize,
@@ -37,7 +37,7 @@ impl AlignedBuf {
         &self.bytes[self.start..self.start + self.len]
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.bytes[self.start..self.start + self.len]
     }
 }
@@ -52,7 +52,7 @@ pub struct Op {
 }
 
 /// The data file, open for random block I/O.
-pub struct Device {
+pub(crate) struct Device {
     file: File,
     blocks: u64,
     /// O_DIRECT took: whole blocks move and are counted. Else buffered:

@@ -85,7 +85,7 @@ impl DiskWork {
     }
 
     /// Answers wait on the disk.
-    pub fn answers_wait(&self) -> bool {
+    pub(crate) fn answers_wait(&self) -> bool {
         self.answer_write + self.answer_read > 0
     }
 
@@ -204,7 +204,7 @@ impl Disk {
 
     /// The eventfd that turns readable when a job finishes: for the
     /// worker's epoll set.
-    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub(crate) fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.wake.as_fd()
     }
 
@@ -223,7 +223,7 @@ impl Disk {
 
     /// Queues the write of a timed reply's payload, or counts it skipped
     /// when the queue has no room beyond what answers need.
-    pub fn write_reply(&mut self) {
+    pub(crate) fn write_reply(&mut self) {
         if QUEUE - self.in_flight > ANSWER_ROOM {
             self.queue(Job::WriteReply);
         } else {
@@ -232,12 +232,12 @@ impl Disk {
     }
 
     /// Payload reads done ahead: how many requests may go now.
-    pub fn reads_ready(&self) -> usize {
+    pub(crate) fn reads_ready(&self) -> usize {
         self.reads_ready.len()
     }
 
     /// `n` requests went, each on a read done for it: those reads count now.
-    pub fn spend_reads(&mut self, n: usize) {
+    pub(crate) fn spend_reads(&mut self, n: usize) {
         if self.work.request_read > 0 {
             let spent = n.min(self.reads_ready.len());
             if spent > 0 {
@@ -269,7 +269,7 @@ impl Disk {
     }
 
     /// The disk work since the last call.
-    pub fn take_stats(&self) -> DiskStats {
+    pub(crate) fn take_stats(&self) -> DiskStats {
         std::mem::take(&mut *self.stats.lock().expect("unpoisoned"))
     }
 

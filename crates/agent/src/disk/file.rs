@@ -208,7 +208,7 @@ fn write_data(path: &Path, size: u64) -> Result<()> {
 /// Bytes an unprivileged writer may still use on the filesystem of `dir`;
 /// `None` for one that reports no size at all (ramfs grows until memory runs
 /// out, and says it has 0 blocks).
-pub fn free_bytes(dir: &Path) -> Result<Option<u64>> {
+pub(crate) fn free_bytes(dir: &Path) -> Result<Option<u64>> {
     let stats = nix::sys::statvfs::statvfs(dir)
         .map_err(|errno| Error::io(dir, "cannot read the free space of", &errno.into()))?;
     Ok(

@@ -19,7 +19,7 @@ use mx_matrix::load::DISK_BLOCK;
 /// 4096-byte-aligned offsets in FILE (SIZE); <how the I/O reaches the
 /// device>`, the last clause O_DIRECT's, the buffered fallback's (the
 /// filesystem refused O_DIRECT), or a memory filesystem's.
-pub fn banner_line(
+pub(crate) fn banner_line(
     mode: DiskMode,
     sentence: &str,
     prepared: &file::Prepared,

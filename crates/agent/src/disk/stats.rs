@@ -85,12 +85,12 @@ pub struct DiskStats {
 }
 
 impl DiskStats {
-    pub fn add_read(&mut self, op: &Op) {
+    pub(crate) fn add_read(&mut self, op: &Op) {
         self.read.add(op);
         self.errors += u64::from(!op.ok);
     }
 
-    pub fn add_write(&mut self, op: &Op) {
+    pub(crate) fn add_write(&mut self, op: &Op) {
         self.write.add(op);
         self.errors += u64::from(!op.ok);
     }
@@ -104,7 +104,7 @@ impl DiskStats {
     }
 
     /// Seconds spent in I/O.
-    pub fn busy_seconds(&self) -> f64 {
+    pub(crate) fn busy_seconds(&self) -> f64 {
         (self.read.nanos + self.write.nanos) as f64 / 1e9
     }
 }

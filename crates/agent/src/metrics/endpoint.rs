@@ -11,7 +11,7 @@ use super::Metrics;
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A listening endpoint: its address, and the server its thread serves.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub addr: SocketAddr,
     server: Arc<tiny_http::Server>,
 }

@@ -13,12 +13,12 @@ use mx_report::rtt::MergedRtt;
 /// The host's buckets, in seconds: 16 us doubling to 4.2 s (19 bounds, and
 /// +Inf). Prometheus cannot merge histograms of other bounds, so these are
 /// fixed for every agent and every version.
-pub const HOST_BOUNDS: [f64; 19] = bounds::<19>(1);
+pub(crate) const HOST_BOUNDS: [f64; 19] = bounds::<19>(1);
 
 /// A peer's buckets: every other host bound, 16 us quadrupling to 4.2 s (10
 /// bounds, and +Inf). A peer's histogram costs 13 series (with its sum and
 /// count), not 22, which bounds a fleet's count (docs/always-on.md).
-pub const PEER_BOUNDS: [f64; 10] = bounds::<10>(2);
+pub(crate) const PEER_BOUNDS: [f64; 10] = bounds::<10>(2);
 
 /// `N` bounds from 16 us, each `2^doublings` times the one before.
 const fn bounds<const N: usize>(doublings: u32) -> [f64; N] {
@@ -34,7 +34,7 @@ const fn bounds<const N: usize>(doublings: u32) -> [f64; N] {
 /// A histogram of round trips over fixed bounds (seconds), counting since
 /// the agent started. Clones share the counts (a handle, as a counter's).
 #[derive(Debug, Clone)]
-pub struct RttHistogram(Arc<Counts>);
+pub(crate) struct RttHistogram(Arc<Counts>);
 
 #[derive(Debug)]
 struct Counts {

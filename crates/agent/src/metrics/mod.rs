@@ -56,7 +56,7 @@ type CountOf = fn(&ReportRow) -> Option<u64>;
 type FigureOf = fn(&ReportRow) -> Option<f64>;
 
 /// What this agent counted since it started, by peer and for the host.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// Each matrix host's labels, by name (the report rows' `peer`).
     peers: HashMap<String, PeerLabels>,
@@ -365,7 +365,7 @@ impl Metrics {
 
     /// Adds a tx row (this host as a client towards its `peer`), and the
     /// round trips behind it.
-    pub fn client_row(&self, row: &ReportRow, rtt: &MergedRtt) {
+    pub(crate) fn client_row(&self, row: &ReportRow, rtt: &MergedRtt) {
         let c = &self.client;
         let peer = self.peer(&row.peer);
         add_counts(&c.counters, row, &peer);
@@ -376,7 +376,7 @@ impl Metrics {
     }
 
     /// Adds an rx row (this host as a server for its `peer`).
-    pub fn server_row(&self, row: &ReportRow) {
+    pub(crate) fn server_row(&self, row: &ReportRow) {
         add_counts(&self.server.counters, row, &self.peer(&row.peer));
     }
 
@@ -400,7 +400,7 @@ impl Metrics {
 
     /// The agent wrote the rows of the interval ending at `end` (its label,
     /// Unix seconds), whole or partial.
-    pub fn interval_written(&self, end: f64) {
+    pub(crate) fn interval_written(&self, end: f64) {
         self.host
             .interval_end
             .get_or_create(&PeerLabels::new())

@@ -27,12 +27,12 @@ use super::super::udp::Sent;
 use super::super::wire::{HEADER_LEN, Header, KIND_REPLY, KIND_REQUEST};
 
 /// RTTs above this are not timing anything real (a garbled t_send).
-pub const MAX_RTT_NS: u64 = 100_000_000_000;
+pub(crate) const MAX_RTT_NS: u64 = 100_000_000_000;
 
 /// What one flow socket counted in one interval (its RTTs go to its pair's
 /// histograms: [`PairRtts`](super::super::pair_rtt::PairRtts)).
 #[derive(Default)]
-pub struct TxSlot {
+pub(crate) struct TxSlot {
     pub counts: TxCounts,
     pub rtt_max_ns: u64,
     pub rtt_min_ns: Option<u64>,
@@ -72,21 +72,21 @@ pub fn rtt_ns(now_ns: u64, t_send: u64) -> Option<u64> {
 /// The header of a datagram the responder counts as a request: a whole
 /// request header from a host of the matrix (an index below `hosts`).
 #[inline]
-pub fn request_header(head: &[u8], len: usize, hosts: usize) -> Option<Header> {
+pub(crate) fn request_header(head: &[u8], len: usize, hosts: usize) -> Option<Header> {
     Header::decode(head)
         .filter(|h| h.kind == KIND_REQUEST && len >= HEADER_LEN && usize::from(h.src_index) < hosts)
 }
 
 /// The header of a datagram a flow counts as a reply: a whole reply header.
 #[inline]
-pub fn reply_header(head: &[u8], len: usize) -> Option<Header> {
+pub(crate) fn reply_header(head: &[u8], len: usize) -> Option<Header> {
     Header::decode(head).filter(|h| h.kind == KIND_REPLY && len >= HEADER_LEN)
 }
 
 /// Counts where an arrival falls in its sender's sequence: a duplicate in
 /// `dup`, out of order in `ooo`. Whether it counts on: a duplicate does not.
 #[inline]
-pub fn count_order(arrival: Arrival, dup: &mut u64, ooo: &mut u64) -> bool {
+pub(crate) fn count_order(arrival: Arrival, dup: &mut u64, ooo: &mut u64) -> bool {
     match arrival {
         Arrival::Duplicate => {
             *dup += 1;
@@ -105,7 +105,7 @@ pub fn count_order(arrival: Arrival, dup: &mut u64, ooo: &mut u64) -> bool {
 /// when that interval was already reported, the current one's with `true`
 /// (counted as late there).
 #[inline]
-pub fn request_slot(tag: Option<u8>, current: u64, pending: Option<u64>) -> (usize, bool) {
+pub(crate) fn request_slot(tag: Option<u8>, current: u64, pending: Option<u64>) -> (usize, bool) {
     match slots::rx_slot_of(tag, current, pending) {
         RxSlot::Counted(slot) => (slot, false),
         RxSlot::Late => (slots::rx_slot(current), true),
@@ -115,7 +115,7 @@ pub fn request_slot(tag: Option<u8>, current: u64, pending: Option<u64>) -> (usi
 /// `n` requests of one peer that arrived, `bytes` in all: counted as
 /// requests, or as late when their interval was reported already.
 #[inline]
-pub fn count_requests(counts: &mut RxCounts, late: bool, n: u64, bytes: u64) {
+pub(crate) fn count_requests(counts: &mut RxCounts, late: bool, n: u64, bytes: u64) {
     if late {
         counts.late += n;
     } else {
@@ -130,7 +130,7 @@ pub fn count_requests(counts: &mut RxCounts, late: bool, n: u64, bytes: u64) {
 /// for late requests (the reported row counted the replies to the requests
 /// it counted) nor for replies that wait on the disk (counted when sent).
 #[inline]
-pub fn count_answers(
+pub(crate) fn count_answers(
     counts: &mut RxCounts,
     n: u64,
     answered: u64,
@@ -147,14 +147,14 @@ pub fn count_answers(
 /// Whether interval `n` still counts replies, with interval `current` in
 /// progress and `pending` waiting out its hold: it is not reported yet.
 #[inline]
-pub fn still_open(n: u64, current: u64, pending: Option<u64>) -> bool {
+pub(crate) fn still_open(n: u64, current: u64, pending: Option<u64>) -> bool {
     n >= current || pending == Some(n)
 }
 
 /// The number of the interval whose rx slot is `slot`, with interval
 /// `current` in progress: the request was counted in the previous one (while
 /// it waits out its hold), this one, or the next ([`slots::rx_slot_of`]).
-pub fn counted_interval(slot: usize, current: u64) -> u64 {
+pub(crate) fn counted_interval(slot: usize, current: u64) -> u64 {
     [current, current + 1, current.saturating_sub(1)]
         .into_iter()
         .find(|&n| slots::rx_slot(n) == slot)
@@ -163,7 +163,7 @@ pub fn counted_interval(slot: usize, current: u64) -> u64 {
 
 /// The tx slot a reply is counted in, by the send time its request carries.
 #[derive(Clone, Copy)]
-pub struct ReplyIntervals {
+pub(crate) struct ReplyIntervals {
     /// The slot of the interval in progress, and when it began (monotonic ns).
     pub current: usize,
     pub began_ns: u64,
@@ -191,7 +191,7 @@ impl ReplyIntervals {
 /// `n` replies that came back, `bytes` in all: counted as replies, or as
 /// late when their request's interval was reported already.
 #[inline]
-pub fn count_replies(counts: &mut TxCounts, late: bool, n: u64, bytes: u64) {
+pub(crate) fn count_replies(counts: &mut TxCounts, late: bool, n: u64, bytes: u64) {
     if late {
         counts.late += n;
     } else {
@@ -203,14 +203,14 @@ pub fn count_replies(counts: &mut TxCounts, late: bool, n: u64, bytes: u64) {
 /// What one send of `tx_size`-byte requests counts: those the kernel took
 /// as sent, those it refused as send errors (never as sent).
 #[inline]
-pub fn count_sent(counts: &mut TxCounts, outcome: &Sent, tx_size: u32) {
+pub(crate) fn count_sent(counts: &mut TxCounts, outcome: &Sent, tx_size: u32) {
     counts.send_errors += (outcome.tried - outcome.sent) as u64;
     counts.sent += outcome.sent as u64;
     counts.sent_bytes += outcome.sent as u64 * u64::from(tx_size);
 }
 
 /// The non-empty per-peer counts of one rx slot, which is left empty.
-pub fn take_rx(slot: &mut [RxCounts]) -> Vec<(u32, RxCounts)> {
+pub(crate) fn take_rx(slot: &mut [RxCounts]) -> Vec<(u32, RxCounts)> {
     slot.iter_mut()
         .enumerate()
         .filter(|(_, c)| !c.is_empty())

@@ -12,7 +12,7 @@ use mx_matrix::Host;
 
 /// The text a dry run prints for a command: `DRY-RUN ` and the argv quoted for a
 /// shell; a multi-line script prints one prefixed line per line.
-pub fn dry_run_text(argv: &[String]) -> String {
+pub(crate) fn dry_run_text(argv: &[String]) -> String {
     dry_run_lines(&shell_join(argv))
 }
 

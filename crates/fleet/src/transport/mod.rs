@@ -52,9 +52,9 @@ impl Outcome {
 }
 
 /// Exit code of a step that ran out of time (as timeout(1) reports it).
-pub const TIMED_OUT: i32 = 124;
+pub(crate) const TIMED_OUT: i32 = 124;
 /// Exit code of a step whose command could not be started.
-pub const CANNOT_RUN: i32 = 127;
+pub(crate) const CANNOT_RUN: i32 = 127;
 
 pub trait Transport: Send + Sync {
     /// The directory `dir` (the --remote-dir) as this transport sees it on `host`.
@@ -149,7 +149,7 @@ pub fn run_command(cmd: Command, timeout: Duration) -> Outcome {
 /// Runs `cmd` with its standard output written to the file `to` (made or
 /// truncated), returning its status and its standard error; kills it at
 /// `timeout`.
-pub fn run_command_into(cmd: Command, to: &Path, timeout: Duration) -> Outcome {
+pub(crate) fn run_command_into(cmd: Command, to: &Path, timeout: Duration) -> Outcome {
     match std::fs::File::create(to) {
         Ok(file) => run_with(cmd, Some(file), timeout),
         Err(e) => Outcome {

@@ -364,7 +364,7 @@ impl Session {
 }
 
 /// Lowercase hex SHA-256, as `sha256sum` prints it.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     sha2::Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

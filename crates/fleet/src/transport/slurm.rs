@@ -157,7 +157,7 @@ impl Allocation {
 /// The nodes of `scontrol -o show node` output, one line per node
 /// (`NodeName=n1 Arch=... NodeAddr=10.0.0.1 NodeHostName=n1 ...`; other
 /// values may hold spaces, these three do not).
-pub fn parse_nodes(text: &str) -> Vec<Node> {
+pub(crate) fn parse_nodes(text: &str) -> Vec<Node> {
     text.lines()
         .filter_map(|line| {
             let field = |key: &str| {
@@ -346,7 +346,7 @@ impl Slurm {
     }
 
     /// The srun running `script` on `host`'s node, bounded by `timeout`.
-    pub fn run_argv(&self, host: &Host, script: &str, timeout: Duration) -> Vec<String> {
+    pub(crate) fn run_argv(&self, host: &Host, script: &str, timeout: Duration) -> Vec<String> {
         let mut argv = self.srun();
         argv.extend(Self::across(&[self.node(host)]));
         argv.extend(["--job-name", "mx"].map(str::to_string));
@@ -892,11 +892,11 @@ fn first_step_id(stdout: std::process::ChildStdout, timeout: Duration) -> Option
 
 /// The dry run of the Slurm transport: the commands it would run.
 impl Slurm {
-    pub fn rehearse_run(&self, host: &Host, script: &str, timeout: Duration) -> String {
+    pub(crate) fn rehearse_run(&self, host: &Host, script: &str, timeout: Duration) -> String {
         shell_join(&self.run_argv(host, script, timeout))
     }
 
-    pub fn rehearse_push(&self, hosts: &[&Host], copy: &Copy) -> String {
+    pub(crate) fn rehearse_push(&self, hosts: &[&Host], copy: &Copy) -> String {
         let nodes: Vec<&str> = hosts.iter().map(|h| self.node(h)).collect();
         let holder = self.copy_argv(&nodes, copy.dir, copy.timeout);
         let mut lines = vec![format!("{} &", shell_join(&holder))];
@@ -906,7 +906,13 @@ impl Slurm {
         lines.join("\n")
     }
 
-    pub fn rehearse_pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> String {
+    pub(crate) fn rehearse_pull(
+        &self,
+        host: &Host,
+        remote: &str,
+        to: &Path,
+        timeout: Duration,
+    ) -> String {
         let script = format!("exec cat -- {}", q(remote));
         format!(
             "{} > {}",
@@ -915,12 +921,12 @@ impl Slurm {
         )
     }
 
-    pub fn rehearse_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> String {
+    pub(crate) fn rehearse_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> String {
         let argv = self.held_argv(hosts, launch.dir, launch.script);
         format!("{} &", shell_join(&argv))
     }
 
-    pub fn rehearse_sweep(&self) -> String {
+    pub(crate) fn rehearse_sweep(&self) -> String {
         shell_join(&self.steps_argv())
     }
 }

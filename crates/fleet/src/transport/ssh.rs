@@ -121,7 +121,7 @@ impl Ssh {
     }
 
     /// The argv of an ssh call running `script` on `host` (the script is one argument).
-    pub fn ssh_argv(&self, host: &Host, script: &str) -> Vec<String> {
+    pub(crate) fn ssh_argv(&self, host: &Host, script: &str) -> Vec<String> {
         let mut argv = self.ssh.clone();
         argv.extend(self.options());
         argv.push(self.target(host));
@@ -129,7 +129,7 @@ impl Ssh {
         argv
     }
 
-    pub fn push_argv(&self, host: &Host, files: &[PathBuf], dir: &str) -> Vec<String> {
+    pub(crate) fn push_argv(&self, host: &Host, files: &[PathBuf], dir: &str) -> Vec<String> {
         let mut argv = self.scp.clone();
         argv.extend(self.options());
         argv.push("-q".into());
@@ -138,7 +138,7 @@ impl Ssh {
         argv
     }
 
-    pub fn pull_argv(&self, host: &Host, remote: &str, to: &Path) -> Vec<String> {
+    pub(crate) fn pull_argv(&self, host: &Host, remote: &str, to: &Path) -> Vec<String> {
         let mut argv = self.scp.clone();
         argv.extend(self.options());
         argv.push("-q".into());

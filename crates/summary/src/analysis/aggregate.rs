@@ -116,7 +116,7 @@ impl P99Counts {
 }
 
 /// The larger of two optional measurements (either alone, if only one was measured).
-pub fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
         (x, None) => x,
@@ -353,13 +353,13 @@ impl NicAgg {
 
     /// Packets the agent handed the kernel that the interface never sent
     /// (lost in the host's transmit path), where the two count alike.
-    pub fn tx_gap(&self) -> Option<f64> {
+    pub(crate) fn tx_gap(&self) -> Option<f64> {
         (self.measured() && self.tx_intervals > 0).then(|| (self.handed - self.tx_pkts).max(0.0))
     }
 
     /// The share of the counted intervals that [`tx_gap`](Self::tx_gap)
     /// (`tx`) or [`rx_gap`](Self::rx_gap) leaves out as coalesced.
-    pub fn left_out(&self, tx: bool) -> f64 {
+    pub(crate) fn left_out(&self, tx: bool) -> f64 {
         let compared = if tx {
             self.tx_intervals
         } else {
@@ -373,7 +373,7 @@ impl NicAgg {
 
     /// Packets the interface received that the agent never read (lost in
     /// the host's receive path, after its NIC), where the two count alike.
-    pub fn rx_gap(&self) -> Option<f64> {
+    pub(crate) fn rx_gap(&self) -> Option<f64> {
         (self.measured() && self.rx_intervals > 0).then(|| (self.rx_pkts - self.read).max(0.0))
     }
 }
@@ -404,7 +404,7 @@ pub struct Departure {
 /// The hosts a report set is read against: the matrix's, and those whose
 /// report could not be collected just now.
 #[derive(Debug, Clone, Default)]
-pub struct Roster {
+pub(crate) struct Roster {
     pub hosts: Vec<String>,
     pub unreachable: Vec<String>,
 }
@@ -540,7 +540,7 @@ impl ReportSet {
     /// belong to one ramp step, when `step` is given ([`span::step_span`]).
     /// The `roster` names the matrix's hosts (one without a report is
     /// silent) and those that could not be reached to collect theirs.
-    pub fn read_in(
+    pub(crate) fn read_in(
         dir: &Path,
         window: f64,
         series: bool,
@@ -714,7 +714,7 @@ impl ReportSet {
     }
 
     /// Whether `host` was gone by interval `ts` (its flows there are left out).
-    pub fn gone_at(&self, host: u32, ts: i64) -> bool {
+    pub(crate) fn gone_at(&self, host: u32, ts: i64) -> bool {
         self.gone
             .get(&host)
             .is_some_and(|d| d.last.is_none_or(|last| ts > last))
@@ -740,7 +740,7 @@ impl ReportSet {
     }
 
     /// Whether `host` wrote any rx row in the span (it counts what arrives).
-    pub fn wrote_rx_rows(&self, host: u32) -> bool {
+    pub(crate) fn wrote_rx_rows(&self, host: u32) -> bool {
         self.rx.range((host, 0)..=(host, u32::MAX)).next().is_some()
     }
 
@@ -986,7 +986,7 @@ impl ReportSet {
     }
 
     /// Hosts with any row in the window, by name.
-    pub fn window_hosts(&self) -> Vec<u32> {
+    pub(crate) fn window_hosts(&self) -> Vec<u32> {
         let mut hosts: BTreeSet<u32> = self.hosts.keys().copied().collect();
         hosts.extend(self.tx.keys().map(|k| k.0));
         hosts.extend(self.rx.keys().map(|k| k.0));
@@ -998,13 +998,13 @@ impl ReportSet {
     /// Fleet-wide RTT histogram, when every host that measured RTTs in the
     /// window carries histograms on its host rows (reports of this mx); `None`
     /// for reports of the original, which carry only percentiles.
-    pub fn fleet_rtt(&self) -> Option<MergedRtt> {
+    pub(crate) fn fleet_rtt(&self) -> Option<MergedRtt> {
         self.merged_rtt(|_| true)
     }
 
     /// The RTT histogram of the hosts `include` picks, merged; `None` when
     /// one of them measured replies but wrote no histogram.
-    pub fn merged_rtt(&self, include: impl Fn(u32) -> bool) -> Option<MergedRtt> {
+    pub(crate) fn merged_rtt(&self, include: impl Fn(u32) -> bool) -> Option<MergedRtt> {
         let mut merged = MergedRtt::default();
         let mut any = false;
         for (id, h) in self.hosts.iter().filter(|(id, _)| include(**id)) {

@@ -30,7 +30,7 @@
 
 /// Resamples per interval: the 95% bounds move by well under a tenth of
 /// their width between seeds at this count.
-pub const RESAMPLES: usize = 2000;
+pub(crate) const RESAMPLES: usize = 2000;
 
 /// The fewest units (intervals, flows) a side needs for an interval: one
 /// unit has no spread to tell noise by.
@@ -60,7 +60,7 @@ pub struct Change {
 
 impl Change {
     /// Whether the interval holds no change at all.
-    pub fn spans_zero(&self) -> bool {
+    pub(crate) fn spans_zero(&self) -> bool {
         self.low <= 0.0 && self.high >= 0.0
     }
 }

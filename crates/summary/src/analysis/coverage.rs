@@ -7,7 +7,7 @@ use mx_matrix::Matrix;
 
 /// The pairs one cycle of a layered matrix measures: every ordered pair, or
 /// for a pool-to-pool matrix every cross-pool pair of its directions.
-pub fn cycle_pairs(m: &Matrix) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
+pub(crate) fn cycle_pairs(m: &Matrix) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
     let pools = m.pools();
     if pools.between.is_some() {
         return Box::new(pools.directions().into_iter().flat_map(move |(from, to)| {
@@ -23,7 +23,7 @@ pub fn cycle_pairs(m: &Matrix) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
 }
 
 /// Whether the reports measured pair (src, dst) of matrix `m`.
-pub fn pair_measured(set: &ReportSet, m: &Matrix, (src, dst): (u32, u32)) -> bool {
+pub(crate) fn pair_measured(set: &ReportSet, m: &Matrix, (src, dst): (u32, u32)) -> bool {
     let name = |h: u32| &m.hosts()[h as usize].name;
     matches!((set.id_of(name(src)), set.id_of(name(dst))), (Some(a), Some(b)) if set.coverage.contains_key(&(a, b)))
 }

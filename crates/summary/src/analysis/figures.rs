@@ -112,7 +112,7 @@ impl Packets {
     /// read as the original reads them: the share the receiver counted where
     /// both reported speaks for the whole. Requests refused by plan are
     /// taken out of both legs.
-    pub fn of_pair(set: &ReportSet, src: u32, dst: u32, p: &TxPair) -> Packets {
+    pub(crate) fn of_pair(set: &ReportSet, src: u32, dst: u32, p: &TxPair) -> Packets {
         let rx = set.rx.get(&(dst, src));
         let counted = rx.map_or(0.0, |rx| rx.arrived_seen);
         let arrived = if !set.span.marked && p.sent_seen > 0.0 {
@@ -223,7 +223,7 @@ impl Fleet {
         }
     }
 
-    pub fn round_trip_loss(&self) -> f64 {
+    pub(crate) fn round_trip_loss(&self) -> f64 {
         self.packets.delivery().map_or(0.0, |d| (1.0 - d) * 100.0)
     }
 

@@ -51,7 +51,7 @@ pub struct Mark {
 }
 
 /// Every host's marks, by interval label (`ts`).
-pub type Timeline = Vec<BTreeMap<i64, Mark>>;
+pub(crate) type Timeline = Vec<BTreeMap<i64, Mark>>;
 
 /// Whether a host's interval counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +172,7 @@ pub struct Step {
 }
 
 /// Two rate scales are one when they agree to the report's 4 decimals.
-pub fn same_scale(a: f64, b: f64) -> bool {
+pub(crate) fn same_scale(a: f64, b: f64) -> bool {
     (a - b).abs() < 0.5e-4
 }
 

@@ -42,7 +42,7 @@ pub fn starved(host: &str, sent_pct: Option<f64>, behind_ms: f64, throttled_ms: 
 /// Judged on 97% delivered, the tail not: a step whose 95.49% came back
 /// while h2's agent was short of CPU (it sent 96.1% of its rate, up to
 /// 14.2 ms behind its send schedule).
-pub fn short_with_h2_starved() -> (Thresholds, StepFigures) {
+pub(crate) fn short_with_h2_starved() -> (Thresholds, StepFigures) {
     let t = Thresholds {
         min_delivered_pct: 97.0,
         max_p99_us: None,
@@ -56,7 +56,7 @@ pub fn short_with_h2_starved() -> (Thresholds, StepFigures) {
 
 /// `figures` tried at `scale` after `tries` tries of it, judged by `t`, its
 /// intervals after 0 up to 4 and its offer 1000 pps times the scale.
-pub fn step_result(
+pub(crate) fn step_result(
     t: &Thresholds,
     scale: f64,
     kind: Kind,

@@ -39,7 +39,11 @@ pub fn record_text(steps: &[StepResult]) -> String {
 /// The steps a record holds, when they are these reports' (each step's
 /// time holds a kept interval that every host ran at its scale): `None`
 /// for a record that is not one, or another ramp's.
-pub fn from_record(text: &str, timeline: &Timeline, span: &Span) -> Option<Vec<(Step, Kind)>> {
+pub(crate) fn from_record(
+    text: &str,
+    timeline: &Timeline,
+    span: &Span,
+) -> Option<Vec<(Step, Kind)>> {
     let mut lines = text.lines();
     if lines.next()? != RECORD_HEADER {
         return None;

@@ -162,7 +162,7 @@ pub fn numeric(set: &ReportSet, ctx: &Context, order: &[u32], flows: &[FlowFigur
 /// Each pair's requests arriving as a percentage of what its sender was
 /// asked to send (blank: unpaced, or its receiver wrote nothing): a cap or a
 /// drop shows against the target, whatever the rate.
-pub fn delivered_of_target(set: &ReportSet, order: &[u32]) -> Grid {
+pub(crate) fn delivered_of_target(set: &ReportSet, order: &[u32]) -> Grid {
     Grid::of(
         order,
         "delivered_pct_grid.csv",

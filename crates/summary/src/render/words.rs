@@ -2,7 +2,7 @@
 //! percentages, packet counts.
 
 /// Up to five names, then how many more: `h1, h2 and h3`, `h1, ... and 4 more`.
-pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
+pub(crate) fn name_list<S: AsRef<str>>(names: &[S]) -> String {
     let shown: Vec<&str> = names.iter().take(5).map(AsRef::as_ref).collect();
     match names.len() {
         0 => String::new(),
@@ -17,7 +17,7 @@ pub fn name_list<S: AsRef<str>>(names: &[S]) -> String {
 }
 
 /// A range of percentages, `4.9%` or `4.9-5.1%`.
-pub fn pct_range(values: impl IntoIterator<Item = f64>) -> String {
+pub(crate) fn pct_range(values: impl IntoIterator<Item = f64>) -> String {
     let (lo, hi) = values
         .into_iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {

@@ -188,7 +188,7 @@ impl Cells {
 
     /// Whether any cell lost anything beyond the noise, or the fabric as a
     /// whole did.
-    pub fn any_loss(&self) -> bool {
+    pub(crate) fn any_loss(&self) -> bool {
         self.cells.iter().any(|c| c.lossy)
             || !self.fabric_wide().is_empty()
             || self
@@ -200,7 +200,7 @@ impl Cells {
 
 /// Whether `lost` of `at_risk` lies beyond what a typical loss rate of
 /// `typical` explains.
-pub fn stands_out(lost: f64, at_risk: f64, typical: f64) -> bool {
+pub(crate) fn stands_out(lost: f64, at_risk: f64, typical: f64) -> bool {
     if at_risk <= 0.0 || lost < MIN_LOST {
         return false;
     }

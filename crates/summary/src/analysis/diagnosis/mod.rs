@@ -210,7 +210,7 @@ impl Finding {
 /// numbers depend on it), disks that cannot keep up, coverage, the losses
 /// (largest first), rates held down, the tail; the all-clear when there is
 /// nothing else.
-pub fn diagnose(
+pub(crate) fn diagnose(
     set: &ReportSet,
     ctx: &Context,
     figs: &Figures,

@@ -141,7 +141,7 @@ pub fn read(grid: &Cells) -> Vec<Pattern> {
 }
 
 /// The cells of `pattern` on `leg`.
-pub fn on_leg<'a>(
+pub(crate) fn on_leg<'a>(
     grid: &'a Cells,
     pattern: &'a Pattern,
     leg: Leg,

@@ -27,10 +27,10 @@ use super::Place;
 use super::says::{Nic, Starvation, Why};
 
 /// An agent this far behind its send schedule did not get the CPU it needed.
-pub const STARVED_BEHIND_MS: f64 = 20.0;
+pub(crate) const STARVED_BEHIND_MS: f64 = 20.0;
 /// A disk that held the busiest worker this share of its time (mean
 /// `disk_busy_pct`) can be what a host's loss or shortfall waits on.
-pub const DISK_SUSPECT_PCT: f64 = 20.0;
+pub(crate) const DISK_SUSPECT_PCT: f64 = 20.0;
 /// A host's own counts explain a loss when they cover at least this share.
 const EXPLAINED_SHARE: f64 = 0.5;
 /// Interface counts that leave this share of a loss unexplained do not
@@ -86,7 +86,7 @@ pub struct HostEvidence {
 
 impl HostEvidence {
     /// Every host's evidence, by id.
-    pub fn of_all(set: &ReportSet) -> BTreeMap<u32, HostEvidence> {
+    pub(crate) fn of_all(set: &ReportSet) -> BTreeMap<u32, HostEvidence> {
         let interval = set.interval.unwrap_or(1).max(1) as f64;
         let mut all: BTreeMap<u32, HostEvidence> = set
             .hosts
@@ -146,7 +146,7 @@ impl HostEvidence {
 
     /// What a starved agent's own figures say (`None`: it was not starved):
     /// its cgroup's throttling, and how far it fell behind its schedule.
-    pub fn starvation(&self) -> Option<Starvation> {
+    pub(crate) fn starvation(&self) -> Option<Starvation> {
         let throttled_ms = (self.throttled_ms > 0.0).then_some(self.throttled_ms);
         let behind_ms = (self.behind_ms >= STARVED_BEHIND_MS).then_some(self.behind_ms);
         (throttled_ms.is_some() || behind_ms.is_some()).then_some(Starvation {
@@ -156,7 +156,7 @@ impl HostEvidence {
     }
 
     /// Its disk held its busiest worker long enough to stop it reading.
-    pub fn disk_waits(&self) -> Option<f64> {
+    pub(crate) fn disk_waits(&self) -> Option<f64> {
         self.disk_busy.filter(|&b| b >= DISK_SUSPECT_PCT)
     }
 

@@ -268,7 +268,7 @@ fn busy_worker(set: &ReportSet, hosts: &[HostFigures], fleet_short: Option<f64>)
 /// Hosts whose busiest worker spent most of its time in disk I/O: the worst
 /// one named with its busy share, what its disk did and its workers (each
 /// keeps one disk I/O in flight: the queue depth).
-pub fn disk_bound(set: &ReportSet, hosts: &[HostFigures]) -> Option<Finding> {
+pub(crate) fn disk_bound(set: &ReportSet, hosts: &[HostFigures]) -> Option<Finding> {
     let mut bound: Vec<(&HostFigures, f64)> = hosts
         .iter()
         .filter_map(|h| h.disk.and_then(|d| d.busy).map(|b| (h, b)))

@@ -37,7 +37,7 @@ pub fn gone(name: &str, last: i64, behind: i64, left_out: u64, gone: &Gone) -> S
 }
 
 /// Hosts never heard from.
-pub fn never_heard(hosts: &[String]) -> String {
+pub(crate) fn never_heard(hosts: &[String]) -> String {
     format!(
         "no report from {} and not one reply or request from it in the run: not started, or out of reach (`mx status`, `mx doctor`); its flows are left out",
         name_list(hosts)

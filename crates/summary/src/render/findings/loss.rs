@@ -148,7 +148,7 @@ pub fn fabric(legs: &[FabricLeg], disk: Option<&BusyDisk>) -> String {
 }
 
 /// Flows that lose round trips, with no leg known.
-pub fn round_trips(flows: &[RoundTrip]) -> String {
+pub(crate) fn round_trips(flows: &[RoundTrip]) -> String {
     let flows: Vec<String> = flows
         .iter()
         .map(|f| format!("{} -> {} ({}%)", f.src, f.dst, pct(f.loss_pct)))

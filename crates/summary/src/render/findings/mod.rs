@@ -101,7 +101,7 @@ pub fn docs(findings: &[Finding]) -> Vec<FindingDoc> {
 }
 
 /// Serializes findings as [`docs`] writes them (a ramp step's findings).
-pub fn serialize_docs<S: serde::Serializer>(
+pub(crate) fn serialize_docs<S: serde::Serializer>(
     findings: &[Finding],
     to: S,
 ) -> Result<S::Ok, S::Error> {

@@ -198,7 +198,7 @@ fn out_of(why: &Why) -> String {
 
 /// What a starved agent's own figures say: "was throttled 420 ms by its
 /// cgroup's CPU quota and fell up to 310 ms behind its send schedule".
-pub fn starvation(s: &Starvation) -> String {
+pub(crate) fn starvation(s: &Starvation) -> String {
     let throttled = s
         .throttled_ms
         .map(|t| format!("was throttled {t:.0} ms by its cgroup's CPU quota"));

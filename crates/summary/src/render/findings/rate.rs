@@ -110,7 +110,12 @@ fn fell_behind(names: &[&str], behind: f64, throttled: f64) -> String {
 }
 
 /// The busiest agent worker near a full core.
-pub fn busy_worker(name: &str, agent: f64, fleet_sent_pct: Option<f64>, worker_pps: f64) -> String {
+pub(crate) fn busy_worker(
+    name: &str,
+    agent: f64,
+    fleet_sent_pct: Option<f64>,
+    worker_pps: f64,
+) -> String {
     let prefix = fleet_sent_pct.map_or(String::new(), |p| {
         format!("sending {p:.1}% of target, and ")
     });
@@ -121,7 +126,7 @@ pub fn busy_worker(name: &str, agent: f64, fleet_sent_pct: Option<f64>, worker_p
 }
 
 /// What would lift a busy worker on `name`.
-pub fn more_workers(name: &str, workers: u32, peers: usize) -> String {
+pub(crate) fn more_workers(name: &str, workers: u32, peers: usize) -> String {
     if workers as usize <= peers + 1 {
         format!(
             "{name} is running {workers} worker(s) for {peers} peer(s): workers are capped at flows + 1, so more of them cannot help until each pair has more sockets. Add `mx start --streams 8`"
@@ -135,7 +140,7 @@ pub fn more_workers(name: &str, workers: u32, peers: usize) -> String {
 }
 
 /// Hosts mostly waiting on the disk.
-pub fn disk_bound(
+pub(crate) fn disk_bound(
     hosts: usize,
     name: &str,
     busy: f64,

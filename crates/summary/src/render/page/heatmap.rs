@@ -23,7 +23,7 @@ const GROUPS: usize = 60;
 const SIDE_MIN: f64 = 360.0;
 const SIDE_MAX: f64 = 720.0;
 /// The colour of what the findings name: labels, outlines, the page's chips.
-pub const NAMED: &str = "#08519c";
+pub(crate) const NAMED: &str = "#08519c";
 
 /// How values map to colours: light is good, dark is bad.
 #[derive(Debug, Clone, Copy, PartialEq)]

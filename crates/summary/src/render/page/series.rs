@@ -18,7 +18,7 @@ pub struct Line {
 }
 
 /// What a chart over time shows besides its lines.
-pub struct TimeAxis<'a> {
+pub(crate) struct TimeAxis<'a> {
     /// Every interval end of the run, edges included.
     pub all: &'a [i64],
     /// The intervals left out of the lines, and why (hover text).
@@ -30,7 +30,7 @@ pub struct TimeAxis<'a> {
 
 /// How a chart's y axis fits its values.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Fit {
+pub(crate) enum Fit {
     /// From 0 (loss, RTT: how far from nothing).
     FromZero,
     /// Around the values, at least this tall (rates: how far from each other).
@@ -42,7 +42,7 @@ const HEIGHT: f64 = 250.0;
 
 /// A chart of `lines` over the run's time, its y axis fitted by `fit` and
 /// its values formatted by `fmt`.
-pub fn over_time(
+pub(crate) fn over_time(
     title: &str,
     lines: &[Line],
     time: &TimeAxis<'_>,

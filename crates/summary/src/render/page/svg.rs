@@ -22,14 +22,14 @@ pub fn escape(text: &str) -> String {
 }
 
 /// The width an SVG of [`Svg::finish`] is drawn at, pixels (0 if none).
-pub fn drawn_width(svg: &str) -> f64 {
+pub(crate) fn drawn_width(svg: &str) -> f64 {
     svg.split_once(" width=\"")
         .and_then(|(_, rest)| rest.split('"').next()?.parse().ok())
         .unwrap_or(0.0)
 }
 
 /// An SVG document being written: elements appended in drawing order.
-pub struct Svg {
+pub(crate) struct Svg {
     width: f64,
     height: f64,
     body: String,
@@ -85,7 +85,7 @@ impl Svg {
     }
 
     /// Text turned a quarter anticlockwise about (x, y) (a column's label).
-    pub fn text_up(&mut self, (x, y): (f64, f64), style: &str, text: &str) {
+    pub(crate) fn text_up(&mut self, (x, y): (f64, f64), style: &str, text: &str) {
         let _ = write!(
             self.body,
             r#"<text x="{x:.1}" y="{y:.1}" transform="rotate(-90 {x:.1} {y:.1})" {style}>{}</text>"#,
@@ -152,7 +152,7 @@ pub enum Scale {
 impl Scale {
     /// A linear scale from 0 (or the data's minimum, if below) to the data's
     /// maximum with a little headroom; a flat 0..1 when there is no data.
-    pub fn linear_from_zero(values: impl Iterator<Item = f64>) -> Scale {
+    pub(crate) fn linear_from_zero(values: impl Iterator<Item = f64>) -> Scale {
         let (mut lo, mut hi) = (0.0f64, f64::NEG_INFINITY);
         for v in values.filter(|v| v.is_finite()) {
             lo = lo.min(v);
@@ -249,13 +249,13 @@ impl Plot {
     }
 
     /// The pixel column of data x.
-    pub fn x_px(&self, x: f64) -> f64 {
+    pub(crate) fn x_px(&self, x: f64) -> f64 {
         self.at(x, 0.0).0
     }
 
     /// The frame, grid lines and tick labels, `x_label(v)`/`y_label(v)`
     /// formatting a tick's value.
-    pub fn axes(
+    pub(crate) fn axes(
         &self,
         svg: &mut Svg,
         x_label: &dyn Fn(f64) -> String,

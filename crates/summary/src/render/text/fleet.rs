@@ -12,7 +12,7 @@ use mx_base::units::{self, bits, byte_rate, micros, pps};
 use mx_matrix::DiskMode;
 
 /// REQUESTS, DELIVERED, REPLIES, TARGET, TOTAL and LOSS.
-pub fn fleet_lines(t: &mut String, ctx: &Context, fleet: &figures::Fleet) {
+pub(crate) fn fleet_lines(t: &mut String, ctx: &Context, fleet: &figures::Fleet) {
     let (req_wire, rep_wire) = figures::wire(fleet, ctx);
     let _ = writeln!(
         t,
@@ -90,7 +90,7 @@ fn whole(n: f64) -> String {
 /// share of a handful moves by a packet), or few sent (a low-rate run,
 /// whose 0.00% rests on hundreds, not millions): `: 3 of 600 requests lost
 /// (2 forward, 1 on the way back)`. Empty otherwise.
-pub fn lost_count(p: &figures::Packets) -> String {
+pub(crate) fn lost_count(p: &figures::Packets) -> String {
     const FEW_LOST: f64 = 100.0;
     const FEW_SENT: f64 = 10_000.0;
     let lost = (p.sent - p.back).max(0.0);
@@ -114,7 +114,7 @@ pub fn lost_count(p: &figures::Packets) -> String {
 
 /// Requests the receivers left unanswered by plan, when some were: how many,
 /// and the pairs that sent them (most first): refused, not lost.
-pub fn refused_line(t: &mut String, set: &ReportSet, fleet: &figures::Fleet) {
+pub(crate) fn refused_line(t: &mut String, set: &ReportSet, fleet: &figures::Fleet) {
     if fleet.packets.refused <= 0.0 {
         return;
     }
@@ -147,7 +147,7 @@ pub fn refused_line(t: &mut String, set: &ReportSet, fleet: &figures::Fleet) {
 
 /// The RTT line: exact fleet-wide percentiles when every host sent its
 /// histogram, else the worst flow's worst interval, said to be.
-pub fn rtt_text(set: &ReportSet, fleet: &figures::Fleet) -> String {
+pub(crate) fn rtt_text(set: &ReportSet, fleet: &figures::Fleet) -> String {
     let avg = fleet.rtt_avg.map_or("avg -".to_string(), |a| {
         format!("avg {} over all replies", micros(Some(a)))
     });
@@ -172,7 +172,7 @@ pub fn rtt_text(set: &ReportSet, fleet: &figures::Fleet) -> String {
 
 /// The smallest round trip and the jitter under the RTT line, and the
 /// packets that arrived twice or out of order, when any did.
-pub fn extra_rtt_lines(t: &mut String, fleet: &figures::Fleet) {
+pub(crate) fn extra_rtt_lines(t: &mut String, fleet: &figures::Fleet) {
     if fleet.rtt_min.is_some() || fleet.jitter.is_some() {
         let _ = writeln!(
             t,
@@ -198,7 +198,7 @@ pub fn extra_rtt_lines(t: &mut String, fleet: &figures::Fleet) {
 /// SPREAD: per flow, the delivered rates across the flows (mean, standard
 /// deviation, min, median, max, Jain's index), in pps and wire bits, for
 /// the requests that reached their receivers and the replies back.
-pub fn spread_lines(
+pub(crate) fn spread_lines(
     t: &mut String,
     indent: &str,
     ctx: &Context,
@@ -342,7 +342,12 @@ fn hosts_count(n: usize) -> String {
 /// disk I/O the RTT holds: a disk run's responder answers only once its disk
 /// has done its part, so the round trip is a storage client's, not the
 /// network's alone.
-pub fn disk_lines(t: &mut String, set: &ReportSet, ctx: &Context, disk: &figures::FleetDisk) {
+pub(crate) fn disk_lines(
+    t: &mut String,
+    set: &ReportSet,
+    ctx: &Context,
+    disk: &figures::FleetDisk,
+) {
     for (label, d, host) in [
         ("DISK READ", disk.read, disk.read_p99_host),
         ("DISK WRITE", disk.write, disk.write_p99_host),

@@ -13,7 +13,7 @@ use mx_base::units;
 
 /// The first line (what was covered, hosts, flows, sizes), the span line,
 /// and the layered line.
-pub fn header_lines(
+pub(crate) fn header_lines(
     t: &mut String,
     set: &ReportSet,
     ctx: &Context,

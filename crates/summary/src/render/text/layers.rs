@@ -9,7 +9,7 @@ use crate::analysis::coverage::{coverage, cycle_pairs, pair_measured};
 use crate::analysis::figures::{Context, percent};
 use mx_base::units::{self, micros, pps};
 
-pub fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
+pub(crate) fn layered_sections(t: &mut String, set: &ReportSet, ctx: &Context) {
     if let (Some((measured, total, cycle)), Some(m)) = (coverage(set, ctx), ctx.matrix.as_ref()) {
         let rotation = m.config.rotation.expect("coverage needs a rotation");
         let _ = writeln!(

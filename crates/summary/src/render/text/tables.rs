@@ -59,7 +59,12 @@ pub const HOST_COLUMNS: &[(&str, &str)] = &[
 
 /// The per-host table: worst delivery first, `top` rows, then the hosts
 /// outside the span and the notes its columns need.
-pub fn host_table(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures], top: usize) {
+pub(crate) fn host_table(
+    t: &mut String,
+    set: &ReportSet,
+    hosts: &[figures::HostFigures],
+    top: usize,
+) {
     let width = hosts
         .iter()
         .map(|h| set.name(h.id).len() + 2)
@@ -258,7 +263,12 @@ fn outside_span(t: &mut String, set: &ReportSet, hosts: &[figures::HostFigures],
     }
 }
 
-pub fn worst_flows(t: &mut String, set: &ReportSet, flows: &[figures::FlowFigures], top: usize) {
+pub(crate) fn worst_flows(
+    t: &mut String,
+    set: &ReportSet,
+    flows: &[figures::FlowFigures],
+    top: usize,
+) {
     let _ = writeln!(
         t,
         "  WORST FLOWS (of {}; delivery = replies back / requests sent; p99 of the flow's worst interval)",
