@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{AGENT_UNCHANGED, deploy_all, stage};
+use crate::fleet::deploy::{AGENT_PACKED, AGENT_UNCHANGED, deploy_all, stage};
 use crate::fleet::scripts::{BeganBy, Go};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{
@@ -315,6 +315,19 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
             out,
             "[mx] {unchanged} of {} hosts had this agent already (same sha256): only the matrix was copied there",
             hosts.len()
+        )?;
+    }
+    let packed = outcomes
+        .iter()
+        .filter(|o| o.ok() && o.text == AGENT_PACKED)
+        .count();
+    if let (true, Some((small, whole))) = (packed > 0, staged.packed_sizes()) {
+        writeln!(
+            out,
+            "[mx] the agent went packed to {packed} of {} hosts (gzip: {} for its {}), unpacked there",
+            hosts.len(),
+            crate::units::bytes(small as f64),
+            crate::units::bytes(whole as f64)
         )?;
     }
     let unready = hosts.len() - ready.len();

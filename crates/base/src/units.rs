@@ -104,12 +104,17 @@ pub fn bits(value: f64) -> String {
 
 /// A byte rate (disk traffic), decimal: `X.XX GB/s`, `X.X MB/s` or `X kB/s`.
 pub fn byte_rate(value: f64) -> String {
+    format!("{}/s", bytes(value))
+}
+
+/// A byte count, decimal: `X.XX GB`, `X.X MB` or `X kB`.
+pub fn bytes(value: f64) -> String {
     if value >= 1e9 {
-        format!("{:.2} GB/s", value / 1e9)
+        format!("{:.2} GB", value / 1e9)
     } else if value >= 1e6 {
-        format!("{:.1} MB/s", value / 1e6)
+        format!("{:.1} MB", value / 1e6)
     } else {
-        format!("{:.0} kB/s", value / 1e3)
+        format!("{:.0} kB", value / 1e3)
     }
 }
 

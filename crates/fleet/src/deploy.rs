@@ -3,10 +3,13 @@
 //! refused, since a running executable cannot be overwritten). A host that
 //! already holds the same agent binary (its SHA-256 read in the step that
 //! makes the directory) gets the matrix alone: a start at 1,000 hosts moves
-//! the binary only where it changed.
+//! the binary only where it changed. Over ssh, a host that can unpack gzip
+//! (the same step says so) gets the agent packed: 2.9 MB for 6.2 MB.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
 
 use sha2::Digest;
 
@@ -17,16 +20,120 @@ use mx_matrix::{Host, Matrix};
 
 /// The files a deploy copies, staged under their remote names.
 pub struct Staged {
-    /// Holds the files until the deploy is over.
-    _dir: tempfile::TempDir,
     /// The agent binary (`mx`), then the matrix (`matrix.csv`).
     pub files: Vec<PathBuf>,
     /// The agent binary's SHA-256, lowercase hex (as `sha256sum` prints it).
     pub agent_sha256: String,
+    /// The agent packed (`mx.gz`), once it is: packing takes about half a
+    /// second, spent while the hosts' directories are made.
+    packed: Packed,
+    /// Holds the files until the deploy is over (dropped last).
+    _dir: tempfile::TempDir,
+}
+
+/// The agent packed with gzip in the background; `None` if it could not be.
+struct Packed {
+    packing: Mutex<Option<JoinHandle<Option<PathBuf>>>>,
+    done: OnceLock<Option<PathBuf>>,
+}
+
+impl Packed {
+    /// Packs `agent` (whose SHA-256 is `sha`) into `to` (mode 0700, as the
+    /// agent it unpacks to), from this user's cache when it holds it.
+    fn start(agent: PathBuf, sha: String, to: PathBuf) -> Packed {
+        let packing = std::thread::spawn(move || {
+            let packed = match cache_dir() {
+                Some(cache) => cached(&cache, &agent, &sha, &to),
+                None => pack(&agent, &to),
+            };
+            packed.ok().map(|()| to)
+        });
+        Packed {
+            packing: Mutex::new(Some(packing)),
+            done: OnceLock::new(),
+        }
+    }
+
+    /// Nothing packed: a transport that copies the agent as it is.
+    fn none() -> Packed {
+        Packed {
+            packing: Mutex::new(None),
+            done: OnceLock::new(),
+        }
+    }
+
+    /// The packed agent, waiting for it.
+    fn get(&self) -> Option<&Path> {
+        self.done
+            .get_or_init(|| {
+                let packing = self.packing.lock().expect("unpoisoned").take();
+                packing.and_then(|p| p.join().ok().flatten())
+            })
+            .as_deref()
+    }
+}
+
+impl Drop for Staged {
+    /// Waits for the packing, which writes into the staging directory.
+    fn drop(&mut self) {
+        self.packed.get();
+    }
+}
+
+/// Where the packed agent is kept from one start to the next, for this
+/// user alone (made 0700; refused if another user could write it or a
+/// parent): `$XDG_CACHE_HOME/mx`, else `~/.cache/mx`. One file, of the
+/// agent last deployed: a start packs a new agent once.
+fn cache_dir() -> Option<PathBuf> {
+    let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let base = set("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| set("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    std::fs::create_dir_all(&base).ok()?;
+    mx_base::private_dir::make_private(&base.join("mx")).ok()
+}
+
+/// `agent` packed into `to`, through the cache: taken from it when it
+/// holds this agent (by `sha`), else packed into it (under a temporary
+/// name, then renamed), the agents packed before removed.
+fn cached(cache: &Path, agent: &Path, sha: &str, to: &Path) -> std::io::Result<()> {
+    let name = format!("agent-{sha}{}", scripts::PACKED);
+    let kept = cache.join(&name);
+    if !kept.is_file() {
+        let fresh = tempfile::Builder::new()
+            .prefix(".agent-")
+            .tempfile_in(cache)?
+            .into_temp_path();
+        pack(agent, &fresh)?;
+        fresh.persist(&kept).map_err(|e| e.error)?;
+        for entry in std::fs::read_dir(cache)?.flatten() {
+            let other = entry.file_name();
+            let other = other.to_string_lossy();
+            if other.starts_with("agent-") && other != name.as_str() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    std::fs::copy(&kept, to)?;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o700))
+}
+
+/// gzip of `from` into `to`, at gzip's default level (6: 2.86 MB of a
+/// 6.19 MB agent in about half a second; 9 saves 0.5% for 2.5 times the
+/// time).
+fn pack(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut input = std::fs::File::open(from)?;
+    let out = std::fs::File::create(to)?;
+    out.set_permissions(std::fs::Permissions::from_mode(0o700))?;
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    std::io::copy(&mut input, &mut gz)?;
+    gz.finish()?.sync_all()
 }
 
 /// What a deploy says of a host that had the agent already.
 pub const AGENT_UNCHANGED: &str = "agent unchanged (same sha256): matrix copied";
+/// What a deploy says of a host that got the agent packed.
+pub const AGENT_PACKED: &str = "agent copied packed (gzip), unpacked there";
 
 /// Copies the agent binary and the matrix, both under their remote names
 /// (`mx`, `matrix.csv`) and with the modes they get on the hosts (0700,
@@ -60,14 +167,23 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
             .map_err(|e| Error::io(file, "cannot stage", &e))?;
     }
     let bytes = std::fs::read(&to_agent).map_err(|e| Error::io(binary, "cannot read", &e))?;
-    let agent_sha256 = sha2::Sha256::digest(&bytes)
+    let agent_sha256: String = sha2::Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
+    let packed = if fleet.transport.unpacks() {
+        let to = staging
+            .path()
+            .join(format!("{}{}", scripts::AGENT_BIN, scripts::PACKED));
+        Packed::start(to_agent.clone(), agent_sha256.clone(), to)
+    } else {
+        Packed::none()
+    };
     Ok(Staged {
-        _dir: staging,
         files: vec![to_agent, to_matrix],
         agent_sha256,
+        packed,
+        _dir: staging,
     })
 }
 
@@ -79,13 +195,18 @@ pub fn deploy(fleet: &Fleet, host: &Host, staged: &Staged, check_running: bool) 
         return ready;
     }
     let unchanged = holds_agent(&ready, staged);
-    let copied = fleet.transport.push(
-        host,
-        staged.to_copy(unchanged),
-        &fleet.dir(host),
-        COPY_TIMEOUT,
-    );
-    copy_outcome(fleet, ready, copied, unchanged)
+    let files = staged.to_copy(unchanged, unpacks(fleet, &ready));
+    let packed = !unchanged && files[0] != staged.files[0];
+    let copied = fleet
+        .transport
+        .push(host, &files, &fleet.dir(host), COPY_TIMEOUT);
+    match copy_outcome(fleet, ready, copied, unchanged) {
+        done if done.ok() && packed && !fleet.dry_run => Outcome {
+            code: 0,
+            text: AGENT_PACKED.to_string(),
+        },
+        done => done,
+    }
 }
 
 /// [`deploy`] on each of `hosts` (indices into the matrix), in order. A
@@ -117,8 +238,9 @@ pub fn deploy_all(
         }
         let targets: Vec<&Host> = group.iter().map(|&i| &fleet.hosts()[hosts[i]]).collect();
         let dir = fleet.dir(targets[0]);
+        let files = staged.to_copy(unchanged, false);
         let copy = Copy {
-            files: staged.to_copy(unchanged),
+            files: &files,
             dir: &dir,
             timeout: COPY_TIMEOUT,
         };
@@ -137,14 +259,32 @@ impl Staged {
         &self.files[1..]
     }
 
-    /// The files a host gets: the matrix alone when it holds this agent.
-    fn to_copy(&self, holds_agent: bool) -> &[PathBuf] {
+    /// The packed agent's size and the agent's, in bytes (`None` until it
+    /// is packed, or when it could not be).
+    pub fn packed_sizes(&self) -> Option<(u64, u64)> {
+        let packed = std::fs::metadata(self.packed.get()?).ok()?.len();
+        let agent = std::fs::metadata(&self.files[0]).ok()?.len();
+        Some((packed, agent))
+    }
+
+    /// The files a host gets: the matrix alone when it holds this agent,
+    /// else the agent too, `packed` where the host can unpack it (and the
+    /// packing worked).
+    pub fn to_copy(&self, holds_agent: bool, packed: bool) -> Vec<PathBuf> {
         if holds_agent {
-            &self.files[1..]
-        } else {
-            &self.files[..]
+            return self.files[1..].to_vec();
+        }
+        match self.packed.get().filter(|_| packed) {
+            Some(agent) => vec![agent.to_path_buf(), self.files[1].clone()],
+            None => self.files.clone(),
         }
     }
+}
+
+/// Whether the agent goes to a host packed: its transport unpacks as it
+/// copies, and its ready step found gzip there.
+fn unpacks(fleet: &Fleet, ready: &Outcome) -> bool {
+    fleet.transport.unpacks() && ready.text.lines().any(|l| l == scripts::UNPACKS_GZIP)
 }
 
 /// Whether the step that made a host's directory (`ready`) found this very
@@ -163,7 +303,11 @@ fn make_ready(fleet: &Fleet, host: &Host, check_running: bool) -> Outcome {
     } else {
         scripts::make_dir(&dir)
     };
-    let script = format!("{script}\n{}", scripts::agent_sha256(&dir));
+    let script = format!(
+        "{script}\n{}\n{}",
+        scripts::agent_sha256(&dir),
+        scripts::unpacks()
+    );
     fleet.transport.run(host, &script, STEP_TIMEOUT)
 }
 

@@ -144,6 +144,34 @@ pub(crate) fn make_dir(dir: &str) -> String {
     make_owned_dir(dir)
 }
 
+/// The suffix of a file sent packed (gzip): the receiver unpacks it under
+/// its name without the suffix.
+pub const PACKED: &str = ".gz";
+
+/// What a host can unpack, as its ready step says it: `unpack=gzip`.
+pub const UNPACKS_GZIP: &str = "unpack=gzip";
+
+/// Prints [`UNPACKS_GZIP`] when the host has `gzip` (every Linux with ssh
+/// does; a host without gets the agent as it is).
+pub(crate) fn unpacks() -> String {
+    format!("if command -v gzip >/dev/null 2>&1; then echo {UNPACKS_GZIP}; fi; true")
+}
+
+/// Unpacks `name` (ending in [`PACKED`]), copied into `dir` as it is, under
+/// its name without the suffix, with `mode` (a copy that could not unpack
+/// as it arrived: scp).
+pub(crate) fn unpack(dir: &str, name: &str, mode: u32) -> String {
+    let unpacked = name.strip_suffix(PACKED).unwrap_or(name);
+    let tmp = q(&format!(".{unpacked}.tmp"));
+    format!(
+        "cd {d} && gzip -dc < {p} > {tmp} 2>/dev/null && chmod {mode:o} {tmp} && mv -f {tmp} {u} && rm -f {p} || {{ rm -f {tmp} {p}; echo \"{shown} arrived but could not be unpacked (gzip -d)\"; exit 1; }}",
+        d = q(dir),
+        p = q(name),
+        u = q(unpacked),
+        shown = shown(name),
+    )
+}
+
 /// Prints `sha256=<hex>` of the agent binary already in `dir`, when there is
 /// one and the host has `sha256sum` (nothing otherwise: the binary is
 /// copied).
@@ -158,7 +186,8 @@ pub(crate) fn agent_sha256(dir: &str) -> String {
 /// `fleet::transport::session`): says `ready` once it reads, takes exactly `len` bytes
 /// whatever happens to them, and gives the file its name and `mode` only
 /// when their count and SHA-256 (`sha`, where the host has `sha256sum`) are
-/// the ones sent.
+/// the ones sent. A `name` ending in [`PACKED`] is unpacked (gzip, whose
+/// own check is a CRC-32 of what it unpacks) under its name without it.
 ///
 /// The bytes must never be left for the session's shell, which would read
 /// them as commands: a `head` without `-c` is refused before `ready`, a
@@ -167,6 +196,19 @@ pub(crate) fn agent_sha256(dir: &str) -> String {
 /// before it reads another byte.
 pub fn receive(dir: &str, name: &str, len: usize, sha: &str, mode: u32, ready: &str) -> String {
     let tmp = q(&format!(".{name}.tmp"));
+    let place = match name.strip_suffix(PACKED) {
+        Some(unpacked) => {
+            let out = q(&format!(".{unpacked}.tmp"));
+            format!(
+                "gzip -dc < {tmp} > {out} 2>/dev/null || {{ rm -f {tmp} {out}; echo \"{shown_name} arrived but could not be unpacked (gzip -d)\"; exit 1; }}\n\
+                 rm -f {tmp}\n\
+                 chmod {mode:o} {out} && mv -f {out} {n}",
+                shown_name = shown(name),
+                n = q(unpacked),
+            )
+        }
+        None => format!("chmod {mode:o} {tmp} && mv -f {tmp} {n}", n = q(name)),
+    };
     format!(
         "cd {d} 2>/dev/null || {{ echo \"cannot copy into {shown}: no such directory\"; exit 1; }}\n\
          [ \"$(printf ab | head -c 1 2>/dev/null)\" = a ] || {{ echo \"cannot copy into {shown}: this host's head has no -c (coreutils' and busybox's have it)\"; exit 1; }}\n\
@@ -175,12 +217,11 @@ pub fn receive(dir: &str, name: &str, len: usize, sha: &str, mode: u32, ready: &
          got=$(wc -c < {tmp})\n\
          if [ \"$got\" -ne {len} ]; then rm -f {tmp}; echo \"{name_shown} arrived short: $got of {len} bytes\"; exit 1; fi\n\
          if command -v sha256sum >/dev/null 2>&1 && [ \"$(sha256sum < {tmp} | cut -d' ' -f1)\" != {sha} ]; then rm -f {tmp}; echo \"{name_shown} arrived damaged (its sha256 differs)\"; exit 1; fi\n\
-         chmod {mode:o} {tmp} && mv -f {tmp} {n}",
+         {place}",
         d = q(dir),
         shown = shown(dir),
         name_shown = shown(name),
         ready = q(ready),
-        n = q(name),
         sha = q(sha),
     )
 }

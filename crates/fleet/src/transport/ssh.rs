@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::session::Sessions;
 use super::{Outcome, Transport, run_command};
+use crate::scripts;
 use mx_matrix::Host;
 
 /// The system's OpenSSH.
@@ -154,6 +155,33 @@ pub(super) fn command(argv: &[String]) -> Command {
     cmd
 }
 
+impl Ssh {
+    /// Copies `files` with scp (no session to copy in), then unpacks those
+    /// sent packed, which scp leaves as they came.
+    fn scp_and_unpack(
+        &self,
+        host: &Host,
+        files: &[PathBuf],
+        dir: &str,
+        timeout: Duration,
+    ) -> Outcome {
+        let copied = run_command(command(&self.push_argv(host, files, dir)), timeout);
+        let packed = files
+            .iter()
+            .filter_map(|f| f.file_name()?.to_str())
+            .filter(|n| n.ends_with(scripts::PACKED));
+        let mut outcome = copied;
+        for name in packed {
+            if !outcome.ok() {
+                break;
+            }
+            let script = scripts::unpack(dir, name, 0o700);
+            outcome = run_command(command(&self.ssh_argv(host, &script)), timeout);
+        }
+        outcome
+    }
+}
+
 impl Transport for Ssh {
     fn remote_dir(&self, _host: &Host, dir: &str) -> String {
         dir.to_string()
@@ -170,7 +198,11 @@ impl Transport for Ssh {
         let open = || command(&self.ssh_argv(host, SESSION_SHELL));
         self.sessions
             .push(&host.name, &open, files, dir, timeout)
-            .unwrap_or_else(|| run_command(command(&self.push_argv(host, files, dir)), timeout))
+            .unwrap_or_else(|| self.scp_and_unpack(host, files, dir, timeout))
+    }
+
+    fn unpacks(&self) -> bool {
+        true
     }
 
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
