@@ -71,12 +71,14 @@ impl Lab {
         lab
     }
 
-    /// MX_SSH and MX_SCP for this lab.
-    pub fn env(&self) -> [(&'static str, String); 2] {
+    /// MX_SSH and MX_SCP for this lab, and MX_AGENT: the agent it deploys
+    /// ([`crate::util::lean_agent`]).
+    pub fn env(&self) -> [(&'static str, String); 3] {
         let config = self.dir.join("ssh_config");
         [
             ("MX_SSH", format!("ssh -F {}", config.display())),
             ("MX_SCP", format!("scp -F {}", config.display())),
+            ("MX_AGENT", crate::util::lean_agent().display().to_string()),
         ]
     }
 
@@ -489,6 +491,7 @@ fn agent_lab_a_start_logs_in_once_per_host_and_copies_the_agent_whole_through_it
     let env = [
         ("MX_SSH", counting(&sb, &lab, "ssh", &log)),
         ("MX_SCP", counting(&sb, &lab, "scp", &log)),
+        ("MX_AGENT", crate::util::lean_agent().display().to_string()),
     ];
     let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let start = sb.mx_env(&["start", "--interval", "1"], &pairs);
@@ -498,10 +501,40 @@ fn agent_lab_a_start_logs_in_once_per_host_and_copies_the_agent_whole_through_it
     // keeps sessions.
     let calls = std::fs::read_to_string(&log).unwrap();
     assert_eq!(calls, "ssh -V\nssh\nssh\nssh\n", "{}", start.stdout);
-    let agent = std::fs::read(env!("CARGO_BIN_EXE_mx")).unwrap();
+    // The hosts have gzip: the agent crossed packed, and was unpacked there
+    // byte for byte, with its mode, and nothing else left beside it.
+    let packed = start
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("[mx] the agent went packed to 3 of 3 hosts (gzip: "))
+        .unwrap_or_else(|| panic!("no packed copy said: {}", start.stdout));
+    let (small, whole) = packed
+        .strip_suffix("), unpacked there")
+        .and_then(|s| s.split_once(" for its "))
+        .unwrap_or_else(|| panic!("{packed}"));
+    let mb = |s: &str| s.strip_suffix(" MB").unwrap().parse::<f64>().unwrap();
+    let agent = std::fs::read(crate::util::lean_agent()).unwrap();
+    assert!(
+        (mb(whole) - agent.len() as f64 / 1e6).abs() < 0.1,
+        "{packed}"
+    );
+    assert!(mb(small) < mb(whole) / 2.0, "{packed}");
     for i in 1..=3 {
-        let deployed = std::fs::read(lab.var_tmp(i).join("mx/mx")).unwrap();
+        let dir = lab.var_tmp(i).join("mx");
+        let deployed = std::fs::read(dir.join("mx")).unwrap();
         assert!(deployed == agent, "h{i}: the agent arrived whole");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("mx"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "h{i}");
+        let left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".gz") || n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "h{i} kept {left:?}");
         assert_eq!(lab.agents(i).len(), 1, "h{i} runs one agent");
     }
     // So does a status: one login a host.

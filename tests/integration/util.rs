@@ -317,3 +317,41 @@ pub fn wait_for_steady(paths: &[PathBuf], n: usize) {
         },
     )
 }
+
+/// The agent the lab deploys: this test build's mx without its debug
+/// sections (11 MB, not 116: what a host needs to run it). A lab start then
+/// copies what a user's would, in kind: a stripped binary. Made once per
+/// build into the build's own temporary directory (named by the binary's
+/// size and time, written under a temporary name and renamed), and shared
+/// by every test process of that build.
+pub fn lean_agent() -> &'static Path {
+    static LEAN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LEAN.get_or_init(|| {
+        let exe = Path::new(env!("CARGO_BIN_EXE_mx"));
+        let meta = std::fs::metadata(exe).expect("the test build's mx");
+        let made = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let lean = dir.join(format!("lean-agent-{}-{made}", meta.len()));
+        if lean.is_file() {
+            return lean;
+        }
+        let fresh = tempfile::Builder::new()
+            .prefix(".lean-agent-")
+            .tempfile_in(dir)
+            .expect("a file for the lean agent")
+            .into_temp_path();
+        let out = Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(exe)
+            .arg(&*fresh)
+            .output()
+            .expect("objcopy (binutils) runs");
+        assert!(out.status.success(), "objcopy: {out:?}");
+        fresh.persist(&lean).expect("the lean agent takes its name");
+        lean
+    })
+}
