@@ -56,8 +56,9 @@ pub struct FindingDoc {
     pub text: String,
     pub blames: Vec<Blame>,
     pub figures: BTreeMap<String, f64>,
-    /// Absent from documents written before it was added.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Written, never read back (`compare` reads the figures): absent from
+    /// documents written before it was added, and from any read back.
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Says>,
 }
 

@@ -8,12 +8,12 @@
 //! second, `_ms` and `_us` milli- and microseconds, `_s` seconds, `_bps`
 //! bits a second; a bare count is packets (or datagrams).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Direction;
 
 /// Which leg of a flow: its requests, or the replies to them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LegName {
     Requests,
@@ -22,7 +22,7 @@ pub enum LegName {
 
 /// What a starved agent's own figures say: its cgroup's throttling, and
 /// how far it fell behind its send schedule (each only where it counts).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Starvation {
     pub throttled_ms: Option<f64>,
     pub behind_ms: Option<f64>,
@@ -30,14 +30,14 @@ pub struct Starvation {
 
 /// A host's disk, and the share of its time its busiest worker spent in
 /// disk I/O.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BusyDisk {
     pub host: String,
     pub busy_pct: f64,
 }
 
 /// A host's interface, as a sentence names it (`h2's interface (eth0)`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Nic {
     pub host: String,
     /// Its name, where the agent found it.
@@ -49,7 +49,7 @@ pub struct Nic {
 
 /// Why a host's loss on one side sits where it does: what its kernel, its
 /// interface and its agent counted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
 pub enum Why {
     /// Into a host whose agent did not get the CPU to read: its sockets
@@ -125,14 +125,14 @@ pub enum Why {
 
 /// One leg of a host's flows: the peers at their other end, and the
 /// percent each of its flows lost.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct LegLoss {
     pub peers: Vec<String>,
     pub loss_pct: Vec<f64>,
 }
 
 /// One way between a pair: its legs' loss, the packets lost, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairWay {
     pub from: String,
     pub to: String,
@@ -144,7 +144,7 @@ pub struct PairWay {
 
 /// One leg as the whole fabric lost it: the typical flow's loss, and
 /// every flow's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FabricLeg {
     pub leg: LegName,
     pub typical_pct: f64,
@@ -152,7 +152,7 @@ pub struct FabricLeg {
 }
 
 /// A flow that lost its round trip where no receiver's rows say which leg.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoundTrip {
     pub src: String,
     pub dst: String,
@@ -160,7 +160,7 @@ pub struct RoundTrip {
 }
 
 /// A host that sent less than its rate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ShortHost {
     pub host: String,
     pub sent_pps: f64,
@@ -168,7 +168,7 @@ pub struct ShortHost {
 }
 
 /// Why hosts sent less than their rate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
 pub enum ShortWhy {
     /// Their agents could not keep their schedule (a disk held one of
@@ -189,7 +189,7 @@ pub enum ShortWhy {
 }
 
 /// How a host went away before the run's end.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "how", rename_all = "snake_case")]
 pub enum Gone {
     /// Its report ends with no end marked.
@@ -207,7 +207,7 @@ pub enum Gone {
 }
 
 /// Where the round trip's tail sits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "on", rename_all = "snake_case")]
 pub enum TailSpread {
     /// On half the hosts or more: `tail_intervals` of `intervals` flow
@@ -223,7 +223,7 @@ pub enum TailSpread {
 }
 
 /// What the tail fits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "cause", rename_all = "snake_case")]
 pub enum TailCause {
     /// A disk run: `host`'s disk `io` p99 (its worst interval), and whether
@@ -251,7 +251,7 @@ pub enum TailCause {
 }
 
 /// What one finding says.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "says", rename_all = "snake_case")]
 pub enum Says {
     /// Packets lost into or out of one host: the legs that lose (its

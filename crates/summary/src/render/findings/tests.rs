@@ -508,10 +508,9 @@ fn every_kind_of_finding_is_written_as_the_golden_file_says() {
         let f = Finding::new(kind, says);
         let line = text(&f);
         assert!(!line.is_empty() && !line.contains('\n'), "{line}");
-        // The data round-trips through --json's `detail`.
-        let json = serde_json::to_string(&f.says).unwrap();
-        let back: Says = serde_json::from_str(&json).unwrap();
-        assert_eq!(back, f.says, "{json}");
+        // The data is --json's `detail`: named by what it says.
+        let json = serde_json::to_value(&f.says).unwrap();
+        assert_eq!(json["says"], variant(&f.says), "{json}");
         written.push_str(&format!("[{}] {line}\n", variant(&f.says)));
     }
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
