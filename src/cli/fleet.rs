@@ -48,9 +48,18 @@ pub struct FleetArgs {
     )]
     pub remote_dir: String,
 
-    /// Print the ssh and scp (or srun and sbcast) commands instead of running them
-    #[arg(long)]
-    pub dry_run: bool,
+    /// Print the ssh and scp (or srun and sbcast) commands instead of running them:
+    /// for the first two hosts (`--dry-run all`: for every one), with what each
+    /// step would cost (hosts, waves of --jobs, bytes from this machine)
+    #[arg(
+        long,
+        value_name = "all",
+        num_args = 0..=1,
+        default_missing_value = "first",
+        value_parser = ["all", "first"],
+        hide_possible_values = true
+    )]
+    pub dry_run: Option<String>,
 
     /// Run the fleet on this machine, one sandbox directory per host under DIR
     /// (every host on a loopback address: 127.x.y.z, or ::1): no ssh, no root
@@ -133,6 +142,18 @@ pub fn python_on_command_line(matches: &clap::ArgMatches) -> bool {
         sub.ids().any(|id| id.as_str() == "python")
             && sub.value_source("python") == Some(clap::parser::ValueSource::CommandLine)
     })
+}
+
+impl FleetArgs {
+    /// Whether this is a dry run.
+    pub fn dry_run(&self) -> bool {
+        self.dry_run.is_some()
+    }
+
+    /// Whether a dry run shows every host's commands (`--dry-run all`).
+    pub fn dry_run_all(&self) -> bool {
+        self.dry_run.as_deref() == Some("all")
+    }
 }
 
 impl AgentBinary {

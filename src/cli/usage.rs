@@ -87,7 +87,11 @@ fn switch_usage(arg: &clap::Arg) -> String {
         (None, Some(long)) => format!("--{long}"),
         (None, None) => arg.get_id().to_string(),
     };
-    if arg.get_action().takes_values() {
+    let optional = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
+    if arg.get_action().takes_values() && optional {
+        // argparse's nargs='?': the value may be left out.
+        format!("{flag} [{}]", value_names(arg))
+    } else if arg.get_action().takes_values() {
         format!("{flag} {}", value_names(arg))
     } else {
         flag

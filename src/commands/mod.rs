@@ -30,7 +30,7 @@ use crate::cli::{FleetArgs, Via};
 use crate::error::{Error, Result};
 use crate::fleet::transport::session::Sessions;
 use crate::fleet::transport::slurm::{self, Allocation};
-use crate::fleet::transport::{Local, Rehearsal, Slurm, Ssh, Transport};
+use crate::fleet::transport::{Local, Rehearsal, Slurm, Ssh, Tallied, Transport};
 use crate::fleet::{self, DEFAULT_MATRIX, DEFAULT_REMOTE_DIR, Fleet};
 use crate::matrix::servers::{parse_servers, read_servers};
 use crate::matrix::{HostToken, Matrix};
@@ -85,7 +85,7 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         ssh: ssh_words,
         scp: split(&args.scp),
         user,
-        control_dir: match (sharing, args.dry_run) {
+        control_dir: match (sharing, args.dry_run()) {
             (false, _) => None,
             (true, true) => Some(fleet::transport::control_dir_path()),
             (true, false) => fleet::transport::control_dir(),
@@ -106,7 +106,7 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         }),
         None => None,
     };
-    let transport: Box<dyn Transport> = match (args.via, local, args.dry_run) {
+    let transport: Box<dyn Transport> = match (args.via, local, args.dry_run()) {
         (Via::Slurm, Some(_), _) => {
             return Err(Error::refused(
                 "--via slurm and --local do not go together: --local runs every host on this machine, --via slurm on the nodes of a Slurm allocation",
@@ -115,14 +115,14 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         (Via::Slurm, None, dry_run) => {
             let slurm = open_slurm(args, &matrix)?;
             if dry_run {
-                Box::new(Rehearsal::Slurm(slurm))
+                Box::new(Tallied::new(Rehearsal::Slurm(slurm)))
             } else {
                 Box::new(slurm)
             }
         }
-        (Via::Ssh, Some(local), true) => Box::new(Rehearsal::Local(local)),
+        (Via::Ssh, Some(local), true) => Box::new(Tallied::new(Rehearsal::Local(local))),
         (Via::Ssh, Some(local), false) => Box::new(local),
-        (Via::Ssh, None, true) => Box::new(Rehearsal::Ssh(ssh)),
+        (Via::Ssh, None, true) => Box::new(Tallied::new(Rehearsal::Ssh(ssh))),
         // Sessions for the system's OpenSSH only (a dry run opens none).
         (Via::Ssh, None, false) if !fleet::transport::is_openssh(&ssh.ssh) => Box::new(Ssh {
             sessions: Sessions::none(),
@@ -143,7 +143,8 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         transport,
         jobs: args.jobs,
         remote_dir: args.remote_dir.clone(),
-        dry_run: args.dry_run,
+        dry_run: args.dry_run(),
+        dry_run_all: args.dry_run_all(),
         locator: locator(args),
         local_here,
     })
@@ -284,7 +285,7 @@ mod tests {
             user: None,
             jobs: 64,
             remote_dir: DEFAULT_REMOTE_DIR.into(),
-            dry_run: false,
+            dry_run: None,
             local: None,
             via: Via::Ssh,
             ssh: "ssh".into(),
@@ -293,7 +294,7 @@ mod tests {
         assert_eq!(locator(&plain), "");
         let local = FleetArgs {
             local: Some("hosts".into()),
-            dry_run: true,
+            dry_run: Some("first".into()),
             jobs: 3,
             ..plain.clone()
         };

@@ -368,6 +368,72 @@ fn a_remote_dir_mx_may_not_own_is_refused() {
 }
 
 #[test]
+fn a_dry_run_shows_two_hosts_and_counts_what_each_step_would_cost() {
+    // 300 hosts that do not exist: a dry run runs nothing.
+    let sb = Sandbox::new();
+    let servers: String = (1..=300)
+        .map(|i| format!("h{i}=198.18.{}.{}\n", 10 + i / 250, i % 250 + 1))
+        .collect();
+    sb.write("servers.txt", &servers);
+    assert_eq!(sb.mx(&["gen", "--pps", "10"]).code, 0);
+    let matrix = std::fs::metadata(sb.file("matrix.csv")).unwrap().len();
+    let agent = crate::util::lean_agent();
+    let agent_bytes = std::fs::metadata(agent).unwrap().len();
+    let env = [
+        ("MX_SSH", "ssh"),
+        ("MX_SCP", "scp"),
+        ("MX_AGENT", agent.to_str().unwrap()),
+    ];
+    let before = walk(sb.path());
+    let run = sb.mx_env(&["start", "--dry-run", "--interval", "5"], &env);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let hosts_shown = |text: &str| -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| l.contains("DRY-RUN"))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    // Each step shows the first two hosts' commands, and says the rest.
+    assert_eq!(
+        hosts_shown(&run.stdout),
+        ["h1", "h2"].map(String::from).into(),
+        "{}",
+        run.stdout
+    );
+    let more = "  ... and 298 more hosts, each alike (--dry-run all prints every one)";
+    assert_eq!(run.stdout.matches(more).count(), 3, "{}", run.stdout);
+    // The deploy: a ready step and a copy a host, and the bytes; then the
+    // launch, and the step that gives every host the start instant.
+    let mb = |n: u64| mx_base::units::bytes(n as f64);
+    let deploy = format!(
+        "[mx] dry run: this step would take 600 commands on 300 hosts, 64 at a time (5 waves), and send at most {} from this machine: matrix.csv ({}) to 300 hosts, mx ({}) to 300 hosts (the agent goes only to hosts that lack it, gzipped where they have gzip)",
+        mb(300 * (matrix + agent_bytes)),
+        mb(matrix),
+        mb(agent_bytes)
+    );
+    assert!(run.stdout.contains(&deploy), "{deploy}\n{}", run.stdout);
+    let each =
+        "[mx] dry run: this step would take 300 commands on 300 hosts, 64 at a time (5 waves)\n";
+    assert_eq!(run.stdout.matches(each).count(), 2, "{}", run.stdout);
+    // --jobs sets the waves; --dry-run all prints every host.
+    let all = sb.mx_env(&["stop", "--dry-run", "all", "--jobs", "100"], &env);
+    assert_eq!(all.code, 0, "{}{}", all.stdout, all.stderr);
+    assert_eq!(hosts_shown(&all.stdout).len(), 300, "{}", all.stdout);
+    assert!(!all.stdout.contains("more hosts"), "{}", all.stdout);
+    assert!(
+        all.stdout.contains(
+            "[mx] dry run: this step would take 300 commands on 300 hosts, 100 at a time (3 waves)\n"
+        ),
+        "{}",
+        all.stdout
+    );
+    assert_eq!(walk(sb.path()), before, "a dry run wrote files");
+    // Only `all` is a value it takes.
+    let bad = sb.mx_env(&["stop", "--dry-run", "some"], &env);
+    assert_eq!(bad.code, 2, "{}{}", bad.stdout, bad.stderr);
+}
+
+#[test]
 fn dry_run_prints_ssh_and_scp_and_touches_nothing() {
     let sb = fleet_dir(55, &["h1", "h2"]);
     let before: Vec<_> = walk(sb.path());

@@ -107,9 +107,11 @@ pub fn byte_rate(value: f64) -> String {
     format!("{}/s", bytes(value))
 }
 
-/// A byte count, decimal: `X.XX GB`, `X.X MB` or `X kB`.
+/// A byte count, decimal: `X.XX TB`, `X.XX GB`, `X.X MB` or `X kB`.
 pub fn bytes(value: f64) -> String {
-    if value >= 1e9 {
+    if value >= 1e12 {
+        format!("{:.2} TB", value / 1e12)
+    } else if value >= 1e9 {
         format!("{:.2} GB", value / 1e9)
     } else if value >= 1e6 {
         format!("{:.1} MB", value / 1e6)

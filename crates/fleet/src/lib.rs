@@ -47,6 +47,10 @@ pub const PREPARE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long a quick look (status) may take.
 pub const LOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The hosts whose commands a dry run prints, unless asked for all: the
+/// rest run the same commands, with their own names and addresses.
+pub const DRY_RUN_SHOWN: usize = 2;
+
 /// A fleet command's view of the fleet.
 pub struct Fleet {
     pub matrix: Matrix,
@@ -55,12 +59,24 @@ pub struct Fleet {
     pub jobs: usize,
     pub remote_dir: String,
     pub dry_run: bool,
+    /// A dry run prints every host's commands (`--dry-run all`), not the
+    /// first [`DRY_RUN_SHOWN`] hosts'.
+    pub dry_run_all: bool,
     /// The flags that locate this fleet, each with a leading space, for the
     /// commands mx suggests (see [`Fleet::hint`]).
     pub locator: String,
     /// A directory here that holds a local fleet of these hosts, when this
     /// command goes over ssh instead (no `--local`): a failure names it.
     pub local_here: Option<std::path::PathBuf>,
+}
+
+/// `1 host`, `3 hosts`.
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// Joins arguments into one shell-safe line (single quotes only where needed).
@@ -225,7 +241,8 @@ impl Fleet {
         let mut failed = Vec::new();
         let mut refused = Vec::new();
         let mut succeeded = Vec::new();
-        for (&h, outcome) in hosts.iter().zip(outcomes) {
+        let mut not_shown = 0;
+        for (i, (&h, outcome)) in hosts.iter().zip(outcomes).enumerate() {
             let name = &self.matrix.hosts()[h].name;
             if outcome.ok() {
                 succeeded.push(h);
@@ -235,6 +252,10 @@ impl Fleet {
                 failed.push(name.as_str());
             }
             if quiet && outcome.ok() && !self.dry_run {
+                continue;
+            }
+            if self.dry_run && !self.dry_run_all && i >= DRY_RUN_SHOWN && outcome.ok() {
+                not_shown += 1;
                 continue;
             }
             let text = if outcome.ok() || !outcome.text.is_empty() {
@@ -248,6 +269,15 @@ impl Fleet {
             for line in text.lines() {
                 writeln!(out, "  {name:<width$}  {line}")?;
             }
+        }
+        if not_shown > 0 {
+            writeln!(
+                out,
+                "  ... and {not_shown} more hosts, each alike (--dry-run all prints every one)"
+            )?;
+        }
+        if let Some(tally) = self.transport.take_tally() {
+            self.said_cost(out, &tally)?;
         }
         if let (Some((words, _)), false) = (refusal, refused.is_empty()) {
             writeln!(
@@ -276,6 +306,57 @@ impl Fleet {
         }
         out.flush()?;
         Ok(succeeded)
+    }
+
+    /// What a dry run's step would cost: the hosts it reaches, in waves of
+    /// `--jobs`, and the bytes it would send from this machine.
+    fn said_cost(
+        &self,
+        out: &mut dyn std::io::Write,
+        tally: &transport::Tally,
+    ) -> std::io::Result<()> {
+        if tally.steps == 0 {
+            return Ok(());
+        }
+        let hosts = tally.hosts.len();
+        let waves = hosts.div_ceil(self.jobs.max(1));
+        let mut cost = format!(
+            "[mx] dry run: this step would take {} on {hosts} hosts, {} at a time ({waves} wave{})",
+            plural(tally.steps, "command"),
+            self.jobs.min(hosts),
+            if waves == 1 { "" } else { "s" }
+        );
+        if !tally.sent.is_empty() {
+            let each: Vec<String> = tally
+                .sent
+                .iter()
+                .map(|(name, (n, size))| {
+                    format!(
+                        "{name} ({}) to {}",
+                        mx_base::units::bytes(*size as f64),
+                        plural(*n, "host")
+                    )
+                })
+                .collect();
+            // The agent goes only where the host lacks it, gzipped where the
+            // host can unpack it: what a dry run cannot know, so at most.
+            let agent = tally.sent.contains_key(scripts::AGENT_BIN);
+            cost.push_str(&format!(
+                ", and send {}{} from this machine: {}{}",
+                if agent { "at most " } else { "" },
+                mx_base::units::bytes(tally.bytes() as f64),
+                each.join(", "),
+                if agent {
+                    " (the agent goes only to hosts that lack it, gzipped where they have gzip)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if tally.fetched > 0 {
+            cost.push_str(&format!(", and fetch {}", plural(tally.fetched, "file")));
+        }
+        writeln!(out, "{cost}")
     }
 
     pub fn all(&self) -> Vec<usize> {

@@ -2,7 +2,9 @@
 //! commands the real one would run, with the same options, each line
 //! prefixed `DRY-RUN `.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::{Copy, HeldLaunch, Local, Outcome, Slurm, Ssh, Transport, push_each};
@@ -141,6 +143,113 @@ impl Transport for Rehearsal {
             }),
             _ => None,
         }
+    }
+}
+
+/// What a dry run's steps would cost: the hosts they reach, the steps
+/// (each a command over the host's one login), and the files they would
+/// send from this machine.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    pub hosts: BTreeSet<String>,
+    pub steps: usize,
+    /// By file name: how many copies, and the bytes of one.
+    pub sent: BTreeMap<String, (usize, u64)>,
+    /// Files it would fetch (reports): their size is the hosts'.
+    pub fetched: usize,
+}
+
+impl Tally {
+    /// The bytes it would send, all copies.
+    pub fn bytes(&self) -> u64 {
+        self.sent.values().map(|&(n, each)| n as u64 * each).sum()
+    }
+}
+
+/// A [`Rehearsal`] that keeps a [`Tally`] of what it would do.
+pub struct Tallied {
+    rehearsal: Rehearsal,
+    tally: Mutex<Tally>,
+}
+
+impl Tallied {
+    pub fn new(rehearsal: Rehearsal) -> Tallied {
+        Tallied {
+            rehearsal,
+            tally: Mutex::default(),
+        }
+    }
+
+    fn count(&self, hosts: &[&Host], files: &[PathBuf], fetched: usize) {
+        let mut tally = self.tally.lock().expect("unpoisoned");
+        for host in hosts {
+            tally.hosts.insert(host.name.clone());
+            tally.steps += 1;
+            tally.fetched += fetched;
+            for file in files {
+                let name = file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let size = std::fs::metadata(file).map_or(0, |m| m.len());
+                let entry = tally.sent.entry(name).or_insert((0, size));
+                entry.0 += 1;
+            }
+        }
+    }
+}
+
+impl Transport for Tallied {
+    fn remote_dir(&self, host: &Host, dir: &str) -> String {
+        self.rehearsal.remote_dir(host, dir)
+    }
+
+    fn shown_dir(&self, dir: &str) -> String {
+        self.rehearsal.shown_dir(dir)
+    }
+
+    fn run(&self, host: &Host, script: &str, timeout: Duration) -> Outcome {
+        self.count(&[host], &[], 0);
+        self.rehearsal.run(host, script, timeout)
+    }
+
+    fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome {
+        self.count(&[host], files, 0);
+        self.rehearsal.push(host, files, dir, timeout)
+    }
+
+    fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
+        self.count(&[host], &[], 1);
+        self.rehearsal.pull(host, remote, to, timeout)
+    }
+
+    fn take_tally(&self) -> Option<Tally> {
+        Some(std::mem::take(&mut *self.tally.lock().expect("unpoisoned")))
+    }
+
+    fn broadcasts(&self) -> bool {
+        self.rehearsal.broadcasts()
+    }
+
+    fn push_all(&self, hosts: &[&Host], copy: &Copy) -> Vec<Outcome> {
+        if self.broadcasts() {
+            self.count(hosts, copy.files, 0);
+            return self.rehearsal.push_all(hosts, copy);
+        }
+        push_each(self, hosts, copy)
+    }
+
+    fn holds_agents(&self) -> bool {
+        self.rehearsal.holds_agents()
+    }
+
+    fn run_held(&self, hosts: &[&Host], launch: &HeldLaunch) -> Vec<(Outcome, f64)> {
+        self.count(hosts, &[], 0);
+        self.rehearsal.run_held(hosts, launch)
+    }
+
+    fn sweep(&self, dir: &str, wait: Duration) -> Option<Outcome> {
+        self.rehearsal.sweep(dir, wait)
     }
 }
 

@@ -24,7 +24,7 @@ pub mod session;
 pub mod slurm;
 mod ssh;
 
-pub use dry_run::Rehearsal;
+pub use dry_run::{Rehearsal, Tallied, Tally};
 pub use local::Local;
 pub use slurm::Slurm;
 pub use ssh::{Ssh, control_dir, control_dir_path, is_openssh};
@@ -76,6 +76,12 @@ pub trait Transport: Send + Sync {
     /// copy costs nothing, and Slurm's sbcast has its own compression.
     fn unpacks(&self) -> bool {
         false
+    }
+
+    /// What a dry run's steps would have cost since it was last asked, and
+    /// from now on counted afresh (`None`: not a dry run).
+    fn take_tally(&self) -> Option<Tally> {
+        None
     }
 
     /// Whether [`Transport::push_all`] copies to every host at once (Slurm's
