@@ -202,6 +202,11 @@ pub struct StatusArgs {
     /// Print one JSON document per look (schema mx.status/1, in docs/json.md) instead of lines
     #[arg(long)]
     pub json: bool,
+
+    /// One line per host, however many (past 100 hosts, status prints a line for the
+    /// fleet and one per host that is not as the rest)
+    #[arg(long)]
+    pub each: bool,
 }
 
 #[derive(Debug, Args)]

@@ -21,6 +21,7 @@ pub mod report;
 pub mod run;
 pub mod start;
 pub mod status;
+pub mod status_fleet;
 pub mod stop;
 pub mod summarize;
 

@@ -17,6 +17,9 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     }
     let fleet = super::open_fleet(&args.fleet)?;
     let all = fleet.all();
+    if !args.each && !fleet.dry_run && all.len() > super::status_fleet::EACH_UP_TO {
+        return by_fleet(args, &fleet, out);
+    }
     // On a terminal each look redraws the last in place; elsewhere the looks
     // follow one another, a blank line between.
     let term = console::Term::stdout();
@@ -93,6 +96,35 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
             });
         }
         first = false;
+        std::thread::sleep(Duration::from_secs_f64(args.watch));
+    }
+}
+
+/// `status` of a big fleet: a line for the fleet and its exceptions, each
+/// look (as `--watch` asks) after the last.
+fn by_fleet(args: &StatusArgs, fleet: &crate::fleet::Fleet, out: &mut dyn Write) -> Result<u8> {
+    let all = fleet.all();
+    loop {
+        let (_, hosts) = crate::fleet::look::look(fleet, &all);
+        let look = super::status_fleet::read(&hosts);
+        if args.watch > 0.0 {
+            writeln!(
+                out,
+                "mx status -- {} (every {}s, ctrl-c to stop)",
+                local_clock(wall_now()),
+                units::g(args.watch)
+            )?;
+        }
+        super::status_fleet::print(&look, out)?;
+        out.flush()?;
+        if args.watch <= 0.0 {
+            return Ok(if look.unreachable == 0 {
+                0
+            } else {
+                EXIT_PROBLEMS
+            });
+        }
+        writeln!(out)?;
         std::thread::sleep(Duration::from_secs_f64(args.watch));
     }
 }

@@ -55,6 +55,69 @@ pub fn fleet_dir_with(net: u8, names: &[&str], gen_args: &[&str]) -> Sandbox {
 }
 
 #[test]
+fn agent_status_of_a_big_fleet_is_one_line_and_the_hosts_unlike_it() {
+    // 101 hosts: two run agents (started by hand in their directories, as
+    // a start would leave them), the other 99 were never deployed.
+    let names: Vec<String> = (1..=101).map(|i| format!("h{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sb = fleet_dir_with(60, &names, &["--pps", "1"]);
+    let mut agents = Vec::new();
+    for host in ["h1", "h2"] {
+        let dir = sb.file(&format!("hosts/{host}/var/tmp/mx"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(crate::util::lean_agent(), dir.join("mx")).unwrap();
+        std::fs::copy(sb.file("matrix.csv"), dir.join("matrix.csv")).unwrap();
+        let log = std::fs::File::create(dir.join("agent.log")).unwrap();
+        agents.push(
+            std::process::Command::new(dir.join("mx"))
+                .args(["agent", "--matrix", "matrix.csv", "--host", host])
+                .args(["--interval", "1", "--duration", "30"])
+                .current_dir(&dir)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let reports = local_reports(&sb, &["h1", "h2"], "mx");
+    crate::util::wait_for_steady(&reports, 1);
+    let status = sb.mx(&["status", "--local", "hosts"]);
+    for mut agent in agents {
+        let _ = agent.kill();
+        let _ = agent.wait();
+    }
+    assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
+    let lines: Vec<&str> = status.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("[mx] 101 hosts: 2 running (rows ")
+            && lines[0].ends_with("; 99 not deployed"),
+        "{}",
+        status.stdout
+    );
+    // The two that run are in the fleet line, not listed; 20 of the 99
+    // that are not are, and the rest counted.
+    assert_eq!(lines.len(), 1 + 20 + 1, "{}", status.stdout);
+    assert!(
+        lines[1..21].iter().all(|l| l.ends_with("  NOT-DEPLOYED")),
+        "{}",
+        status.stdout
+    );
+    assert!(!status.stdout.contains("  h1 ") && !status.stdout.contains("  h2 "));
+    assert_eq!(
+        lines[21],
+        "  ... and 79 more hosts like these (`mx status --each` prints every host)"
+    );
+    // --each: the original's line a host.
+    let each = sb.mx(&["status", "--local", "hosts", "--each"]);
+    assert_eq!(
+        each.stdout.lines().filter(|l| l.starts_with("  h")).count(),
+        101,
+        "{}",
+        each.stdout
+    );
+}
+
+#[test]
 fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
     let sb = fleet_dir(51, &["h1", "h2", "h3"]);
     let local = ["--local", "hosts"];
