@@ -30,14 +30,7 @@ pub fn run(args: &StatusArgs, out: &mut dyn Write) -> Result<u8> {
     let mut first = true;
     loop {
         let mut look: Vec<u8> = Vec::new();
-        if args.watch > 0.0 {
-            writeln!(
-                look,
-                "mx status -- {} (every {}s, ctrl-c to stop)",
-                local_clock(wall_now()),
-                units::g(args.watch)
-            )?;
-        }
+        watch_header(&mut look, args.watch)?;
         let mut outcomes = fleet.each(&all, |host| {
             fleet
                 .transport
@@ -107,14 +100,7 @@ fn by_fleet(args: &StatusArgs, fleet: &crate::fleet::Fleet, out: &mut dyn Write)
     loop {
         let (_, hosts) = crate::fleet::look::look(fleet, &all);
         let look = super::status_fleet::read(&hosts);
-        if args.watch > 0.0 {
-            writeln!(
-                out,
-                "mx status -- {} (every {}s, ctrl-c to stop)",
-                local_clock(wall_now()),
-                units::g(args.watch)
-            )?;
-        }
+        watch_header(out, args.watch)?;
         super::status_fleet::print(&look, out)?;
         out.flush()?;
         if args.watch <= 0.0 {
@@ -127,6 +113,19 @@ fn by_fleet(args: &StatusArgs, fleet: &crate::fleet::Fleet, out: &mut dyn Write)
         writeln!(out)?;
         std::thread::sleep(Duration::from_secs_f64(args.watch));
     }
+}
+
+/// What heads each look of `--watch S` (nothing for a single look).
+fn watch_header(out: &mut dyn Write, watch: f64) -> std::io::Result<()> {
+    if watch > 0.0 {
+        writeln!(
+            out,
+            "mx status -- {} (every {}s, ctrl-c to stop)",
+            local_clock(wall_now()),
+            units::g(watch)
+        )?;
+    }
+    Ok(())
 }
 
 /// The rows `text` takes on a screen `width` columns wide (a line longer
