@@ -9,8 +9,8 @@
 //! - UDP `SndbufErrors`: a datagram the kernel dropped on its way out (a
 //!   qdisc that was full, a rate cap's queue, no buffer): the application's
 //!   send succeeded, and the packet never left;
-//! - the interface that carries the traffic, from
-//!   `/sys/class/net/<if>/statistics`: packets and bytes it sent and received,
+//! - the interface that carries the traffic, from its line of
+//!   /proc/net/dev (one consistent read of all its counters): packets and bytes it sent and received,
 //!   and its drops. What left the host is what it sent; what the agent handed
 //!   the kernel beside it tells a loss in the host's transmit path, and what
 //!   it received beside what the agent read, one in its receive path. Its rx
@@ -43,24 +43,42 @@ pub(crate) struct NicTotals {
 }
 
 impl NicTotals {
-    /// Reads /sys/class/net/`name`/statistics; `None` when the interface is
-    /// gone or its counters cannot be read (a container without /sys).
+    /// Reads `name`'s line of /proc/net/dev; `None` when the interface is
+    /// gone or its counters cannot be read.
+    ///
+    /// One read of /proc/net/dev takes every counter of an interface from one
+    /// call into the driver, so they agree with each other: read file by file
+    /// from /sys/class/net/<if>/statistics, each counter is a separate call,
+    /// and on a busy interface the packets sent between two reads are in one
+    /// counter and not the other (loopback, whose driver reports one count as
+    /// both sent and received, read 3801 sent and 3805 received). It is also
+    /// the namespace of this process, where /sys shows the one it was mounted
+    /// in.
     fn read(name: &str) -> Option<NicTotals> {
-        let dir = format!("/sys/class/net/{name}/statistics");
-        let counter = |file: &str| -> Option<u64> {
-            std::fs::read_to_string(format!("{dir}/{file}"))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()
-        };
+        Self::from_proc_net_dev(&read("/proc/net/dev"), name)
+    }
+
+    /// The counters of `name` in a /proc/net/dev text. Its columns are the
+    /// receive side (bytes packets errs drop fifo frame compressed multicast)
+    /// then the transmit side (bytes packets errs drop fifo colls carrier
+    /// compressed); the rx drop column is the driver's drops and its misses.
+    fn from_proc_net_dev(dev: &str, name: &str) -> Option<NicTotals> {
+        let counters = dev.lines().find_map(|line| {
+            let (interface, counters) = line.split_once(':')?;
+            (interface.trim() == name).then_some(counters)
+        })?;
+        let mut column = [0u64; 16];
+        let mut values = counters.split_whitespace();
+        for slot in &mut column {
+            *slot = values.next()?.parse().ok()?;
+        }
         Some(NicTotals {
-            tx_packets: counter("tx_packets")?,
-            tx_bytes: counter("tx_bytes")?,
-            rx_packets: counter("rx_packets")?,
-            rx_bytes: counter("rx_bytes")?,
-            tx_dropped: counter("tx_dropped")?,
-            rx_dropped: counter("rx_dropped")?,
+            rx_bytes: column[0],
+            rx_packets: column[1],
+            rx_dropped: column[3],
+            tx_bytes: column[8],
+            tx_packets: column[9],
+            tx_dropped: column[11],
         })
     }
 
@@ -332,6 +350,66 @@ mod tests {
         // A counter that went back (the interface was replaced): no figure.
         assert_eq!(lo.since(&later), None);
         assert_eq!(NicTotals::read("no-such-nic0"), None);
+    }
+
+    #[test]
+    fn an_interfaces_counters_are_its_line_of_proc_net_dev() {
+        let dev = "Inter-|   Receive                                                |  Transmit\n \
+            face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+            lo: 1000 10 0 0 0 0 0 0 1000 10 0 0 0 0 0 0\n  \
+            eth0: 52000 400 1 17 0 0 0 0 9000 80 0 5 0 0 0 0\n";
+        assert_eq!(
+            NicTotals::from_proc_net_dev(dev, "eth0"),
+            Some(NicTotals {
+                rx_bytes: 52000,
+                rx_packets: 400,
+                rx_dropped: 17,
+                tx_bytes: 9000,
+                tx_packets: 80,
+                tx_dropped: 5,
+            })
+        );
+        // "eth" is not "eth0", and a line cut short gives no figure.
+        assert_eq!(NicTotals::from_proc_net_dev(dev, "eth"), None);
+        assert_eq!(NicTotals::from_proc_net_dev("lo: 1 2 3\n", "lo"), None);
+    }
+
+    /// Loopback's driver counts each packet once and reports the count as
+    /// both sent and received: read in one piece, the two agree exactly
+    /// while packets cross it, which counters read one by one do not.
+    #[test]
+    fn a_busy_interfaces_counters_are_read_at_one_instant() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = sink.local_addr().unwrap();
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let sender = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                sink.set_nonblocking(true).unwrap();
+                let mut buf = [0u8; 64];
+                let mut sent = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    if socket.send_to(&[0u8; 32], to).is_ok() {
+                        sent += 1;
+                    }
+                    while sink.recv_from(&mut buf).is_ok() {}
+                }
+                sent
+            })
+        };
+        let reads: Vec<NicTotals> = (0..300)
+            .map(|_| NicTotals::read("lo").expect("every Linux has lo"))
+            .collect();
+        done.store(true, Ordering::Relaxed);
+        let sent = sender.join().unwrap();
+        assert!(sent > 0);
+        // The packets crossed lo while it was read (at least some of them).
+        assert!(reads.last().unwrap().tx_packets > reads[0].tx_packets);
+        for r in &reads {
+            assert_eq!((r.tx_packets, r.tx_bytes), (r.rx_packets, r.rx_bytes));
+        }
     }
 
     #[test]
