@@ -327,9 +327,19 @@ fn reread_answers(
                 .position(|h| h.name == host.name)
                 .expect("a fleet host");
             let dir = fleet.dir(host);
-            let copied = fleet
-                .transport
-                .push(host, staged.matrix_only(), &dir, COPY_TIMEOUT);
+            let matrix = match staged.matrix_for(host) {
+                Ok(matrix) => matrix,
+                Err(e) => {
+                    return Outcome {
+                        code: 1,
+                        text: format!("copy failed: {e}"),
+                    };
+                }
+            };
+            let copied =
+                fleet
+                    .transport
+                    .push(host, &[matrix.path().to_path_buf()], &dir, COPY_TIMEOUT);
             if !copied.ok() {
                 return copied;
             }

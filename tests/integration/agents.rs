@@ -162,6 +162,12 @@ impl Fleet {
 
     /// The agent command for `host`, run in its own directory.
     pub fn command(&self, host: &str, extra: &[&str]) -> Command {
+        self.command_from(host, "../matrix.csv", extra)
+    }
+
+    /// The agent command for `host`, run from `matrix` (a path from its
+    /// directory: the fleet's matrix, or a host's slice of it).
+    pub fn command_from(&self, host: &str, matrix: &str, extra: &[&str]) -> Command {
         let dir = self.dir(host);
         std::fs::create_dir_all(&dir).unwrap();
         let mx = env!("CARGO_BIN_EXE_mx");
@@ -174,7 +180,7 @@ impl Fleet {
             None => Command::new(mx),
         };
         cmd.current_dir(&dir)
-            .args(["agent", "--matrix", "../matrix.csv", "--host", host])
+            .args(["agent", "--matrix", matrix, "--host", host])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.join("agent.log")).unwrap())
@@ -189,7 +195,15 @@ impl Fleet {
 
     /// Starts `host`'s agent with `extra` flags; returns its pid.
     pub fn spawn(&mut self, host: &str, extra: &[&str]) -> u32 {
-        let child = self.command(host, extra).spawn().expect("spawn mx agent");
+        self.spawn_from(host, "../matrix.csv", extra)
+    }
+
+    /// [`Fleet::spawn`], the agent run from `matrix` ([`Fleet::command_from`]).
+    pub fn spawn_from(&mut self, host: &str, matrix: &str, extra: &[&str]) -> u32 {
+        let child = self
+            .command_from(host, matrix, extra)
+            .spawn()
+            .expect("spawn mx agent");
         let pid = child.id();
         self.children.push((host.to_string(), child));
         pid

@@ -466,12 +466,23 @@ fn a_dry_run_shows_two_hosts_and_counts_what_each_step_would_cost() {
     let more = "  ... and 298 more hosts, each alike (--dry-run all prints every one)";
     assert_eq!(run.stdout.matches(more).count(), 3, "{}", run.stdout);
     // The deploy: a ready step and a copy a host, and the bytes; then the
-    // launch, and the step that gives every host the start instant.
+    // launch, and the step that gives every host the start instant. Each
+    // host gets its slice of the matrix: a 300-host full mesh is 640 kB,
+    // and a slice of it about 12 kB.
+    let whole = mx_matrix::Matrix::load(&sb.file("matrix.csv")).unwrap();
+    let slicer = mx_matrix::slice::Slicer::new(whole);
+    let slices: Vec<u64> = (0..300).map(|h| slicer.slice(h).len() as u64).collect();
+    let (smallest, largest) = (*slices.iter().min().unwrap(), *slices.iter().max().unwrap());
+    assert!(
+        largest * 40 < matrix,
+        "slices of {largest} bytes, of a matrix of {matrix}"
+    );
     let mb = |n: u64| mx_base::units::bytes(n as f64);
     let deploy = format!(
-        "[mx] dry run: this step would take 600 commands on 300 hosts, 64 at a time (5 waves), and send at most {} from this machine: matrix.csv ({}) to 300 hosts, mx ({}) to 300 hosts (the agent goes only to hosts that lack it, gzipped where they have gzip)",
-        mb(300 * (matrix + agent_bytes)),
-        mb(matrix),
+        "[mx] dry run: this step would take 600 commands on 300 hosts, 64 at a time (5 waves), and send at most {} from this machine: matrix.csv ({} to {} each) to 300 hosts, mx ({}) to 300 hosts (the agent goes only to hosts that lack it, gzipped where they have gzip)",
+        mb(slices.iter().sum::<u64>() + 300 * agent_bytes),
+        mb(smallest),
+        mb(largest),
         mb(agent_bytes)
     );
     assert!(run.stdout.contains(&deploy), "{deploy}\n{}", run.stdout);

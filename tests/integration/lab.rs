@@ -459,8 +459,15 @@ fn agent_lab_ipv6_lifecycle_over_ipv6_sshd_with_flows_on_ipv6() {
     let reload = lab.mx(&sb, &["reload", "--bind", "eth1"]);
     assert_eq!(reload.code, 0, "{}{}", reload.stdout, reload.stderr);
     for i in 1..=3 {
+        // The host's slice: its own row at the edited rate.
         let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
-        assert!(deployed.contains(",500,"), "{deployed}");
+        let own_row = format!("row {} ", i - 1);
+        assert!(
+            deployed
+                .lines()
+                .any(|l| l.starts_with(&own_row) && l.ends_with("=500")),
+            "{deployed}"
+        );
         assert!(deployed.contains("h1=[fd00:19:111::1]:5300"), "{deployed}");
     }
     lab.stop_and_clean(&sb);

@@ -45,5 +45,6 @@ mod properties;
 mod ramp;
 mod report_page;
 mod schedule;
+mod slices;
 mod summarize;
 mod values;

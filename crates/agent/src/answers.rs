@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use super::plan::AgentPlan;
 use super::stamp;
-use mx_matrix::Matrix;
 
 /// The control file of an order, beside the report.
 pub const ANSWERS_FILE: &str = "agent.answers";
@@ -70,8 +69,15 @@ impl AnswerOrders {
     /// that says so, or why not.
     fn apply(&self, plan: &AgentPlan, ordered: &str) -> Result<String, String> {
         let refused = |why: String| format!("answers: not re-read: {why}");
-        let matrix = Matrix::load(&self.matrix).map_err(|e| refused(e.to_string()))?;
+        let (matrix, sliced_for) =
+            mx_matrix::slice::load(&self.matrix).map_err(|e| refused(e.to_string()))?;
         let me = plan.me;
+        if sliced_for.is_some_and(|cut_for| cut_for != me) {
+            return Err(refused(format!(
+                "{} is another host's slice",
+                self.matrix.display()
+            )));
+        }
         let fingerprint = stamp::fingerprint(&plan.matrix, me);
         if matrix.host_count() != plan.matrix.host_count()
             || stamp::fingerprint(&matrix, me) != fingerprint

@@ -144,13 +144,14 @@ pub fn log_to(path: &Path) -> Result<()> {
 /// instant, its directory deleted); returns its exit code.
 pub fn run(config: &AgentConfig) -> Result<u8> {
     // 1. The matrix, held to the agent's stricter standard.
-    let matrix = Matrix::load(&config.matrix)?;
+    // A host's slice (what mx start copies) or a whole matrix.
+    let (matrix, sliced_for) = mx_matrix::slice::load(&config.matrix)?;
     matrix.check_layer_zero(&config.matrix.display().to_string())?;
     for warning in matrix.warnings() {
         warn!("mx: warning: {warning}");
     }
     // 2-5. Who this host is, its addresses and its peers', its sockets' buffers.
-    let mut plan = plan(config, matrix)?;
+    let mut plan = plan(config, matrix, sliced_for)?;
     // 6. A dwell the ticks cannot land on.
     warn_dwell(&plan);
     // 7. Workers.
@@ -274,12 +275,25 @@ fn write_up_files(config: &AgentConfig, plan: &AgentPlan) -> Result<(PathBuf, Pa
 /// The plan of `config`'s run on `matrix`, all but the worker count: who this
 /// host is, the address every socket binds to, its peers' addresses (each
 /// resolved once) and its sockets' buffers.
-fn plan(config: &AgentConfig, matrix: Matrix) -> Result<AgentPlan> {
+fn plan(config: &AgentConfig, matrix: Matrix, sliced_for: Option<u32>) -> Result<AgentPlan> {
     // Every host's family: its literal's (a deployed matrix holds addresses),
     // or, for names, what they resolve to here; flows across families refused.
     let matrix = mx_matrix::resolve::with_families(&matrix)?;
-    // 2. Who am I.
-    let me = identity::who_am_i(&matrix, config.host.as_deref())?;
+    // 2. Who am I: the host a slice was cut for, which --host must agree with.
+    let host = match sliced_for {
+        Some(cut_for) => {
+            let name = &matrix.hosts()[cut_for as usize].name;
+            if let Some(flag) = config.host.as_deref().filter(|f| f != name) {
+                return Err(Error::refused(format!(
+                    "{}: a slice cut for host '{name}', and this agent is --host '{flag}'",
+                    config.matrix.display()
+                )));
+            }
+            Some(name.as_str())
+        }
+        None => config.host.as_deref(),
+    };
+    let me = identity::who_am_i(&matrix, host)?;
     let me_host = matrix.hosts()[me as usize].clone();
     let my_addr = identity::resolve(&me_host);
     // 3. --bind: the address every socket binds to, which must be ours in the matrix.

@@ -1,12 +1,21 @@
-//! Putting mx on a host: the agent binary and the matrix staged here, then
-//! copied into the remote directory (made first; a host whose agent runs is
-//! refused, since a running executable cannot be overwritten). A host that
-//! already holds the same agent binary (its SHA-256 read in the step that
-//! makes the directory) gets the matrix alone: a start at 1,000 hosts moves
-//! the binary only where it changed. Over ssh, a host that can unpack gzip
-//! (the same step says so) gets the agent packed: 2.9 MB for 6.2 MB.
+//! Putting mx on a host: the agent binary and the host's part of the matrix
+//! staged here, then copied into the remote directory (made first; a host
+//! whose agent runs is refused, since a running executable cannot be
+//! overwritten). A host that already holds the same agent binary (its
+//! SHA-256 read in the step that makes the directory) gets its matrix
+//! alone: a start at 1,000 hosts moves the binary only where it changed.
+//! Over ssh, a host that can unpack gzip (the same step says so) gets the
+//! agent packed: 2.9 MB for 6.2 MB.
+//!
+//! Each host gets its slice of the matrix (`mx_matrix::slice`), under the
+//! matrix's remote name: what its agent needs, growing with the fleet, where
+//! the whole matrix grows with its square (100 MB at 10,000 hosts with
+//! `--peers 8`, about 300 KB a slice). A slice is cut as its host's copy
+//! begins and removed once it is over: at most `--jobs` are on disk here at
+//! once. A transport that broadcasts one copy to every host (Slurm's
+//! sbcast) sends the whole matrix.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -16,12 +25,19 @@ use sha2::Digest;
 use super::transport::{Copy, Outcome};
 use super::{COPY_TIMEOUT, Fleet, STEP_TIMEOUT, scripts};
 use mx_base::error::{Error, Result};
+use mx_matrix::slice::Slicer;
 use mx_matrix::{Host, Matrix};
+
+/// The matrix's name on the hosts: a slice of it, or (broadcast) all of it.
+const REMOTE_MATRIX: &str = "matrix.csv";
 
 /// The files a deploy copies, staged under their remote names.
 pub struct Staged {
-    /// The agent binary (`mx`), then the matrix (`matrix.csv`).
+    /// The agent binary (`mx`), then the whole matrix (`matrix.csv`).
     pub files: Vec<PathBuf>,
+    /// Cuts each host's slice; `None` where the transport broadcasts the
+    /// whole matrix.
+    slicer: Option<Slicer>,
     /// The agent binary's SHA-256, lowercase hex (as `sha256sum` prints it).
     pub agent_sha256: String,
     /// The agent packed (`mx.gz`), once it is: packing takes about half a
@@ -140,7 +156,10 @@ pub const AGENT_PACKED: &str = "agent copied packed (gzip), unpacked there";
 /// 0600), into a staging directory of this user's alone: a fresh one (mode
 /// 0700) under parents no other user can write, or the agent a root fleet
 /// runs could be swapped on its way. `deploy` is the matrix to send when it
-/// differs from the file (retargeted by --bind).
+/// differs from the file (retargeted by --bind). The hosts' slices are cut
+/// from it (the fleet's matrix when `None`) as each host's copy begins; a
+/// layered grid that is not the layer 0 its seed derives is refused here,
+/// as an agent would refuse the whole matrix.
 pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<Staged> {
     let staging = tempfile::Builder::new()
         .prefix("mx-stage-")
@@ -154,7 +173,7 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
     let to_agent = staging.path().join(scripts::AGENT_BIN);
     std::fs::copy(binary, &to_agent)
         .map_err(|e| Error::io(binary, "cannot stage the agent", &e))?;
-    let to_matrix = staging.path().join("matrix.csv");
+    let to_matrix = staging.path().join(REMOTE_MATRIX);
     match deploy {
         Some(matrix) => matrix.save(&to_matrix)?,
         None => {
@@ -179,8 +198,16 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
     } else {
         Packed::none()
     };
+    let slicer = if fleet.transport.broadcasts() {
+        None
+    } else {
+        let matrix = deploy.unwrap_or(&fleet.matrix);
+        matrix.check_layer_zero(&fleet.matrix_path.display().to_string())?;
+        Some(Slicer::new(matrix.clone()))
+    };
     Ok(Staged {
         files: vec![to_agent, to_matrix],
+        slicer,
         agent_sha256,
         packed,
         _dir: staging,
@@ -195,7 +222,16 @@ pub fn deploy(fleet: &Fleet, host: &Host, staged: &Staged, check_running: bool) 
         return ready;
     }
     let unchanged = holds_agent(&ready, staged);
-    let files = staged.to_copy(unchanged, unpacks(fleet, &ready));
+    let matrix = match staged.matrix_for(host) {
+        Ok(matrix) => matrix,
+        Err(e) => {
+            return Outcome {
+                code: 1,
+                text: format!("copy failed: {e}"),
+            };
+        }
+    };
+    let files = staged.to_copy(unchanged, unpacks(fleet, &ready), matrix.path());
     let packed = !unchanged && files[0] != staged.files[0];
     let copied = fleet
         .transport
@@ -238,7 +274,7 @@ pub fn deploy_all(
         }
         let targets: Vec<&Host> = group.iter().map(|&i| &fleet.hosts()[hosts[i]]).collect();
         let dir = fleet.dir(targets[0]);
-        let files = staged.to_copy(unchanged, false);
+        let files = staged.to_copy(unchanged, false, &staged.files[1]);
         let copy = Copy {
             files: &files,
             dir: &dir,
@@ -254,9 +290,37 @@ pub fn deploy_all(
 }
 
 impl Staged {
-    /// The matrix alone, for a host whose running agent re-reads it.
-    pub fn matrix_only(&self) -> &[PathBuf] {
-        &self.files[1..]
+    /// The matrix `host` gets: its slice, cut into the staging directory now
+    /// and removed when the returned file is dropped; the whole matrix where
+    /// the transport broadcasts.
+    pub fn matrix_for(&self, host: &Host) -> Result<HostMatrix> {
+        let Some(slicer) = &self.slicer else {
+            return Ok(HostMatrix {
+                path: self.files[1].clone(),
+                own_dir: None,
+            });
+        };
+        let me = slicer
+            .matrix()
+            .index_of(&host.name)
+            .ok_or_else(|| Error::refused(format!("host '{}' is not in the matrix", host.name)))?;
+        let staging = self.files[1].parent().expect("a staged file's directory");
+        let dir = staging.join(format!("slice-{me}"));
+        let staged = HostMatrix {
+            path: dir.join(REMOTE_MATRIX),
+            own_dir: Some(dir.clone()),
+        };
+        let cut = || -> std::io::Result<()> {
+            std::fs::create_dir(&dir)?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&staged.path)?;
+            std::io::Write::write_all(&mut file, &slicer.slice(me))
+        };
+        cut().map_err(|e| Error::io(&staged.path, "cannot stage the slice", &e))?;
+        Ok(staged)
     }
 
     /// The packed agent's size and the agent's, in bytes (`None` until it
@@ -267,16 +331,37 @@ impl Staged {
         Some((packed, agent))
     }
 
-    /// The files a host gets: the matrix alone when it holds this agent,
+    /// The files a host gets: its `matrix` alone when it holds this agent,
     /// else the agent too, `packed` where the host can unpack it (and the
     /// packing worked).
-    pub fn to_copy(&self, holds_agent: bool, packed: bool) -> Vec<PathBuf> {
+    pub fn to_copy(&self, holds_agent: bool, packed: bool, matrix: &Path) -> Vec<PathBuf> {
+        let matrix = matrix.to_path_buf();
         if holds_agent {
-            return self.files[1..].to_vec();
+            return vec![matrix];
         }
         match self.packed.get().filter(|_| packed) {
-            Some(agent) => vec![agent.to_path_buf(), self.files[1].clone()],
-            None => self.files.clone(),
+            Some(agent) => vec![agent.to_path_buf(), matrix],
+            None => vec![self.files[0].clone(), matrix],
+        }
+    }
+}
+
+/// The matrix staged for one host; a slice's directory is removed on drop.
+pub struct HostMatrix {
+    path: PathBuf,
+    own_dir: Option<PathBuf>,
+}
+
+impl HostMatrix {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for HostMatrix {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.own_dir {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

@@ -330,12 +330,14 @@ impl Fleet {
             let each: Vec<String> = tally
                 .sent
                 .iter()
-                .map(|(name, (n, size))| {
-                    format!(
-                        "{name} ({}) to {}",
-                        mx_base::units::bytes(*size as f64),
-                        plural(*n, "host")
-                    )
+                .map(|(name, sent)| {
+                    let size = |b: u64| mx_base::units::bytes(b as f64);
+                    let each = if sent.smallest == sent.largest {
+                        size(sent.largest)
+                    } else {
+                        format!("{} to {} each", size(sent.smallest), size(sent.largest))
+                    };
+                    format!("{name} ({each}) to {}", plural(sent.copies, "host"))
                 })
                 .collect();
             // The agent goes only where the host lacks it, gzipped where the

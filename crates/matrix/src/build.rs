@@ -71,6 +71,24 @@ pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
     assemble(config, hosts, receivers, traffic)
 }
 
+/// `n` hosts `h0`.. at 198.18.0.x in `shape`, 1,000 requests a second a
+/// flow, 64 bytes each way.
+#[cfg(test)]
+pub(crate) fn generated(n: usize, shape: Shape) -> Matrix {
+    let hosts = (0..n)
+        .map(|i| HostToken::parse(&format!("h{i}=198.18.{}.{}", i / 250, i % 250 + 1)).unwrap())
+        .collect();
+    let traffic = Traffic {
+        rate: Rate::per_second(1000.0),
+        tx_size: 64,
+        rx_size: 64,
+        port: super::DEFAULT_PORT,
+        disk: super::DiskMode::Off,
+        dscp: super::Dscp::default(),
+    };
+    build(hosts, shape, traffic)
+}
+
 /// Builds a pool-to-pool matrix: the hosts are the pools' in order, pool by
 /// pool, and flows go only across `between` (see [`super::pools`] for the
 /// shapes: `FullMesh` is every cross pair). The caller has validated K

@@ -32,6 +32,7 @@ pub mod schedule;
 pub mod selection;
 pub mod servers;
 pub mod shape;
+pub mod slice;
 pub mod token;
 pub mod write;
 

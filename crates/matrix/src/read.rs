@@ -130,6 +130,33 @@ impl Matrix {
     }
 }
 
+impl Matrix {
+    /// A matrix from a slice's head (its `#` lines and the host header, by
+    /// line number, read as a matrix's are) and the rows the slice holds,
+    /// one per host of the header.
+    pub(crate) fn from_slice_head(
+        head: &[(usize, &[u8])],
+        rows: Vec<Vec<Cell>>,
+        label: &str,
+    ) -> Result<Matrix> {
+        let mut reader = GridReader::new(label);
+        reader.slice = true;
+        for &(line_no, line) in head {
+            reader.line(line, line_no)?;
+        }
+        if reader.tokens.len() != rows.len() {
+            return Err(reader.refuse(format!(
+                "its header names {} hosts and it holds rows for {}",
+                reader.tokens.len(),
+                rows.len()
+            )));
+        }
+        reader.rows = rows;
+        reader.grid_rows = 2;
+        reader.finish()
+    }
+}
+
 /// An integer key's value and the line it was on (`None`: absent).
 type KeyAt = Option<(i64, usize)>;
 
@@ -164,6 +191,9 @@ struct GridReader<'a> {
     last_rate: Option<Rate>,
     /// `# pool NAME: host host ...` lines as found: name, member names, line.
     pool_lines: Vec<(String, Vec<String>, usize)>,
+    /// Reading a host's slice: its rows are that host's part, and may hold
+    /// no cell at all (a host that neither sends nor is sent to).
+    slice: bool,
 }
 
 impl<'a> GridReader<'a> {
@@ -185,6 +215,7 @@ impl<'a> GridReader<'a> {
             last_cell: Vec::new(),
             last_rate: None,
             pool_lines: Vec::new(),
+            slice: false,
         }
     }
 
@@ -222,6 +253,12 @@ impl<'a> GridReader<'a> {
     fn config_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
         // Comments are free text; only `key=value` tokens with a known key count.
         let text = String::from_utf8_lossy(line);
+        if line_no == 1 && text.starts_with(super::slice::MARK) {
+            return Err(self.refuse_at(
+                line_no,
+                "one host's slice of a matrix (what mx start copies to each host), not a matrix: give the matrix.csv it was cut from",
+            ));
+        }
         if let Some(version) = text
             .strip_prefix("# mx matrix v")
             .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
@@ -694,7 +731,7 @@ impl<'a> GridReader<'a> {
             config.rotation =
                 Some(self.rotation(n, &pools, layer_count, line, (peers, seed, fill))?);
         }
-        if self.rows.iter().all(Vec::is_empty) {
+        if !self.slice && self.rows.iter().all(Vec::is_empty) {
             return Err(self.refuse("every cell is empty -- no flows to run"));
         }
         let mut warnings = self.warnings;
@@ -772,7 +809,7 @@ impl<'a> GridReader<'a> {
     }
 }
 
-enum CellError {
+pub(crate) enum CellError {
     NotARate,
     Negative,
     /// A finite rate past what any NIC carries (a typo: `1e30`).
@@ -780,7 +817,7 @@ enum CellError {
 }
 
 /// A cell's rate: blank or 0 is no flow, `max`/`inf`/`unpaced` (any case) unpaced.
-fn parse_rate(field: &[u8]) -> Result<Option<Rate>, CellError> {
+pub(crate) fn parse_rate(field: &[u8]) -> Result<Option<Rate>, CellError> {
     if field.is_empty() {
         return Ok(None);
     }

@@ -19,9 +19,14 @@ use mx_base::units::g;
 
 /// The print of host `me`'s traffic in `matrix`.
 pub fn run_print(matrix: &Matrix, me: u32) -> String {
-    print(&traffic_terms(matrix, me, "mx-run-v1", |h| {
-        format!("host={},{}", h.name, h.port)
-    }))
+    print(&traffic_terms(matrix, me, RUN_TAG, run_host_term))
+}
+
+const RUN_TAG: &str = "mx-run-v1";
+
+/// A host in the run print: its name and port, never its address.
+fn run_host_term(h: &Host) -> String {
+    format!("host={},{}", h.name, h.port)
 }
 
 /// The terms that decide host `me`'s traffic, after `tag`: sizes and port;
@@ -35,6 +40,13 @@ pub fn traffic_terms(
     tag: &str,
     host_term: impl Fn(&Host) -> String,
 ) -> Vec<String> {
+    let mut terms = common_terms(matrix, tag, host_term);
+    terms.extend(own_terms(matrix, me));
+    terms
+}
+
+/// The terms every host of `matrix` has alike: all but its own.
+fn common_terms(matrix: &Matrix, tag: &str, host_term: impl Fn(&Host) -> String) -> Vec<String> {
     let c = &matrix.config;
     let mut terms = vec![
         tag.to_string(),
@@ -59,20 +71,49 @@ pub fn traffic_terms(
         ));
     }
     terms.extend(matrix.hosts().iter().map(host_term));
-    terms.push(format!("me={}", matrix.hosts()[me as usize].name));
-    for cell in matrix.row(me) {
-        let rate = cell.rate.pps().map_or("max".to_string(), g);
-        terms.push(format!(
-            "flow={},{rate}",
-            matrix.hosts()[cell.dst as usize].name
-        ));
-    }
     terms
+}
+
+/// Host `me`'s own terms: its name, its flows and their rates.
+fn own_terms(matrix: &Matrix, me: u32) -> impl Iterator<Item = String> + '_ {
+    let me_term = format!("me={}", matrix.hosts()[me as usize].name);
+    std::iter::once(me_term).chain(matrix.row(me).iter().map(|cell| {
+        let rate = cell.rate.pps().map_or("max".to_string(), g);
+        format!("flow={},{rate}", matrix.hosts()[cell.dst as usize].name)
+    }))
+}
+
+/// The run print of every host of one matrix, the terms they share hashed
+/// once: a print for each of 10,000 hosts costs each host's own terms, not
+/// 10,000 times the fleet's.
+pub struct RunPrints {
+    common: Sha256,
+}
+
+impl RunPrints {
+    pub fn new(matrix: &Matrix) -> RunPrints {
+        let mut common = Sha256::new();
+        common.update(common_terms(matrix, RUN_TAG, run_host_term).join("\n"));
+        RunPrints { common }
+    }
+
+    /// [`run_print`] of host `me` of `matrix` (the one these were made of).
+    pub fn of(&self, matrix: &Matrix, me: u32) -> String {
+        let mut hash = self.common.clone();
+        for term in own_terms(matrix, me) {
+            hash.update(b"\n");
+            hash.update(term.as_bytes());
+        }
+        hex16(&hash.finalize())
+    }
 }
 
 /// The first 16 hex digits of SHA-256 over `terms`, one per line.
 pub fn print(terms: &[String]) -> String {
-    let digest = Sha256::digest(terms.join("\n").as_bytes());
+    hex16(&Sha256::digest(terms.join("\n").as_bytes()))
+}
+
+fn hex16(digest: &[u8]) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
@@ -106,5 +147,27 @@ mod tests {
         // b's print is b's: a's row changing leaves it alone.
         let edited = matrix("src\\dst,a,b\na,,2000\nb,1000,\n");
         assert_eq!(run_print(&edited, 1), run_print(&named, 1));
+    }
+
+    #[test]
+    fn every_hosts_print_at_once_is_each_hosts_print() {
+        let layered = crate::build::generated(
+            12,
+            crate::build::Shape::Layered {
+                peers: 3,
+                seed: 5,
+                dwell: 10.0,
+                fill: false,
+            },
+        );
+        for m in [
+            matrix("# dscp=46 disk=both\nsrc\\dst,a,b,c\na,,1000,max\nb,1000,,\nc,5,6,\n"),
+            layered,
+        ] {
+            let prints = RunPrints::new(&m);
+            for me in 0..m.host_count() as u32 {
+                assert_eq!(prints.of(&m, me), run_print(&m, me));
+            }
+        }
     }
 }

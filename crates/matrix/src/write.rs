@@ -35,6 +35,13 @@ pub(crate) fn rate_text(rate: Rate) -> String {
 impl Matrix {
     /// Writes the whole file.
     pub fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        self.write_head(out)?;
+        self.write_grid(out)
+    }
+
+    /// The `#` lines above the grid: format, sizes, port, disk, class,
+    /// pools, shuffle and layers (a host's slice carries them as they are).
+    pub(crate) fn write_head(&self, out: &mut dyn Write) -> io::Result<()> {
         let c = &self.config;
         writeln!(
             out,
@@ -117,7 +124,7 @@ impl Matrix {
                 )?;
             }
         }
-        self.write_grid(out)
+        Ok(())
     }
 
     /// `# pool NAME: host ...` per pool, and the pair a pool-to-pool matrix
@@ -152,11 +159,7 @@ impl Matrix {
     fn write_grid(&self, out: &mut dyn Write) -> io::Result<()> {
         let n = self.host_count();
         let mut line: Vec<u8> = Vec::with_capacity(16 * n);
-        line.extend_from_slice(b"src\\dst");
-        for host in self.hosts() {
-            line.push(b',');
-            line.extend_from_slice(host.token.as_bytes());
-        }
+        self.header_line(&mut line);
         line.extend_from_slice(b"\r\n");
         out.write_all(&line)?;
 
@@ -181,6 +184,15 @@ impl Matrix {
             out.write_all(&line)?;
         }
         Ok(())
+    }
+
+    /// The grid's first line, `src\dst` and the host tokens (no line end).
+    pub(crate) fn header_line(&self, line: &mut Vec<u8>) {
+        line.extend_from_slice(b"src\\dst");
+        for host in self.hosts() {
+            line.push(b',');
+            line.extend_from_slice(host.token.as_bytes());
+        }
     }
 
     /// The file's bytes.

@@ -153,16 +153,28 @@ impl Transport for Rehearsal {
 pub struct Tally {
     pub hosts: BTreeSet<String>,
     pub steps: usize,
-    /// By file name: how many copies, and the bytes of one.
-    pub sent: BTreeMap<String, (usize, u64)>,
+    /// By file name: its copies (a host's slice of the matrix differs from
+    /// host to host, under one name).
+    pub sent: BTreeMap<String, Sent>,
     /// Files it would fetch (reports): their size is the hosts'.
     pub fetched: usize,
+}
+
+/// The copies of one file a step would send.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sent {
+    pub copies: usize,
+    /// All copies' bytes.
+    pub bytes: u64,
+    /// The smallest copy and the largest.
+    pub smallest: u64,
+    pub largest: u64,
 }
 
 impl Tally {
     /// The bytes it would send, all copies.
     pub fn bytes(&self) -> u64 {
-        self.sent.values().map(|&(n, each)| n as u64 * each).sum()
+        self.sent.values().map(|s| s.bytes).sum()
     }
 }
 
@@ -192,8 +204,14 @@ impl Tallied {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let size = std::fs::metadata(file).map_or(0, |m| m.len());
-                let entry = tally.sent.entry(name).or_insert((0, size));
-                entry.0 += 1;
+                let sent = tally.sent.entry(name).or_insert(Sent {
+                    smallest: size,
+                    ..Sent::default()
+                });
+                sent.copies += 1;
+                sent.bytes += size;
+                sent.smallest = sent.smallest.min(size);
+                sent.largest = sent.largest.max(size);
             }
         }
     }

@@ -1,0 +1,194 @@
+use super::*;
+use crate::build::{Shape, generated};
+use crate::schedule::Schedule;
+
+fn matrix(text: &str) -> Matrix {
+    Matrix::parse(text.as_bytes(), "m.csv").unwrap()
+}
+
+fn layered(n: usize, peers: u32, fill: bool) -> Matrix {
+    generated(
+        n,
+        Shape::Layered {
+            peers,
+            seed: 11,
+            dwell: 15.0,
+            fill,
+        },
+    )
+}
+
+/// What an agent derives from the matrix for host `me`: its flows in every
+/// layer, what every source sends it in every layer, its print and its
+/// stamp's terms, the cells into it as written, and the run's settings.
+fn what_me_runs(m: &Matrix, me: u32) -> String {
+    let schedule = Schedule::new(m);
+    let mut out = format!("{:?} {:?} {:?}\n", m.config, m.hosts(), m.pools());
+    out += &crate::run_print::run_print(m, me);
+    out += &format!(
+        "\n{:?}\n",
+        crate::run_print::traffic_terms(m, me, "stamp", |h| format!("{},{}", h.addr, h.port))
+    );
+    for layer in 0..schedule.layer_count() {
+        out += &format!("layer {layer}: {:?}\n", schedule.flows_in_layer(me, layer));
+        for src in 0..m.host_count() as u32 {
+            let into: Vec<Cell> = schedule
+                .layer_flows(src, layer)
+                .filter(|c| c.dst == me)
+                .collect();
+            if !into.is_empty() {
+                out += &format!("  from {src}: {into:?}\n");
+            }
+        }
+    }
+    for (src, row) in m.rows() {
+        for cell in row.iter().filter(|c| c.dst == me) {
+            out += &format!("written {src}->{me} {:?}\n", cell.rate);
+        }
+    }
+    out
+}
+
+fn read_back(m: &Matrix, me: u32) -> Slice {
+    let bytes = Slicer::new(m.clone()).slice(me);
+    read(&bytes, "slice").unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&bytes)))
+}
+
+#[test]
+fn each_hosts_slice_runs_what_the_whole_matrix_runs_for_it() {
+    let cases = [
+        generated(7, Shape::FullMesh),
+        generated(9, Shape::KRegular { peers: 3, seed: 4 }),
+        layered(10, 2, false),
+        layered(11, 3, true),
+        // Hand-edited: rates that differ cell by cell, an unpaced cell, a
+        // host that neither sends nor is sent to, a class and disks.
+        matrix(
+            "# tx_size=100 rx_size=900 port=6000 dscp=46 disk=replies\n\
+             src\\dst,a=10.0.0.1,b=10.0.0.2:6001,c=10.0.0.3,d=10.0.0.4\n\
+             a,,150.5,max,\nb,10,,20,\nc,1,,,\nd,,,,\n",
+        ),
+    ];
+    for m in &cases {
+        for me in 0..m.host_count() as u32 {
+            let slice = read_back(m, me);
+            assert_eq!(slice.me, me);
+            assert_eq!(what_me_runs(&slice.matrix, me), what_me_runs(m, me));
+            // The agent's own check of a layered grid passes on a slice.
+            slice.matrix.check_layer_zero("slice").unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_pool_to_pool_layered_slice_runs_what_the_whole_runs() {
+    let text = {
+        let hosts = |p: &str, n: usize| -> Vec<crate::HostToken> {
+            (0..n)
+                .map(|i| {
+                    crate::HostToken::parse(&format!("{p}{i}=198.19.{}.{}", p.len(), i + 1))
+                        .unwrap()
+                })
+                .collect()
+        };
+        let m = crate::build::build_between(
+            vec![("web".into(), hosts("w", 5)), ("db".into(), hosts("db", 3))],
+            crate::pools::Between {
+                senders: 0,
+                receivers: 1,
+                duplex: true,
+            },
+            Shape::Layered {
+                peers: 1,
+                seed: 3,
+                dwell: 10.0,
+                fill: false,
+            },
+            crate::build::Traffic {
+                rate: Rate::per_second(500.0),
+                tx_size: 64,
+                rx_size: 64,
+                port: 5300,
+                disk: crate::DiskMode::Off,
+                dscp: crate::Dscp::default(),
+            },
+        );
+        m.to_bytes()
+    };
+    let m = Matrix::parse(&text, "m.csv").unwrap();
+    assert!(m.config.rotation.is_some() && m.pools().between.is_some());
+    for me in 0..m.host_count() as u32 {
+        assert_eq!(
+            what_me_runs(&read_back(&m, me).matrix, me),
+            what_me_runs(&m, me)
+        );
+    }
+}
+
+#[test]
+fn a_10000_host_layered_matrix_gives_slices_of_at_most_400_kb() {
+    let m = layered(10_000, 8, false);
+    let whole = m.to_bytes().len();
+    let slicer = Slicer::new(m.clone());
+    let mut largest = 0;
+    // Every host's slice holds the same parts (the head, the rates, its row
+    // of 8 and the 8 cells into it); their sizes differ by the digits of
+    // the indices. Every 97th host, and the last.
+    for me in (0..10_000u32).step_by(97).chain([9_999]) {
+        let slice = slicer.slice(me);
+        largest = largest.max(slice.len());
+        if me == 9_999 {
+            assert_eq!(read(&slice, "s").unwrap().me, me);
+        }
+    }
+    assert!(largest <= 400_000, "{largest} bytes");
+    assert!(whole > 100 * largest, "whole {whole}, slice {largest}");
+}
+
+#[test]
+fn a_full_mesh_slice_grows_with_the_fleet_not_its_square() {
+    let size = |n: usize| Slicer::new(generated(n, Shape::FullMesh)).slice(0).len();
+    let (small, large) = (size(200), size(2_000));
+    // Ten times the hosts: about ten times the slice (a matrix: a hundred).
+    assert!(large < 11 * small, "{small} -> {large}");
+}
+
+#[test]
+fn a_slice_cut_short_or_changed_is_refused_in_one_line() {
+    let m = layered(10, 2, false);
+    let slice = Slicer::new(m.clone()).slice(3);
+    let refusal = |bytes: &[u8]| match read(bytes, "matrix.csv") {
+        Ok(_) => panic!("read: {}", String::from_utf8_lossy(bytes)),
+        Err(e) => e.to_string(),
+    };
+    for cut in [0, 10, slice.len() / 2, slice.len() - 1, slice.len() - 30] {
+        let why = refusal(&slice[..cut]);
+        assert!(
+            why.starts_with("matrix.csv: cut short") || why.contains("changed since"),
+            "{cut}: {why}"
+        );
+        assert!(!why.contains('\n'), "{why}");
+    }
+    // A cell changed: the rate from host 3's row.
+    let text = String::from_utf8(slice.clone()).unwrap();
+    let changed = text.replacen("=1000", "=2000", 1);
+    assert!(refusal(changed.as_bytes()).contains("changed since it was cut"));
+    // Changed with a new end line (cut again from a file edited by hand):
+    // not the traffic it was cut as.
+    let body = &changed[..changed.rfind("end lines=").unwrap()];
+    let lines = body.matches('\n').count();
+    let resealed = format!(
+        "{body}end lines={lines} sha256={}\n",
+        hex(&Sha256::digest(body.as_bytes()))
+    );
+    let why = refusal(resealed.as_bytes());
+    assert!(why.contains("not the matrix it was cut from"), "{why}");
+}
+
+#[test]
+fn a_slice_is_not_taken_for_a_matrix() {
+    let slice = Slicer::new(generated(3, Shape::FullMesh)).slice(1);
+    let why = Matrix::parse(&slice, "matrix.csv").unwrap_err().to_string();
+    assert!(why.contains("one host's slice of a matrix"), "{why}");
+    assert!(is_slice(&slice) && !is_slice(b"# mx matrix v1\n"));
+}
