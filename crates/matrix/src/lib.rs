@@ -51,6 +51,9 @@ pub const DEFAULT_PORT: u16 = 5300;
 pub const MAX_HOSTS: usize = u16::MAX as usize;
 /// Version of the file format, written in its first line (`# mx matrix v1`).
 pub(crate) const FORMAT_VERSION: u32 = 1;
+/// How a host's slice of a matrix begins ([`slice`]): what tells one from a
+/// matrix, for the matrix reader to refuse and the agent to read.
+pub(crate) const SLICE_MARK: &str = "# mx slice v";
 
 /// Checks a request or reply size; the error names `what` (a key or a flag).
 pub fn packet_size(what: &str, bytes: i64) -> Result<u32, String> {

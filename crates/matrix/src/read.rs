@@ -253,7 +253,7 @@ impl<'a> GridReader<'a> {
     fn config_line(&mut self, line: &[u8], line_no: usize) -> Result<()> {
         // Comments are free text; only `key=value` tokens with a known key count.
         let text = String::from_utf8_lossy(line);
-        if line_no == 1 && text.starts_with(super::slice::MARK) {
+        if line_no == 1 && text.starts_with(super::SLICE_MARK) {
             return Err(self.refuse_at(
                 line_no,
                 "one host's slice of a matrix (what mx start copies to each host), not a matrix: give the matrix.csv it was cut from",

@@ -30,14 +30,13 @@ use std::io::Write;
 
 use sha2::{Digest, Sha256};
 
+use super::SLICE_MARK as MARK;
 use super::read::parse_rate;
 use super::run_print::RunPrints;
 use super::write::rate_text;
 use super::{Cell, Matrix, Rate};
 use mx_base::error::{Error, Result};
 
-/// How a slice's first line begins (and how a reader tells one from a matrix).
-pub(crate) const MARK: &str = "# mx slice v";
 const VERSION: u32 = 1;
 
 /// Cuts every host's slice of one matrix, the parts they share (the head,
