@@ -258,7 +258,11 @@ fn stale_note(out: &mut dyn Write, missed: &[Missed], hosts: usize) -> std::io::
             }
             None => "no report of it was ever collected: it is not in the summary".to_string(),
         };
-        writeln!(out, "[mx]   {:<width$}  {what}", m.host)?;
+        let why = match m.why.as_str() {
+            "" => String::new(),
+            why => format!(" ({why})"),
+        };
+        writeln!(out, "[mx]   {:<width$}  {what}{why}", m.host)?;
     }
     Ok(())
 }

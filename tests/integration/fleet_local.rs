@@ -260,6 +260,27 @@ fn agent_fleet_lifecycle_on_local_hosts_leaves_no_trace() {
         "{}",
         stale.stdout
     );
+    // One that arrives and is not a report (a disk that returned garbage):
+    // checked as it arrives, named, left out; its earlier copy kept.
+    let earlier = sb.read("reports/h3.csv");
+    let garbage = sb.file("hosts/h3/var/tmp/mx/report.csv.garbage");
+    std::fs::write(&garbage, "\0\0\0 not a report\n").unwrap();
+    std::fs::rename(&garbage, sb.file("hosts/h3/var/tmp/mx/report.csv")).unwrap();
+    let damaged = sb.mx(&with(&["summarize", "--window", "2"], &local));
+    assert_eq!(damaged.code, 1, "{}{}", damaged.stdout, damaged.stderr);
+    assert!(
+        damaged.stdout.contains("[mx] 2 of 3 hosts' reports could not be collected just now")
+            && damaged.stdout.contains(
+                "[mx]   h3  its earlier copy was summarized (reports/h3.csv, collected at "
+            )
+            && damaged.stdout.contains(
+                ") (arrived, and is not a report: report.csv: not an mx report (its first line is not the report header: ts,host,dir,peer,...))\n"
+            ),
+        "{}",
+        damaged.stdout
+    );
+    assert_eq!(sb.read("reports/h3.csv"), earlier);
+    assert!(!sb.file("reports/.h3.csv.part").exists());
 
     let stop = sb.mx(&with(&["stop"], &local));
     assert_eq!(stop.code, 0);

@@ -145,6 +145,24 @@ fn check_header_line(file: &mut File, path: &Path) -> Result<()> {
     }
 }
 
+/// Whether the file at `path` reads as a report: its first line the report
+/// header, with the columns a summary needs. Reads at most 64 KiB: what a
+/// collection checks of each report as it arrives, before it takes the
+/// place of the copy collected before.
+pub fn check_report(path: &Path) -> Result<()> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    check_header_line(&mut file, path)?;
+    let mut head = Vec::with_capacity(4096);
+    file.take(64 * 1024)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(path, "cannot read the report", &e))?;
+    let Some(end) = memchr::memchr(b'\n', &head) else {
+        return Ok(());
+    };
+    let header = csv::ByteRecord::from(head[..end].split(|&b| b == b',').collect::<Vec<_>>());
+    columns_of(&header, path).map(|_| ())
+}
+
 /// Byte length of the part of the file that ends in a newline: a last line
 /// cut short (a host that died mid-write, a copy in progress) is left out.
 fn complete_length(file: &mut File) -> std::io::Result<u64> {
