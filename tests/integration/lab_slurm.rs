@@ -178,7 +178,10 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
 
     let slurm = |args: &[&str]| alloc.mx(&sb, &[args, &["--via", "slurm"]].concat(), &[]);
     let srun = format!("DRY-RUN srun --jobid {} --overlap", alloc.job);
-    let sbcast = format!("DRY-RUN sbcast --jobid '{}.<step>'", alloc.job);
+    let sbcast = format!(
+        "DRY-RUN sbcast --jobid '{}.<step>' --force --preserve --compress ",
+        alloc.job
+    );
     let dry = slurm(&["start", "--dry-run"]);
     assert_says(&dry, "start --dry-run", &[&srun, &sbcast]);
     for i in 1..=NODES {

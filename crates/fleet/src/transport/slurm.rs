@@ -377,20 +377,26 @@ impl Slurm {
     }
 
     /// sbcast of `file` into `dir` on the nodes of step `step`.
-    fn sbcast_argv(&self, step: &str, file: &Path, dir: &str) -> Vec<String> {
+    /// sbcast of `file` into `dir` on the nodes of step `step`; `compress`:
+    /// compressed on its way down Slurm's tree (lz4, the library sbcast
+    /// defaults to), unpacked by each node's slurmd.
+    fn sbcast_argv(&self, step: &str, file: &Path, dir: &str, compress: bool) -> Vec<String> {
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        vec![
+        let mut argv = vec![
             "sbcast".to_string(),
             "--jobid".to_string(),
             format!("{}.{step}", self.job),
             "--force".to_string(),
             "--preserve".to_string(),
-            file.display().to_string(),
-            format!("{dir}/{name}"),
-        ]
+        ];
+        if compress {
+            argv.push("--compress".to_string());
+        }
+        argv.extend([file.display().to_string(), format!("{dir}/{name}")]);
+        argv
     }
 
     /// The step holding the agents of `hosts`: one task per node, each
@@ -689,10 +695,19 @@ impl Slurm {
             nodes.len()
         ];
         for file in copy.files {
-            let sent = run_command(
-                command(&self.sbcast_argv(step, file, copy.dir)),
-                copy.timeout,
-            );
+            let send = |compress| {
+                run_command(
+                    command(&self.sbcast_argv(step, file, copy.dir, compress)),
+                    copy.timeout,
+                )
+            };
+            let mut sent = send(true);
+            // A Slurm built without the compression library refuses the
+            // option: the file goes as it is.
+            let lowered = sent.text.to_ascii_lowercase();
+            if !sent.ok() && (lowered.contains("compress") || lowered.contains("lz4")) {
+                sent = send(false);
+            }
             if sent.ok() {
                 continue;
             }
@@ -901,7 +916,9 @@ impl Slurm {
         let holder = self.copy_argv(&nodes, copy.dir, copy.timeout);
         let mut lines = vec![format!("{} &", shell_join(&holder))];
         for file in copy.files {
-            lines.push(shell_join(&self.sbcast_argv("<step>", file, copy.dir)));
+            lines.push(shell_join(
+                &self.sbcast_argv("<step>", file, copy.dir, true),
+            ));
         }
         lines.join("\n")
     }
