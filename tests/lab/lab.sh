@@ -60,8 +60,24 @@ down() {
     rm -rf "$dir"
 }
 
+# The kernel's ARP and NDP tables are shared by every namespace and bounded
+# by the root namespace's gc_thresh1/2/3 (128, 512, 1024 by default): past
+# about 100 hosts new neighbours are never resolved ("neighbor table
+# overflow"), and their datagrams read as lost. Raised, never lowered.
+raise_neighbour_tables() {
+    local family key want have
+    for family in ipv4 ipv6; do
+        for key in gc_thresh1:4096 gc_thresh2:16384 gc_thresh3:32768; do
+            want=${key#*:}
+            have=$(sysctl -n "net.$family.neigh.default.${key%%:*}")
+            [ "$have" -ge "$want" ] || sysctl -q -w "net.$family.neigh.default.${key%%:*}=$want"
+        done
+    done
+}
+
 up() {
     down
+    [ "$hosts" -le 60 ] || raise_neighbour_tables
     mkdir -p "$dir" /run/sshd
     dir=$(cd "$dir" && pwd -P)
     ssh-keygen -q -t ed25519 -N '' -f "$dir/id" -C mx-lab
