@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Fleet commands at lab scale: a 40-host lab (network namespaces, one real sshd
-# each; tests/lab/lab.sh) and the wall time of `mx start` and `mx status`,
-# each run 3 times, interleaved with a baseline in the same run: one bare
-# `ssh host true` round trip to every host, in parallel (the floor a fan-out
-# over ssh can reach). Each timed mx command starts with no shared ssh
-# connection open, as the floor does. Needs root. Prints medians and the ratio to the floor.
+# Fleet commands at lab scale: a lab of N hosts (network namespaces, one real
+# sshd each; tests/lab/lab.sh) and the wall time of a fresh `mx start` (no mx
+# on the hosts: the agent and each host's slice of the matrix copied), then
+# `status`, `stop`, `collect`, `summarize` and `clean`, each against a
+# baseline measured in the same round: one bare `ssh host true` to every
+# host, 64 in parallel (the floor a fan-out over ssh can reach). Each timed
+# command starts with no shared ssh connection open, as the floor does, so
+# it pays every handshake the floor pays. Rounds interleave floor and
+# commands (A B A B); medians and ratios to the floor's median. Needs root.
 #
-#   bench/lab_scale.sh [hosts]
+#   bench/lab_scale.sh [hosts] [rounds]     # 40 hosts, 3 rounds by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 hosts=${1:-40}
+rounds=${2:-3}
 net=90
 lab=$(mktemp -d /tmp/mx-lab-scale.XXXXXX)
 trap 'bash "$root/tests/lab/lab.sh" down $net $hosts "$lab"' EXIT
@@ -30,23 +34,27 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # before each timed command, so that it pays every handshake the floor does.
 cold() { for s in /tmp/mx-ssh-"$(id -u)"/*; do [ -S "$s" ] && ssh -o ControlPath="$s" -O exit x 2>/dev/null; done; true; }
 
-declare -a t_floor t_start t_status
-for round in 1 2 3; do
-    t_floor+=("$(seconds floor)")
-    cold
-    t_start+=("$(seconds "$mx" start --workers 1 --interval 1)")
-    cold
-    t_status+=("$(seconds "$mx" status)")
-    "$mx" stop > /dev/null
+commands=(start status stop collect summarize clean)
+declare -A took
+for round in $(seq "$rounds"); do
+    took[floor]+="$(seconds floor) "
+    for c in "${commands[@]}"; do
+        cold
+        case $c in
+            start) args=(start --workers 1 --interval 1) ;;
+            clean) args=(clean --yes) ;;
+            *) args=("$c") ;;
+        esac
+        took[$c]+="$(seconds "$mx" "${args[@]}") "
+    done
 done
-"$mx" clean --yes > /dev/null
-f=$(printf '%s\n' "${t_floor[@]}" | median)
-s=$(printf '%s\n' "${t_start[@]}" | median)
-q=$(printf '%s\n' "${t_status[@]}" | median)
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $hosts lab hosts"
-echo "| what | median of 3 | vs floor |"
+f=$(tr ' ' '\n' <<<"${took[floor]}" | grep . | median)
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $hosts lab hosts, $rounds rounds"
+echo "| what | median | vs floor |"
 echo "|---|---|---|"
-echo "| floor: ssh true to every host, 64 in parallel | ${f}s | 1.00 |"
-echo "| mx start (deploy 2 files + launch) | ${s}s | $(echo "scale=2; $s / $f" | bc) |"
-echo "| mx status | ${q}s | $(echo "scale=2; $q / $f" | bc) |"
-echo "rounds (s): floor ${t_floor[*]}; start ${t_start[*]} (the first copies the agent, later ones find it); status ${t_status[*]}"
+echo "| floor: ssh true to every host, 64 in parallel | ${f} s | 1.00 |"
+for c in "${commands[@]}"; do
+    m=$(tr ' ' '\n' <<<"${took[$c]}" | grep . | median)
+    echo "| mx $c | ${m} s | $(echo "scale=2; $m / $f" | bc) |"
+done
+for what in floor "${commands[@]}"; do echo "rounds (s) $what: ${took[$what]}"; done

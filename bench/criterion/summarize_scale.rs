@@ -1,11 +1,13 @@
-//! `mx summarize` at fleet scale (issue 4): a synthetic report set of 1,000
-//! hosts x 8 peers x 1 hour at 5 s intervals (720 intervals; 8 tx + 8 rx + 1
-//! host row each: 12.2 million rows, ~2 GB), summarized over its whole history.
-//! Prints the wall time of each run, their median, and the peak memory (max
-//! RSS) of the summarize process.
+//! `mx summarize` at fleet scale: a synthetic report set of 1,000 hosts x 8
+//! peers x 1 hour at 5 s intervals (720 intervals; 8 tx + 8 rx + 1 host row
+//! each: 12.2 million rows, ~2 GB), summarized over its whole history; or,
+//! with `--fleet 10000x8x120`, 10,000 hosts x 8 peers x 10 minutes (20.4
+//! million rows). Prints the wall time of each run, their median, and the
+//! peak memory (max RSS) of the summarize process.
 //!
-//!   cargo bench --bench summarize_scale            # the real thing
-//!   cargo bench --bench summarize_scale -- --test  # a tiny set, as CI runs it
+//!   cargo bench --bench summarize_scale                         # 1,000 hosts, an hour
+//!   cargo bench --bench summarize_scale -- --fleet 10000x8x120  # 10,000 hosts, 10 minutes
+//!   cargo bench --bench summarize_scale -- --test               # a tiny set, as CI runs it
 //!
 //! The data set is generated once into target/bench-data/ and reused.
 
@@ -119,8 +121,25 @@ fn children_max_rss_mib() -> f64 {
 }
 
 fn main() {
-    let smoke = std::env::args().any(|a| a == "--test");
-    let (hosts, peers, intervals) = if smoke { (10, 3, 10) } else { (1000, 8, 720) };
+    let args: Vec<String> = std::env::args().collect();
+    let smoke = args.iter().any(|a| a == "--test");
+    let fleet = args
+        .iter()
+        .position(|a| a == "--fleet")
+        .and_then(|i| args.get(i + 1))
+        .map(|shape| {
+            let parts: Vec<usize> = shape.split('x').filter_map(|p| p.parse().ok()).collect();
+            assert!(
+                parts.len() == 3,
+                "--fleet HOSTSxPEERSxINTERVALS, not {shape}"
+            );
+            (parts[0], parts[1], parts[2] as i64)
+        });
+    let (hosts, peers, intervals) = match (smoke, fleet) {
+        (true, _) => (10, 3, 10),
+        (false, Some(shape)) => shape,
+        (false, None) => (1000, 8, 720),
+    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     let dir = root.join(format!("reports-{hosts}x{peers}x{intervals}"));
     let marker = dir.join(".complete");
