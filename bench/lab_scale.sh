@@ -32,7 +32,7 @@ floor() { xargs -P 64 -I{} ssh -F "$lab/ssh_config" {} true < <(cut -d= -f2 serv
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # mx shares one ssh connection per host for 60 s (ControlPersist): close them
 # before each timed command, so that it pays every handshake the floor does.
-cold() { for s in /tmp/mx-ssh-"$(id -u)"/*; do [ -S "$s" ] && ssh -o ControlPath="$s" -O exit x 2>/dev/null; done; true; }
+cold() { for s in /tmp/mx-ssh-"$(id -u)"/*; do [ -S "$s" ] && { ssh -o ControlPath="$s" -O exit x 2>/dev/null || true; }; done; true; }
 
 commands=(start status stop collect summarize clean)
 declare -A took
