@@ -327,14 +327,9 @@ fn reread_answers(
                 .position(|h| h.name == host.name)
                 .expect("a fleet host");
             let dir = fleet.dir(host);
-            let matrix = match staged.matrix_for(host) {
+            let matrix = match staged.copy_of_matrix_for(host) {
                 Ok(matrix) => matrix,
-                Err(e) => {
-                    return Outcome {
-                        code: 1,
-                        text: format!("copy failed: {e}"),
-                    };
-                }
+                Err(failed) => return failed,
             };
             let copied =
                 fleet

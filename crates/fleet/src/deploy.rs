@@ -222,14 +222,9 @@ pub fn deploy(fleet: &Fleet, host: &Host, staged: &Staged, check_running: bool) 
         return ready;
     }
     let unchanged = holds_agent(&ready, staged);
-    let matrix = match staged.matrix_for(host) {
+    let matrix = match staged.copy_of_matrix_for(host) {
         Ok(matrix) => matrix,
-        Err(e) => {
-            return Outcome {
-                code: 1,
-                text: format!("copy failed: {e}"),
-            };
-        }
+        Err(failed) => return failed,
     };
     let files = staged.to_copy(unchanged, unpacks(fleet, &ready), matrix.path());
     let packed = !unchanged && files[0] != staged.files[0];
@@ -321,6 +316,15 @@ impl Staged {
         };
         cut().map_err(|e| Error::io(&staged.path, "cannot stage the slice", &e))?;
         Ok(staged)
+    }
+
+    /// [`Staged::matrix_for`], its failure as the host's step outcome: the
+    /// copy failed, and why.
+    pub fn copy_of_matrix_for(&self, host: &Host) -> std::result::Result<HostMatrix, Outcome> {
+        self.matrix_for(host).map_err(|e| Outcome {
+            code: 1,
+            text: format!("copy failed: {e}"),
+        })
     }
 
     /// The packed agent's size and the agent's, in bytes (`None` until it
