@@ -66,6 +66,26 @@ fn run_and_collect(lab: &Lab, sb: &Sandbox, seconds: u64) {
 
 /// The rows of a collected report whose `dir` and `peer` are these, as
 /// column name -> cell.
+/// Whether one of `hosts` said, in its host row for an interval (by `ts`),
+/// that it fell behind its schedule further than its bucket forgives: a
+/// starved agent on a loaded CI box, its own edge, said as such (the rule
+/// the rate tests follow, `agents::fell_behind`).
+fn fell_behind(sb: &Sandbox, hosts: &[&str]) -> impl Fn(&str) -> bool {
+    let rows: Vec<_> = hosts
+        .iter()
+        .map(|h| report_rows(sb, h, "host", "*"))
+        .collect();
+    assert!(rows.iter().all(|r| !r.is_empty()), "no host rows");
+    move |ts: &str| {
+        rows.iter().flatten().any(|h| {
+            h["ts"] == ts
+                && h["behind_ms"]
+                    .parse::<f64>()
+                    .is_ok_and(|ms| ms > crate::agents::FORGIVEN_MS)
+        })
+    }
+}
+
 pub fn report_rows(
     sb: &Sandbox,
     host: &str,
@@ -425,19 +445,7 @@ fn agent_lab_duplicated_requests_are_counted_and_answered_once() {
     // late, counted late) said it fell behind its schedule: a starved agent
     // on a loaded CI box, its own edge, said (a CI run served 1,959 of 2,000
     // in one), as the rate tests allow: so the run is seven seconds long.
-    let hosts: Vec<_> = ["h1", "h2"]
-        .map(|h| report_rows(&sb, h, "host", "*"))
-        .into_iter()
-        .collect();
-    assert!(hosts.iter().all(|rows| !rows.is_empty()), "no host rows");
-    let starved = |ts: &str| {
-        hosts.iter().flatten().any(|h| {
-            h["ts"] == ts
-                && h["behind_ms"]
-                    .parse::<f64>()
-                    .is_ok_and(|ms| ms > crate::agents::FORGIVEN_MS)
-        })
-    };
+    let starved = fell_behind(&sb, &["h1", "h2"]);
     let mut excused = 0;
     for r in full {
         // One duplicate for every request that arrived (interval 1 s: the
@@ -625,11 +633,24 @@ fn agent_lab_requests_the_kernel_refuses_are_send_errors_and_logged_once() {
     assert_eq!(lab.mx(&sb, &["clean", "--yes"]).code, 0);
     let rows = report_rows(&sb, "h1", "tx", "h2");
     assert!(rows.len() >= 2, "{rows:?}");
+    // Every request was tried and refused, counted once: 1,000 an interval,
+    // short only where h1 said it fell behind (it cannot try what it missed:
+    // a CI run counted 915 in one interval).
+    let starved = fell_behind(&sb, &["h1"]);
+    let mut excused = 0;
     for r in &rows {
         assert_eq!(r["pkts"], "0", "nothing left: {r:?}");
         let refused: f64 = r["send_errors"].parse().unwrap();
-        assert!((refused - 1000.0).abs() <= 20.0, "{r:?}");
+        assert!(refused <= 1020.0, "counted more than tried: {r:?}");
+        if refused < 980.0 {
+            assert!(
+                starved(&r["ts"]),
+                "{r:?}: and h1 did not say it fell behind"
+            );
+            excused += 1;
+        }
     }
+    crate::agents::assert_mostly_on_time("refused requests", excused, rows.len(), &rows);
     assert!(sum(&report_rows(&sb, "h2", "tx", "h1"), "send_errors") == 0.0);
     let text = sb.read("logs/h1.log");
     assert_eq!(
