@@ -83,6 +83,19 @@ fn own_terms(matrix: &Matrix, me: u32) -> impl Iterator<Item = String> + '_ {
     }))
 }
 
+/// One print of every host's traffic in `matrix`: the terms they share and
+/// each host's own. What a slice for every host is checked against once its
+/// rows are rebuilt: one print for the fleet, not one per host.
+pub fn fleet_print(matrix: &Matrix) -> String {
+    let mut terms = common_terms(matrix, FLEET_TAG, run_host_term);
+    for me in 0..matrix.host_count() as u32 {
+        terms.extend(own_terms(matrix, me));
+    }
+    print(&terms)
+}
+
+const FLEET_TAG: &str = "mx-fleet-v1";
+
 /// The run print of every host of one matrix, the terms they share hashed
 /// once: a print for each of 10,000 hosts costs each host's own terms, not
 /// 10,000 times the fleet's.

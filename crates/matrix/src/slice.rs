@@ -21,6 +21,15 @@
 //! rows are layer 0 of a seeded plan, which the slice rebuilds from the seed
 //! and each row's rate (a row's cells all send at its rate in every layer).
 //!
+//! A layered matrix also gives one slice for every host (`hosts=all` where
+//! a host's slice names its host), for a transport that sends one file to
+//! every host (Slurm's `sbcast`): the head and the rates line, from which
+//! each agent rebuilds every row from the seed; a row whose cells do not all
+//! send at its rate (a hand edit) is written whole. At 10,000 hosts with
+//! `--peers 8` it is the host header and a few bytes more, where the matrix
+//! is 100 MB. Its `run=` is the print of every host's traffic at once
+//! ([`fleet_print`](super::run_print::fleet_print)).
+//!
 //! The end line makes a slice cut short, or changed on its way, refused; the
 //! first line's run print (the print of the host's traffic that its reports
 //! carry) makes a slice that reads as other traffic than it was cut from
@@ -104,11 +113,44 @@ impl Slicer {
         for &(src, rate) in &self.into[me as usize] {
             row_line(&mut out, src, [(me, rate)].into_iter());
         }
-        let lines = memchr::memchr_iter(b'\n', &out).count();
-        let sha = hex(&Sha256::digest(&out));
-        writeln!(out, "end lines={lines} sha256={sha}").expect("writing to a Vec cannot fail");
+        seal(&mut out);
         out
     }
+
+    /// Every host's slice in one file, for a transport that copies one file
+    /// to every host; `None` unless the matrix is layered (a grid's rows are
+    /// its cells: the whole matrix is the smallest file that holds them).
+    pub fn every_host(&self) -> Option<Vec<u8>> {
+        self.matrix.config.rotation?;
+        let mut out = Vec::with_capacity(self.head.len() + self.rates.len() + 4096);
+        writeln!(
+            out,
+            "{MARK}{VERSION} {EVERY_HOST} run={} -- every host's part of a layered matrix, cut by mx for its agents: not a file to edit",
+            super::run_print::fleet_print(&self.matrix)
+        )
+        .expect("writing to a Vec cannot fail");
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.rates);
+        for (src, row) in self.matrix.rows() {
+            let rate = self.matrix.row_rate(src);
+            if row.iter().any(|c| Some(c.rate) != rate) {
+                row_line(&mut out, src, row.iter().map(|c| (c.dst, c.rate)));
+            }
+        }
+        seal(&mut out);
+        Some(out)
+    }
+}
+
+/// The first line's word for a slice of every host (where one host's slice
+/// has `host=NAME`).
+const EVERY_HOST: &str = "hosts=all";
+
+/// Ends a slice: its line count and the SHA-256 of every byte before it.
+fn seal(out: &mut Vec<u8>) {
+    let lines = memchr::memchr_iter(b'\n', out.as_slice()).count();
+    let sha = hex(&Sha256::digest(out.as_slice()));
+    writeln!(out, "end lines={lines} sha256={sha}").expect("writing to a Vec cannot fail");
 }
 
 /// `rates <rate>*<count> ...`: each row's rate in host order, runs of one
@@ -149,10 +191,11 @@ pub fn is_slice(data: &[u8]) -> bool {
 }
 
 /// A slice read back: the matrix as its host's agent sees it, and that
-/// host's index in it.
+/// host's index in it (`None` for a slice of every host: each agent finds
+/// itself in it, as in a whole matrix).
 pub struct Slice {
     pub matrix: Matrix,
-    pub me: u32,
+    pub me: Option<u32>,
 }
 
 /// What an agent runs from: a host's slice or a whole matrix (the original
@@ -172,12 +215,13 @@ pub fn load(path: &std::path::Path) -> Result<(Matrix, Option<u32>)> {
     }
     let data = std::fs::read(path).map_err(cannot)?;
     let slice = read(&data, &path.display().to_string())?;
-    Ok((slice.matrix, Some(slice.me)))
+    Ok((slice.matrix, slice.me))
 }
 
-/// Reads a slice; `label` names it in a refusal (its path). Refused in one
-/// line: a slice cut short or changed since it was cut, one of a newer mx,
-/// or one whose traffic is not the print it was cut with.
+/// Reads a slice, a host's or every host's; `label` names it in a refusal
+/// (its path). Refused in one line: a slice cut short or changed since it
+/// was cut, one of a newer mx, or one whose traffic is not the print it was
+/// cut with.
 pub fn read(data: &[u8], label: &str) -> Result<Slice> {
     let refuse = |why: String| Error::refused(format!("{label}: {why}"));
     let body = verified_body(data).map_err(&refuse)?;
@@ -215,6 +259,16 @@ pub fn read(data: &[u8], label: &str) -> Result<Slice> {
         }
     }
     let mut matrix = Matrix::from_slice_head(&head, rows, label)?;
+    let Some(host) = host else {
+        rebuild_every_row(&mut matrix, rates.as_deref(), &seen).map_err(&refuse)?;
+        let read_as = super::run_print::fleet_print(&matrix);
+        if read_as != run {
+            return Err(refuse(format!(
+                "cut as traffic {run}, and reads as {read_as}: not the matrix it was cut from -- start again (mx start)"
+            )));
+        }
+        return Ok(Slice { matrix, me: None });
+    };
     let me = matrix.index_of(&host).ok_or_else(|| {
         refuse(format!(
             "cut for host '{host}', which its header does not name"
@@ -252,7 +306,35 @@ pub fn read(data: &[u8], label: &str) -> Result<Slice> {
             "cut as traffic {run}, and reads as {read_as}: not the matrix it was cut from -- start again (mx start)"
         )));
     }
-    Ok(Slice { matrix, me })
+    Ok(Slice {
+        matrix,
+        me: Some(me),
+    })
+}
+
+/// The rows of a slice of every host: layer 0 of the seeded plan at each
+/// row's rate, but for the rows written whole (`written`).
+fn rebuild_every_row(
+    matrix: &mut Matrix,
+    rates: Option<&[Option<Rate>]>,
+    written: &[bool],
+) -> std::result::Result<(), String> {
+    let Some(plan) = matrix.layer_plan() else {
+        return Err("a slice for every host of a matrix that is not layered".to_string());
+    };
+    let rates = rates.ok_or("a layered matrix's slice with no rates line")?;
+    for src in 0..written.len() as u32 {
+        match rates[src as usize] {
+            Some(rate) if !written[src as usize] => {
+                let mut row: Vec<Cell> =
+                    plan.targets(src, 0).map(|dst| Cell { dst, rate }).collect();
+                row.sort_unstable_by_key(|c| c.dst);
+                matrix.rows[src as usize] = row;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The slice above its end line, once the end line vouches for it.
@@ -286,8 +368,9 @@ fn verified_body(data: &[u8]) -> std::result::Result<&[u8], String> {
     Ok(body)
 }
 
-/// The host and the run print of `# mx slice v1 host=NAME run=PRINT -- ...`.
-fn first_line(line: &[u8]) -> std::result::Result<(String, String), String> {
+/// The host (`None` for every host: `hosts=all`) and the run print of
+/// `# mx slice v1 host=NAME run=PRINT -- ...`.
+fn first_line(line: &[u8]) -> std::result::Result<(Option<String>, String), String> {
     let text = String::from_utf8_lossy(line);
     let rest = text
         .strip_prefix(MARK)
@@ -308,7 +391,9 @@ fn first_line(line: &[u8]) -> std::result::Result<(String, String), String> {
             .map(str::to_string)
             .ok_or_else(|| format!("its first line names no {key}"))
     };
-    Ok((word("host=")?, word("run=")?))
+    let every = rest.split_whitespace().any(|w| w == EVERY_HOST);
+    let host = if every { None } else { Some(word("host=")?) };
+    Ok((host, word("run=")?))
 }
 
 /// The `rates` terms: `n` rates (`None` for a row with no cells).

@@ -72,7 +72,7 @@ fn each_hosts_slice_runs_what_the_whole_matrix_runs_for_it() {
     for m in &cases {
         for me in 0..m.host_count() as u32 {
             let slice = read_back(m, me);
-            assert_eq!(slice.me, me);
+            assert_eq!(slice.me, Some(me));
             assert_eq!(what_me_runs(&slice.matrix, me), what_me_runs(m, me));
             // The agent's own check of a layered grid passes on a slice.
             slice.matrix.check_layer_zero("slice").unwrap();
@@ -80,8 +80,8 @@ fn each_hosts_slice_runs_what_the_whole_matrix_runs_for_it() {
     }
 }
 
-#[test]
-fn a_pool_to_pool_layered_slice_runs_what_the_whole_runs() {
+/// A layered matrix from a pool of 5 to a pool of 3, both ways.
+fn pool_to_pool() -> Matrix {
     let text = {
         let hosts = |p: &str, n: usize| -> Vec<crate::HostToken> {
             (0..n)
@@ -115,7 +115,12 @@ fn a_pool_to_pool_layered_slice_runs_what_the_whole_runs() {
         );
         m.to_bytes()
     };
-    let m = Matrix::parse(&text, "m.csv").unwrap();
+    Matrix::parse(&text, "m.csv").unwrap()
+}
+
+#[test]
+fn a_pool_to_pool_layered_slice_runs_what_the_whole_runs() {
+    let m = pool_to_pool();
     assert!(m.config.rotation.is_some() && m.pools().between.is_some());
     for me in 0..m.host_count() as u32 {
         assert_eq!(
@@ -123,6 +128,61 @@ fn a_pool_to_pool_layered_slice_runs_what_the_whole_runs() {
             what_me_runs(&m, me)
         );
     }
+}
+
+#[test]
+fn every_hosts_slice_of_a_layered_matrix_runs_what_the_whole_runs_for_each() {
+    // Hand-edited: one row whose cells send at two rates is written whole.
+    let mut edited = layered(12, 3, false);
+    edited.rows[4][1].rate = Rate::per_second(250.0);
+    let cases = [
+        layered(10, 2, false),
+        layered(11, 3, true),
+        pool_to_pool(),
+        edited,
+    ];
+    for m in &cases {
+        let every = Slicer::new(m.clone()).every_host().unwrap();
+        let slice = read(&every, "slice")
+            .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&every)));
+        assert_eq!(slice.me, None, "each agent finds itself in it");
+        slice.matrix.check_layer_zero("slice").unwrap();
+        for me in 0..m.host_count() as u32 {
+            assert_eq!(what_me_runs(&slice.matrix, me), what_me_runs(m, me));
+        }
+    }
+    // Only the edited row is written whole.
+    let text = String::from_utf8(Slicer::new(cases[3].clone()).every_host().unwrap()).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("row ")).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(
+        rows[0].starts_with("row 4 ") && rows[0].contains("=250"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_grid_has_no_slice_of_every_host() {
+    for m in [
+        generated(7, Shape::FullMesh),
+        generated(9, Shape::KRegular { peers: 3, seed: 4 }),
+    ] {
+        assert!(Slicer::new(m).every_host().is_none());
+    }
+}
+
+#[test]
+fn every_hosts_slice_of_10000_hosts_is_its_host_list_and_a_line() {
+    let m = layered(10_000, 8, false);
+    let whole = m.to_bytes().len();
+    let every = Slicer::new(m).every_host().unwrap();
+    assert!(every.len() <= 400_000, "{} bytes", every.len());
+    assert!(
+        whole > 100 * every.len(),
+        "whole {whole}, every host's {}",
+        every.len()
+    );
+    assert_eq!(read(&every, "s").unwrap().me, None);
 }
 
 #[test]
@@ -138,7 +198,7 @@ fn a_10000_host_layered_matrix_gives_slices_of_at_most_400_kb() {
         let slice = slicer.slice(me);
         largest = largest.max(slice.len());
         if me == 9_999 {
-            assert_eq!(read(&slice, "s").unwrap().me, me);
+            assert_eq!(read(&slice, "s").unwrap().me, Some(me));
         }
     }
     assert!(largest <= 400_000, "{largest} bytes");
@@ -155,8 +215,22 @@ fn a_full_mesh_slice_grows_with_the_fleet_not_its_square() {
 
 #[test]
 fn a_slice_cut_short_or_changed_is_refused_in_one_line() {
-    let m = layered(10, 2, false);
-    let slice = Slicer::new(m.clone()).slice(3);
+    let slice = Slicer::new(layered(10, 2, false)).slice(3);
+    // A cell changed: the rate from host 3's row.
+    refused_cut_short_or_changed(&slice, "=1000", "=2000");
+}
+
+#[test]
+fn every_hosts_slice_cut_short_or_changed_is_refused_in_one_line() {
+    let slice = Slicer::new(layered(10, 2, false)).every_host().unwrap();
+    // Every row's rate changed.
+    refused_cut_short_or_changed(&slice, "rates 1000*", "rates 2000*");
+}
+
+/// `slice` refused in one line when cut short anywhere, when `from` is
+/// changed to `to`, and when it is then sealed again with a new end line
+/// (cut again from a file edited by hand): not the traffic it was cut as.
+fn refused_cut_short_or_changed(slice: &[u8], from: &str, to: &str) {
     let refusal = |bytes: &[u8]| match read(bytes, "matrix.csv") {
         Ok(_) => panic!("read: {}", String::from_utf8_lossy(bytes)),
         Err(e) => e.to_string(),
@@ -169,12 +243,10 @@ fn a_slice_cut_short_or_changed_is_refused_in_one_line() {
         );
         assert!(!why.contains('\n'), "{why}");
     }
-    // A cell changed: the rate from host 3's row.
-    let text = String::from_utf8(slice.clone()).unwrap();
-    let changed = text.replacen("=1000", "=2000", 1);
+    let text = String::from_utf8(slice.to_vec()).unwrap();
+    assert!(text.contains(from), "{text}");
+    let changed = text.replacen(from, to, 1);
     assert!(refusal(changed.as_bytes()).contains("changed since it was cut"));
-    // Changed with a new end line (cut again from a file edited by hand):
-    // not the traffic it was cut as.
     let body = &changed[..changed.rfind("end lines=").unwrap()];
     let lines = body.matches('\n').count();
     let resealed = format!(
