@@ -269,6 +269,30 @@ fn agent_lab_slurm_lifecycle_inside_salloc_leaves_nothing() {
     assert_says(&run, "run", &ran);
     assert_eq!(alloc.steps().trim(), "", "the agents' step ended with them");
 
+    // A layered matrix: one file that sbcast copies to every node holds
+    // every node's slice (the host list and each row's rate: each agent
+    // rebuilds its rows from the seed), and the run covers every pair.
+    let layered = ["gen", "--servers", "slurm", "--pps", "1000", "--peers", "1"];
+    let generated = alloc.mx(
+        &sb,
+        &[&layered[..], &["--dwell", "2", "--seed", "5"]].concat(),
+        &[],
+    );
+    assert_ok(&generated, "gen a layered matrix");
+    let run = slurm(&["run", "--for", "6", "--interval", "1"]);
+    let ran = [
+        "[mx] every agent ended at",
+        "COVERAGE  6 of 6 ordered pairs",
+    ];
+    assert_says(&run, "run a layered matrix", &ran);
+    for i in 1..=NODES {
+        let deployed = std::fs::read_to_string(lab.var_tmp(i).join("mx/matrix.csv")).unwrap();
+        assert!(
+            deployed.starts_with("# mx slice v1 hosts=all ") && !deployed.contains("\nrow "),
+            "node{i}: {deployed}"
+        );
+    }
+
     // A step of this fleet left behind (an mx killed mid-launch, a node that
     // hung): clean ends it, and says so.
     let mut stray = Command::new("srun")

@@ -33,10 +33,12 @@ const REMOTE_MATRIX: &str = "matrix.csv";
 
 /// The files a deploy copies, staged under their remote names.
 pub struct Staged {
-    /// The agent binary (`mx`), then the whole matrix (`matrix.csv`).
+    /// The agent binary (`mx`), then the matrix (`matrix.csv`): whole, or
+    /// for a transport that copies one file to every host, every host's
+    /// slice of a layered one.
     pub files: Vec<PathBuf>,
-    /// Cuts each host's slice; `None` where the transport broadcasts the
-    /// whole matrix.
+    /// Cuts each host's slice; `None` where the transport copies one file
+    /// to every host.
     slicer: Option<Slicer>,
     /// The agent binary's SHA-256, lowercase hex (as `sha256sum` prints it).
     pub agent_sha256: String,
@@ -157,9 +159,10 @@ pub const AGENT_PACKED: &str = "agent copied packed (gzip), unpacked there";
 /// 0700) under parents no other user can write, or the agent a root fleet
 /// runs could be swapped on its way. `deploy` is the matrix to send when it
 /// differs from the file (retargeted by --bind). The hosts' slices are cut
-/// from it (the fleet's matrix when `None`) as each host's copy begins; a
-/// layered grid that is not the layer 0 its seed derives is refused here,
-/// as an agent would refuse the whole matrix.
+/// from it (the fleet's matrix when `None`) as each host's copy begins, or
+/// where one file goes to every host (Slurm), every host's slice of a
+/// layered matrix is staged; a layered grid that is not the layer 0 its
+/// seed derives is refused here, as an agent would refuse the whole matrix.
 pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<Staged> {
     let staging = tempfile::Builder::new()
         .prefix("mx-stage-")
@@ -174,9 +177,20 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
     std::fs::copy(binary, &to_agent)
         .map_err(|e| Error::io(binary, "cannot stage the agent", &e))?;
     let to_matrix = staging.path().join(REMOTE_MATRIX);
-    match deploy {
-        Some(matrix) => matrix.save(&to_matrix)?,
-        None => {
+    let matrix = deploy.unwrap_or(&fleet.matrix);
+    matrix.check_layer_zero(&fleet.matrix_path.display().to_string())?;
+    let slicer = Slicer::new(matrix.clone());
+    // A transport that copies one file to every host gets every host's
+    // slice in one where the matrix is layered, else the matrix itself.
+    let every_host = match fleet.transport.broadcasts() {
+        true => slicer.every_host(),
+        false => None,
+    };
+    match (every_host, deploy) {
+        (Some(slice), _) => std::fs::write(&to_matrix, slice)
+            .map_err(|e| Error::io(&to_matrix, "cannot stage the matrix", &e))?,
+        (None, Some(matrix)) => matrix.save(&to_matrix)?,
+        (None, None) => {
             std::fs::copy(&fleet.matrix_path, &to_matrix)
                 .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
         }
@@ -198,13 +212,7 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
     } else {
         Packed::none()
     };
-    let slicer = if fleet.transport.broadcasts() {
-        None
-    } else {
-        let matrix = deploy.unwrap_or(&fleet.matrix);
-        matrix.check_layer_zero(&fleet.matrix_path.display().to_string())?;
-        Some(Slicer::new(matrix.clone()))
-    };
+    let slicer = (!fleet.transport.broadcasts()).then_some(slicer);
     Ok(Staged {
         files: vec![to_agent, to_matrix],
         slicer,
