@@ -14,14 +14,12 @@ pub(crate) fn is_local(ip: IpAddr) -> bool {
 
 /// Which matrix host this agent is: `--host`, else the hostname (full or short),
 /// else the one matrix host whose address literal is a local address.
+/// The refusals name the matrix's hosts, the first [`HOSTS_NAMED`] of them:
+/// a 10,000-host matrix's would be a line of 100 kB.
 pub(crate) fn who_am_i(matrix: &Matrix, host_flag: Option<&str>) -> Result<u32> {
     let names = || {
-        matrix
-            .hosts()
-            .iter()
-            .map(|h| h.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        let all: Vec<&str> = matrix.hosts().iter().map(|h| h.name.as_str()).collect();
+        mx_base::units::names_list(&all, HOSTS_NAMED)
     };
     if let Some(name) = host_flag {
         return matrix.index_of(name).ok_or_else(|| {
@@ -66,6 +64,9 @@ pub(crate) fn who_am_i(matrix: &Matrix, host_flag: Option<&str>) -> Result<u32> 
         }
     }
 }
+
+/// How many of the matrix's hosts a refusal names before it counts the rest.
+const HOSTS_NAMED: usize = 20;
 
 /// The interface and address `--bind SPEC` names: the first address whose
 /// line of `ip -o addr show` (`2: eth1    inet 10.0.1.5/24 ...`) contains
@@ -236,6 +237,33 @@ pub(crate) fn check_bind_matches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full mesh of `n` hosts h1..hn on 198.18.0.0/16 (no address of
+    /// this machine's).
+    fn mesh(n: usize) -> Matrix {
+        let names: Vec<String> = (1..=n).map(|i| format!("h{i}=198.18.1.{i}")).collect();
+        let mut text = format!("src\\dst,{}\n", names.join(","));
+        for i in 1..=n {
+            let cells: Vec<&str> = (1..=n).map(|j| if i == j { "" } else { "10" }).collect();
+            text += &format!("h{i},{}\n", cells.join(","));
+        }
+        Matrix::parse(text.as_bytes(), "m.csv").unwrap()
+    }
+
+    #[test]
+    fn a_refusal_names_twenty_hosts_and_counts_the_rest() {
+        let why = |m: &Matrix| who_am_i(m, Some("nobody")).unwrap_err().to_string();
+        // A small matrix's hosts are all named, as the original names them.
+        assert!(
+            why(&mesh(3)).contains("--host 'nobody' is not in the matrix (hosts: h1, h2, h3)"),
+            "{}",
+            why(&mesh(3))
+        );
+        let big = why(&mesh(500));
+        assert!(big.contains("(hosts: h1, h2, "), "{big}");
+        assert!(big.contains(", h20 and 480 more)"), "{big}");
+        assert!(!big.contains("h21"), "{big}");
+    }
 
     #[test]
     fn ip_addr_show_lines_give_their_interface_and_address() {
