@@ -1985,10 +1985,19 @@ fn agent_fleet_through_an_ssh_wrapper_that_maps_paths_lands_each_host_in_its_own
         "a session was opened: {calls}"
     );
 
-    std::thread::sleep(Duration::from_secs(3));
-    let run = fleet(&["status"]);
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.stdout.matches("tx=").count(), 2, "{}", run.stdout);
+    // Both agents' first rows, as status reads them through the wrapper.
+    crate::util::wait_for(
+        "a row from each host in status",
+        Duration::from_secs(30),
+        || {
+            let run = fleet(&["status"]);
+            assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+            match run.stdout.matches("tx=").count() {
+                2 => Ok(()),
+                _ => Err(run.stdout),
+            }
+        },
+    );
     let run = fleet(&["summarize", "--window", "30"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(sb.file("reports/alpha.csv").exists() && sb.file("reports/beta.csv").exists());

@@ -753,8 +753,9 @@ fn agent_lab_reload_restarts_only_what_the_edit_changed() {
     );
     assert_eq!(pids(&lab), first);
 
-    // One row (h2's) edited: only h2 restarts, with its original flags, report kept.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // One row (h2's) edited: only h2 restarts, with its original flags, report
+    // kept (what it held before the reload: its first steady intervals).
+    crate::util::wait_for_steady(&lab.reports(), 2);
     let rows_before = std::fs::read_to_string(lab.var_tmp(2).join("mx/report.csv"))
         .unwrap()
         .lines()

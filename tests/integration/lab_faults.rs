@@ -351,8 +351,9 @@ fn agent_lab_a_dead_agent_and_a_cut_link_leave_the_rest_running() {
     let sb = lab.controller("1000");
     let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    // The flows begin at the start instant, up to two seconds on.
-    std::thread::sleep(Duration::from_secs(6));
+    // The flows begin at the start instant, up to two seconds on: a few
+    // steady intervals on every host, collected before the faults.
+    crate::util::wait_for_steady(&lab.reports(), 4);
     assert_eq!(lab.mx(&sb, &["collect"]).code, 0);
     // h2's agent dies; h4's link goes down (its agent runs on, unreachable).
     let pid = lab.agents(2).pop().expect("h2's agent");

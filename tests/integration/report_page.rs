@@ -636,7 +636,8 @@ fn agent_lab_report_shows_5_percent_dropped_into_one_host_as_its_forward_column_
     );
     let start = lab.mx(&sb, &["start", "--interval", "1", "--no-gso"]);
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    std::thread::sleep(std::time::Duration::from_secs(12));
+    // Ten steady intervals of 2,000 requests a flow: the 5% shows.
+    crate::util::wait_for_steady(&lab.reports(), 10);
     // Collected mid-run: the newest interval may be partial, and is left
     // out of the lines.
     let report = lab.mx(&sb, &["report", "-o", "report.html"]);
