@@ -1175,7 +1175,30 @@ fn agent_fleet_reload_of_a_stopped_fleet_says_so_and_starts_every_host_at_one_in
         .find_map(|l| l.strip_prefix("[mx] 3 host(s) begin together at "))
         .expect("the instant")
         .to_string();
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    // Two steady intervals past the instant in every report (the reports
+    // are kept: count from what they held when reload returned).
+    let reports: Vec<std::path::PathBuf> = ["h1", "h2", "h3"]
+        .iter()
+        .map(|h| sb.file(&format!("hosts/{h}/var/tmp/mx/report.csv")))
+        .collect();
+    let held: Vec<usize> = reports
+        .iter()
+        .map(|p| crate::util::steady_intervals(p))
+        .collect();
+    crate::util::wait_for(
+        "two steady intervals after the reload",
+        Duration::from_secs(30),
+        || {
+            let now: Vec<usize> = reports
+                .iter()
+                .map(|p| crate::util::steady_intervals(p))
+                .collect();
+            match now.iter().zip(&held).all(|(n, h)| *n >= h + 2) {
+                true => Ok(()),
+                false => Err(format!("{held:?} -> {now:?}")),
+            }
+        },
+    );
     let summary = sb.mx(&[&["summarize"][..], &local].concat());
     assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
     let want = format!("; h1, h2, h3 restarted by reload at {begin} (the reload's edges");
