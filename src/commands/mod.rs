@@ -91,7 +91,7 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
             (true, true) => Some(fleet::transport::control_dir_path()),
             (true, false) => fleet::transport::control_dir(),
         },
-        sessions: Default::default(),
+        sessions: Sessions::for_jobs(args.jobs),
     };
     if ssh.ssh.is_empty() || ssh.scp.is_empty() {
         return Err(Error::refused("MX_SSH / MX_SCP must name a command"));
@@ -103,7 +103,7 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         // Absolute: the scripts run from each host's own directory.
         Some(root) => Some(Local {
             root: std::path::absolute(root).map_err(|e| Error::io(root, "cannot use", &e))?,
-            sessions: Default::default(),
+            sessions: Sessions::for_jobs(args.jobs),
         }),
         None => None,
     };
@@ -126,7 +126,7 @@ pub(crate) fn open_fleet(args: &FleetArgs) -> Result<Fleet> {
         (Via::Ssh, None, true) => Box::new(Tallied::new(Rehearsal::Ssh(ssh))),
         // Sessions for the system's OpenSSH only (a dry run opens none).
         (Via::Ssh, None, false) if !fleet::transport::is_openssh(&ssh.ssh) => Box::new(Ssh {
-            sessions: Sessions::none(),
+            sessions: Sessions::none(args.jobs),
             ..ssh
         }),
         (Via::Ssh, None, false) => Box::new(ssh),

@@ -555,6 +555,111 @@ fn agent_lab_a_start_logs_in_once_per_host_and_copies_the_agent_whole_through_it
     lab.stop_and_clean(&sb);
 }
 
+/// The ssh and scp processes running now whose command line names `config`
+/// (one lab's ssh_config): a command's calls, its sessions and their
+/// masters.
+fn ssh_processes(config: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|cmdline| {
+            let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let program = argv
+                .first()
+                .map(|p| Path::new(std::str::from_utf8(p).unwrap_or("")));
+            let named = program
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n == "ssh" || n == "scp");
+            named && argv.contains(&config.as_bytes())
+        })
+        .count()
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_a_fleet_past_its_jobs_keeps_only_its_first_hosts_connected() {
+    use matrix_orchestrator::fleet::transport::session::KEPT_PER_JOB;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hosts = KEPT_PER_JOB + 2;
+    let lab = Lab::up(134, hosts);
+    let sb = lab.controller("100");
+    let config = lab.dir.join("ssh_config").display().to_string();
+    // ssh and scp that log every call, whole, then run the real one.
+    let log = sb.file("calls.log");
+    let wrap = |tool: &str| {
+        let path = sb.write(
+            &format!("logging-{tool}"),
+            &format!(
+                "#!/bin/sh\necho {tool} \"$@\" >> '{}'\nexec {tool} -F '{config}' \"$@\"\n",
+                log.display()
+            ),
+        );
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path.display().to_string()
+    };
+    let env = [
+        ("MX_SSH", wrap("ssh")),
+        ("MX_SCP", wrap("scp")),
+        ("MX_AGENT", crate::util::lean_agent().display().to_string()),
+    ];
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // A fresh start with --jobs 1, its ssh processes counted as it goes.
+    let done = AtomicBool::new(false);
+    let (start, most) = std::thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut most = 0;
+            while !done.load(Ordering::Relaxed) {
+                most = most.max(ssh_processes(&config));
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            most
+        });
+        let start = sb.mx_env(&["start", "--interval", "1", "--jobs", "1"], &pairs);
+        done.store(true, Ordering::Relaxed);
+        (start, watcher.join().unwrap())
+    });
+    assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    for i in 1..=hosts {
+        let addr = format!("198.18.134.{i}");
+        let to_it: Vec<&str> = calls
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .any(|w| w.split(['@', ':']).any(|part| part == addr))
+            })
+            .collect();
+        if i <= KEPT_PER_JOB {
+            // Kept: one login for every step, over a master of its own.
+            assert_eq!(to_it.len(), 1, "h{i}: {to_it:#?}");
+            assert!(to_it[0].contains("ControlMaster=auto"), "{}", to_it[0]);
+        } else {
+            // Past them: a call per step (ready and copy, launch, go),
+            // each its own connection, leaving no master behind.
+            assert!(to_it.len() >= 3, "h{i}: {to_it:#?}");
+            assert!(
+                to_it.iter().all(|l| !l.contains("Control")),
+                "h{i}: {to_it:#?}"
+            );
+        }
+    }
+    // At most a shell and a master for each kept host, and one call at a
+    // time beside them (an scp and the ssh it runs); a shell and a master
+    // for every host would be 12 here.
+    assert!(most <= 2 * KEPT_PER_JOB + 2, "{most} ssh processes at once");
+    // What outlives the command: the kept hosts' masters, for 60 s.
+    let left = ssh_processes(&config);
+    eprintln!("ssh processes: {most} at most during the start, {left} after it");
+    assert!(left <= KEPT_PER_JOB, "{left} ssh processes after the start");
+    for i in 1..=hosts {
+        assert_eq!(lab.agents(i).len(), 1, "h{i} runs one agent");
+    }
+    lab.stop_and_clean(&sb);
+}
+
 #[test]
 #[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
 fn agent_lab_an_unreachable_host_gets_its_own_line_and_exit_1() {

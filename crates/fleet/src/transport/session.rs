@@ -24,7 +24,9 @@
 //! end well retires its session (bytes may be left in the shell's input). A
 //! command that keeps no shell open (an `MX_SSH` wrapper that does not pass
 //! stdin on) is seen on its first step, and the host gets one call per step
-//! from then on; so does a host past the open-file limit.
+//! from then on; so does a host past the first [`KEPT_PER_JOB`]` * --jobs`
+//! a command reaches, or past the open-file limit: what a command holds is
+//! bounded by `--jobs`, not by the fleet's size.
 //!
 //! Sessions are for the system's OpenSSH alone. Any other command (a wrapper
 //! that maps the paths in the command it is given into a chroot, a container
@@ -374,39 +376,80 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 /// How long a closing session may take to end before it is killed.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
+/// How many hosts a fleet command keeps connected per `--jobs`: the first
+/// this many hosts it reaches hold their shell (and their ssh master) for
+/// the whole command, so a fleet up to that size logs in once per host. A
+/// host past them is reached one call per step, sharing no connection, so
+/// that the processes, descriptors and memory of a command are bounded by
+/// `--jobs` whatever the fleet's size: at most `KEPT_PER_JOB * jobs` shells
+/// and as many masters, and `jobs` calls at once beside them.
+pub const KEPT_PER_JOB: usize = 4;
+
 /// The open sessions of a fleet command, one per host (by name), each used
 /// by one step at a time.
 pub struct Sessions {
     idle: Mutex<HashMap<String, Session>>,
     /// Hosts whose command keeps no shell open: one call per step.
     one_call: Mutex<HashSet<String>>,
-    /// At most this many open at once (each holds three descriptors here).
+    /// Whether steps run in a kept shell at all (the system's OpenSSH, or
+    /// a local shell); otherwise every step is one call.
+    shells: bool,
+    /// The hosts that may keep a connection for the command (a shell, an
+    /// ssh master): the first `cap` reached.
+    kept: Mutex<HashSet<String>>,
+    /// At most this many kept hosts, and sessions open at once (each holds
+    /// three descriptors here).
     cap: usize,
     opened: Mutex<usize>,
 }
 
 impl Default for Sessions {
+    /// As many as the open-file limit allows: for one host or a test.
     fn default() -> Self {
-        Sessions {
-            idle: Mutex::default(),
-            one_call: Mutex::default(),
-            cap: session_cap(),
-            opened: Mutex::new(0),
-        }
+        Sessions::new(true, usize::MAX)
     }
 }
 
 impl Sessions {
-    /// None at all: every step is one call, its script whole on the
-    /// command line (a command that is not the system's OpenSSH, see
-    /// [`is_openssh`](super::is_openssh)).
-    pub fn none() -> Self {
+    /// Shells kept open (`shells`) or not, for at most `keep` hosts (and no
+    /// more than the open-file limit allows).
+    fn new(shells: bool, keep: usize) -> Self {
         Sessions {
             idle: Mutex::default(),
             one_call: Mutex::default(),
-            cap: 0,
+            shells,
+            kept: Mutex::default(),
+            cap: keep.min(session_cap()),
             opened: Mutex::new(0),
         }
+    }
+
+    /// A fleet command's sessions, `--jobs` `jobs`: the first
+    /// [`KEPT_PER_JOB`]` * jobs` hosts it reaches are kept connected.
+    pub fn for_jobs(jobs: usize) -> Self {
+        Sessions::new(true, jobs.saturating_mul(KEPT_PER_JOB))
+    }
+
+    /// No shell at all: every step is one call, its script whole on the
+    /// command line (a command that is not the system's OpenSSH, see
+    /// [`is_openssh`](super::is_openssh)); still, only the first
+    /// [`KEPT_PER_JOB`]` * jobs` hosts keep an ssh master.
+    pub fn none(jobs: usize) -> Self {
+        Sessions::new(false, jobs.saturating_mul(KEPT_PER_JOB))
+    }
+
+    /// Whether `host` may keep a connection for the command: it already
+    /// does, or a place is left (it takes it).
+    pub fn keeps(&self, host: &str) -> bool {
+        let mut kept = self.kept.lock().expect("unpoisoned");
+        if kept.contains(host) {
+            return true;
+        }
+        if kept.len() >= self.cap {
+            return false;
+        }
+        kept.insert(host.to_string());
+        true
     }
 }
 
@@ -549,7 +592,10 @@ impl Sessions {
     /// (no shell kept open there, or no descriptors or processes left here
     /// for one).
     fn open(&self, host: &str, open: &dyn Fn() -> Command) -> Option<Session> {
-        if self.one_call.lock().expect("unpoisoned").contains(host) {
+        if !self.shells
+            || self.one_call.lock().expect("unpoisoned").contains(host)
+            || !self.keeps(host)
+        {
             return None;
         }
         let mut opened = self.opened.lock().expect("unpoisoned");
@@ -628,6 +674,42 @@ mod tests {
         // A new session after the one that timed out.
         let next = pid(&sessions);
         assert!(next.ok() && next.text != first.text, "{next:?}");
+    }
+
+    #[test]
+    fn only_the_first_hosts_a_command_reaches_keep_a_shell_whatever_the_fleets_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::for_jobs(1);
+        let open = local_shell(dir.path());
+        let hosts: Vec<String> = (1..=KEPT_PER_JOB + 3).map(|i| format!("h{i}")).collect();
+        // Two passes over the fleet, as a start's steps make them.
+        let mut shells = vec![Vec::new(); hosts.len()];
+        for _ in 0..2 {
+            for (i, host) in hosts.iter().enumerate() {
+                shells[i].push(sessions.run(host, &open, "echo $PPID", LONG));
+            }
+        }
+        for (i, pass) in shells.iter().enumerate() {
+            if i < KEPT_PER_JOB {
+                // A kept host: one shell, the same in both passes.
+                let pids: Vec<&str> = pass
+                    .iter()
+                    .map(|o| o.as_ref().unwrap().text.as_str())
+                    .collect();
+                assert_eq!(pids[0], pids[1], "h{}", i + 1);
+            } else {
+                // Past them: the step is the caller's one call.
+                assert!(pass.iter().all(Option::is_none), "h{}: {pass:?}", i + 1);
+            }
+        }
+        assert_eq!(*sessions.opened.lock().unwrap(), KEPT_PER_JOB);
+        assert!(sessions.keeps("h1") && !sessions.keeps(&hosts[KEPT_PER_JOB]));
+        // No shell at all: still only the first keep a connection (an ssh
+        // master).
+        let none = Sessions::none(1);
+        assert!(none.run("h1", &open, "true", LONG).is_none());
+        let kept = hosts.iter().filter(|h| none.keeps(h)).count();
+        assert_eq!(kept, KEPT_PER_JOB);
     }
 
     #[test]

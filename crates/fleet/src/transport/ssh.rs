@@ -20,7 +20,10 @@ pub struct Ssh {
     pub user: Option<String>,
     /// Where shared connections live (ControlMaster), when sharing is on: the
     /// first session to a host opens a master that later ones ride, for 60 s,
-    /// so a command's second and third step cost no new key exchange.
+    /// so a command's second and third step cost no new key exchange. Only
+    /// the hosts the sessions keep get one (see [`Sessions::keeps`]): a
+    /// master outlives its call, and at 10,000 hosts a master each would be
+    /// 10,000 processes.
     pub control_dir: Option<PathBuf>,
     /// A shell kept open on each host for the command's steps.
     pub sessions: Sessions,
@@ -82,10 +85,11 @@ const SSH_OPTIONS: [&str; 8] = [
 ];
 
 impl Ssh {
-    /// BatchMode and the connect timeout, then connection sharing when on.
-    fn options(&self) -> Vec<String> {
+    /// BatchMode and the connect timeout, then connection sharing when on
+    /// and `host` is one the command keeps connected.
+    fn options(&self, host: &Host) -> Vec<String> {
         let mut options: Vec<String> = SSH_OPTIONS.iter().map(|s| s.to_string()).collect();
-        if let Some(dir) = &self.control_dir {
+        if let (Some(dir), true) = (&self.control_dir, self.sessions.keeps(&host.name)) {
             options.extend([
                 "-o".to_string(),
                 "ControlMaster=auto".to_string(),
@@ -124,7 +128,7 @@ impl Ssh {
     /// The argv of an ssh call running `script` on `host` (the script is one argument).
     pub(crate) fn ssh_argv(&self, host: &Host, script: &str) -> Vec<String> {
         let mut argv = self.ssh.clone();
-        argv.extend(self.options());
+        argv.extend(self.options(host));
         argv.push(self.target(host));
         argv.push(script.to_string());
         argv
@@ -132,7 +136,7 @@ impl Ssh {
 
     pub(crate) fn push_argv(&self, host: &Host, files: &[PathBuf], dir: &str) -> Vec<String> {
         let mut argv = self.scp.clone();
-        argv.extend(self.options());
+        argv.extend(self.options(host));
         argv.push("-q".into());
         argv.extend(files.iter().map(|f| f.display().to_string()));
         argv.push(self.copy_target(host, &format!("{dir}/")));
@@ -141,7 +145,7 @@ impl Ssh {
 
     pub(crate) fn pull_argv(&self, host: &Host, remote: &str, to: &Path) -> Vec<String> {
         let mut argv = self.scp.clone();
-        argv.extend(self.options());
+        argv.extend(self.options(host));
         argv.push("-q".into());
         argv.push(self.copy_target(host, remote));
         argv.push(to.display().to_string());
@@ -217,6 +221,31 @@ mod tests {
 
     fn host(token: &str) -> Host {
         Host::from_token(HostToken::parse(token).unwrap(), 5300)
+    }
+
+    #[test]
+    fn only_the_hosts_a_command_keeps_get_a_master_that_outlives_the_call() {
+        use super::super::session::KEPT_PER_JOB;
+        let ssh = Ssh {
+            ssh: vec!["ssh".into()],
+            scp: vec!["scp".into()],
+            user: None,
+            control_dir: Some(PathBuf::from("/run/mx-ssh-0")),
+            sessions: Sessions::for_jobs(1),
+        };
+        for i in 1..=KEPT_PER_JOB + 2 {
+            let h = host(&format!("h{i}=10.0.0.{i}"));
+            let calls = [
+                ssh.ssh_argv(&h, "true"),
+                ssh.push_argv(&h, &[PathBuf::from("/tmp/mx")], "/var/tmp/mx"),
+                ssh.pull_argv(&h, "/var/tmp/mx/report.csv", Path::new("r.csv")),
+            ];
+            for argv in calls {
+                let sharing = argv.iter().filter(|a| a.starts_with("Control")).count();
+                let want = if i <= KEPT_PER_JOB { 3 } else { 0 };
+                assert_eq!(sharing, want, "h{i}: {argv:?}");
+            }
+        }
     }
 
     #[test]
