@@ -21,14 +21,19 @@
 //! rows are layer 0 of a seeded plan, which the slice rebuilds from the seed
 //! and each row's rate (a row's cells all send at its rate in every layer).
 //!
-//! A layered matrix also gives one slice for every host (`hosts=all` where
-//! a host's slice names its host), for a transport that sends one file to
-//! every host (Slurm's `sbcast`): the head and the rates line, from which
-//! each agent rebuilds every row from the seed; a row whose cells do not all
-//! send at its rate (a hand edit) is written whole. At 10,000 hosts with
-//! `--peers 8` it is the host header and a few bytes more, where the matrix
-//! is 100 MB. Its `run=` is the print of every host's traffic at once
-//! ([`fleet_print`](super::run_print::fleet_print)).
+//! A row that sends to every other host at one rate (a full mesh's) is
+//! written `row 1 *=1000`.
+//!
+//! A matrix also gives one slice for every host (`hosts=all` where a host's
+//! slice names its host), for a transport that sends one file to every host
+//! (Slurm's `sbcast`). Of a layered matrix: the head and the rates line,
+//! from which each agent rebuilds every row from the seed; a row whose cells
+//! do not all send at its rate (a hand edit) is written whole. At 10,000
+//! hosts with `--peers 8` it is the host header and a few bytes more, where
+//! the matrix is 100 MB. Of a grid: the head and every row that sends, its
+//! cells alone (a 10,000-host `--peers 8` grid's 80,000 cells, not its
+//! 100,000,000 mostly empty ones). Its `run=` is the print of every host's
+//! traffic at once ([`fleet_print`](super::run_print::fleet_print)).
 //!
 //! The end line makes a slice cut short, or changed on its way, refused; the
 //! first line's run print (the print of the host's traffic that its reports
@@ -105,11 +110,7 @@ impl Slicer {
         .expect("writing to a Vec cannot fail");
         out.extend_from_slice(&self.head);
         out.extend_from_slice(&self.rates);
-        row_line(
-            &mut out,
-            me,
-            self.matrix.row(me).iter().map(|c| (c.dst, c.rate)),
-        );
+        self.row_line(&mut out, me, self.matrix.row(me));
         for &(src, rate) in &self.into[me as usize] {
             row_line(&mut out, src, [(me, rate)].into_iter());
         }
@@ -118,27 +119,43 @@ impl Slicer {
     }
 
     /// Every host's slice in one file, for a transport that copies one file
-    /// to every host; `None` unless the matrix is layered (a grid's rows are
-    /// its cells: the whole matrix is the smallest file that holds them).
-    pub fn every_host(&self) -> Option<Vec<u8>> {
-        self.matrix.config.rotation?;
+    /// to every host: a layered matrix's rows as its seed and their rates,
+    /// a grid's as their cells.
+    pub fn every_host(&self) -> Vec<u8> {
+        let layered = self.matrix.config.rotation.is_some();
         let mut out = Vec::with_capacity(self.head.len() + self.rates.len() + 4096);
         writeln!(
             out,
-            "{MARK}{VERSION} {EVERY_HOST} run={} -- every host's part of a layered matrix, cut by mx for its agents: not a file to edit",
+            "{MARK}{VERSION} {EVERY_HOST} run={} -- every host's part of a matrix, cut by mx for its agents: not a file to edit",
             super::run_print::fleet_print(&self.matrix)
         )
         .expect("writing to a Vec cannot fail");
         out.extend_from_slice(&self.head);
         out.extend_from_slice(&self.rates);
         for (src, row) in self.matrix.rows() {
-            let rate = self.matrix.row_rate(src);
-            if row.iter().any(|c| Some(c.rate) != rate) {
-                row_line(&mut out, src, row.iter().map(|c| (c.dst, c.rate)));
+            let rebuilt = layered && {
+                let rate = self.matrix.row_rate(src);
+                row.iter().all(|c| Some(c.rate) == rate)
+            };
+            if !rebuilt && !row.is_empty() {
+                self.row_line(&mut out, src, row);
             }
         }
         seal(&mut out);
-        Some(out)
+        out
+    }
+
+    /// `row SRC DST=RATE ...`, or `row SRC *=RATE` for a row that sends to
+    /// every other host at one rate.
+    fn row_line(&self, out: &mut Vec<u8>, src: u32, cells: &[Cell]) {
+        let every_other = cells.len() + 1 == self.matrix.host_count()
+            && cells.iter().all(|c| c.rate == cells[0].rate);
+        if every_other {
+            writeln!(out, "row {src} *={}", rate_text(cells[0].rate))
+                .expect("writing to a Vec cannot fail");
+        } else {
+            row_line(out, src, cells.iter().map(|c| (c.dst, c.rate)));
+        }
     }
 }
 
@@ -260,7 +277,9 @@ pub fn read(data: &[u8], label: &str) -> Result<Slice> {
     }
     let mut matrix = Matrix::from_slice_head(&head, rows, label)?;
     let Some(host) = host else {
-        rebuild_every_row(&mut matrix, rates.as_deref(), &seen).map_err(&refuse)?;
+        if matrix.config.rotation.is_some() {
+            rebuild_every_row(&mut matrix, rates.as_deref(), &seen).map_err(&refuse)?;
+        }
         let read_as = super::run_print::fleet_print(&matrix);
         if read_as != run {
             return Err(refuse(format!(
@@ -319,9 +338,7 @@ fn rebuild_every_row(
     rates: Option<&[Option<Rate>]>,
     written: &[bool],
 ) -> std::result::Result<(), String> {
-    let Some(plan) = matrix.layer_plan() else {
-        return Err("a slice for every host of a matrix that is not layered".to_string());
-    };
+    let plan = matrix.layer_plan().ok_or("a layered matrix with no plan")?;
     let rates = rates.ok_or("a layered matrix's slice with no rates line")?;
     for src in 0..written.len() as u32 {
         match rates[src as usize] {
@@ -420,7 +437,8 @@ fn rates_of(text: &[u8], n: usize) -> std::result::Result<Vec<Option<Rate>>, Str
     Ok(rates)
 }
 
-/// `SRC DST=RATE ...`: a sender and its cells, sorted by receiver.
+/// `SRC DST=RATE ...`: a sender and its cells, sorted by receiver; or
+/// `SRC *=RATE`: every other host at one rate.
 fn row_of(text: &[u8], n: usize) -> std::result::Result<(u32, Vec<Cell>), String> {
     let mut words = text.split(|&b| b == b' ').filter(|t| !t.is_empty());
     let index = |w: &[u8]| -> std::result::Result<u32, String> {
@@ -437,6 +455,16 @@ fn row_of(text: &[u8], n: usize) -> std::result::Result<(u32, Vec<Cell>), String
     };
     let src = index(words.next().ok_or("an empty row")?)?;
     let mut cells: Vec<Cell> = Vec::new();
+    let mut words = words.peekable();
+    if let Some(every) = words.peek().and_then(|w| w.strip_prefix(b"*=")) {
+        let rate = rate(every)?;
+        words.next();
+        if words.next().is_some() {
+            return Err(format!("host {src}'s row sends to every host, and more"));
+        }
+        let others = (0..n as u32).filter(|&dst| dst != src);
+        return Ok((src, others.map(|dst| Cell { dst, rate }).collect()));
+    }
     for word in words {
         let eq = memchr::memchr(b'=', word).ok_or("a cell without its rate")?;
         let dst = index(&word[..eq])?;

@@ -61,13 +61,7 @@ fn each_hosts_slice_runs_what_the_whole_matrix_runs_for_it() {
         generated(9, Shape::KRegular { peers: 3, seed: 4 }),
         layered(10, 2, false),
         layered(11, 3, true),
-        // Hand-edited: rates that differ cell by cell, an unpaced cell, a
-        // host that neither sends nor is sent to, a class and disks.
-        matrix(
-            "# tx_size=100 rx_size=900 port=6000 dscp=46 disk=replies\n\
-             src\\dst,a=10.0.0.1,b=10.0.0.2:6001,c=10.0.0.3,d=10.0.0.4\n\
-             a,,150.5,max,\nb,10,,20,\nc,1,,,\nd,,,,\n",
-        ),
+        hand_edited(),
     ];
     for m in &cases {
         for me in 0..m.host_count() as u32 {
@@ -142,7 +136,7 @@ fn every_hosts_slice_of_a_layered_matrix_runs_what_the_whole_runs_for_each() {
         edited,
     ];
     for m in &cases {
-        let every = Slicer::new(m.clone()).every_host().unwrap();
+        let every = Slicer::new(m.clone()).every_host();
         let slice = read(&every, "slice")
             .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&every)));
         assert_eq!(slice.me, None, "each agent finds itself in it");
@@ -152,7 +146,7 @@ fn every_hosts_slice_of_a_layered_matrix_runs_what_the_whole_runs_for_each() {
         }
     }
     // Only the edited row is written whole.
-    let text = String::from_utf8(Slicer::new(cases[3].clone()).every_host().unwrap()).unwrap();
+    let text = String::from_utf8(Slicer::new(cases[3].clone()).every_host()).unwrap();
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("row ")).collect();
     assert_eq!(rows.len(), 1, "{text}");
     assert!(
@@ -161,13 +155,81 @@ fn every_hosts_slice_of_a_layered_matrix_runs_what_the_whole_runs_for_each() {
     );
 }
 
+/// The hand-edited grid of the slice tests above: rates that differ cell
+/// by cell, an unpaced cell, a host that neither sends nor is sent to, a
+/// class and disks.
+fn hand_edited() -> Matrix {
+    matrix(
+        "# tx_size=100 rx_size=900 port=6000 dscp=46 disk=replies\n\
+         src\\dst,a=10.0.0.1,b=10.0.0.2:6001,c=10.0.0.3,d=10.0.0.4\n\
+         a,,150.5,max,\nb,10,,20,\nc,1,,,\nd,,,,\n",
+    )
+}
+
 #[test]
-fn a_grid_has_no_slice_of_every_host() {
-    for m in [
+fn every_hosts_slice_of_a_grid_runs_what_the_whole_runs_for_each() {
+    let cases = [
         generated(7, Shape::FullMesh),
         generated(9, Shape::KRegular { peers: 3, seed: 4 }),
+        hand_edited(),
+    ];
+    for m in &cases {
+        let every = Slicer::new(m.clone()).every_host();
+        let slice = read(&every, "slice")
+            .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&every)));
+        assert_eq!(slice.me, None, "each agent finds itself in it");
+        for me in 0..m.host_count() as u32 {
+            assert_eq!(what_me_runs(&slice.matrix, me), what_me_runs(m, me));
+        }
+    }
+    // A full mesh's row is one word; the silent host d has none.
+    let mesh = String::from_utf8(Slicer::new(cases[0].clone()).every_host()).unwrap();
+    let rows: Vec<&str> = mesh.lines().filter(|l| l.starts_with("row ")).collect();
+    assert_eq!(rows.len(), 7, "{mesh}");
+    assert!(
+        rows.iter()
+            .all(|r| r.split(' ').nth(2).unwrap().starts_with("*=")),
+        "{mesh}"
+    );
+    let edited = String::from_utf8(Slicer::new(cases[2].clone()).every_host()).unwrap();
+    assert!(!edited.contains("row 3"), "{edited}");
+}
+
+#[test]
+fn every_hosts_slice_of_a_10000_host_grid_is_its_cells_not_its_square() {
+    let m = generated(10_000, Shape::KRegular { peers: 8, seed: 7 });
+    let whole = m.to_bytes().len();
+    let every = Slicer::new(m.clone()).every_host();
+    eprintln!("whole {whole} bytes, every host's slice {}", every.len());
+    assert!(
+        whole > 50 * every.len(),
+        "whole {whole}, every host's {}",
+        every.len()
+    );
+    let slice = read(&every, "s").unwrap();
+    assert!(
+        slice.matrix.rows == m.rows,
+        "every row read back as written"
+    );
+}
+
+#[test]
+fn a_row_to_every_host_and_more_is_refused() {
+    for (row, says) in [
+        ("row 1 *=1000 2=5", "sends to every host, and more"),
+        ("row 1 *=fast", "is not a rate"),
     ] {
-        assert!(Slicer::new(m).every_host().is_none());
+        let mut text =
+            String::from_utf8(Slicer::new(generated(3, Shape::FullMesh)).every_host()).unwrap();
+        let at = text.find("row 1 ").unwrap();
+        let end = at + text[at..].find('\n').unwrap();
+        text.replace_range(at..end, row);
+        // Sealed again, so that only the row is wrong.
+        let body_end = text.rfind("end lines=").unwrap();
+        let mut body = text.as_bytes()[..body_end].to_vec();
+        seal(&mut body);
+        let refused = read(&body, "s").err().expect("refused").to_string();
+        assert!(refused.contains(says), "{row}: {refused}");
     }
 }
 
@@ -175,7 +237,7 @@ fn a_grid_has_no_slice_of_every_host() {
 fn every_hosts_slice_of_10000_hosts_is_its_host_list_and_a_line() {
     let m = layered(10_000, 8, false);
     let whole = m.to_bytes().len();
-    let every = Slicer::new(m).every_host().unwrap();
+    let every = Slicer::new(m).every_host();
     assert!(every.len() <= 400_000, "{} bytes", every.len());
     assert!(
         whole > 100 * every.len(),
@@ -222,7 +284,7 @@ fn a_slice_cut_short_or_changed_is_refused_in_one_line() {
 
 #[test]
 fn every_hosts_slice_cut_short_or_changed_is_refused_in_one_line() {
-    let slice = Slicer::new(layered(10, 2, false)).every_host().unwrap();
+    let slice = Slicer::new(layered(10, 2, false)).every_host();
     // Every row's rate changed.
     refused_cut_short_or_changed(&slice, "rates 1000*", "rates 2000*");
 }
