@@ -160,9 +160,10 @@ pub const AGENT_PACKED: &str = "agent copied packed (gzip), unpacked there";
 /// runs could be swapped on its way. `deploy` is the matrix to send when it
 /// differs from the file (retargeted by --bind). The hosts' slices are cut
 /// from it (the fleet's matrix when `None`) as each host's copy begins, or
-/// where one file goes to every host (Slurm), every host's slice of a
-/// layered matrix is staged; a layered grid that is not the layer 0 its
-/// seed derives is refused here, as an agent would refuse the whole matrix.
+/// where one file goes to every host (Slurm), every host's slice is staged
+/// (or the matrix, where it is the smaller); a layered grid that is not the
+/// layer 0 its seed derives is refused here, as an agent would refuse the
+/// whole matrix.
 pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<Staged> {
     let staging = tempfile::Builder::new()
         .prefix("mx-stage-")
@@ -180,19 +181,21 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
     let matrix = deploy.unwrap_or(&fleet.matrix);
     matrix.check_layer_zero(&fleet.matrix_path.display().to_string())?;
     let slicer = Slicer::new(matrix.clone());
-    // A transport that copies one file to every host gets every host's
-    // slice in one where the matrix is layered, else the matrix itself.
-    let every_host = match fleet.transport.broadcasts() {
-        true => slicer.every_host(),
-        false => None,
-    };
-    match (every_host, deploy) {
-        (Some(slice), _) => std::fs::write(&to_matrix, slice)
-            .map_err(|e| Error::io(&to_matrix, "cannot stage the matrix", &e))?,
-        (None, Some(matrix)) => matrix.save(&to_matrix)?,
-        (None, None) => {
+    match deploy {
+        Some(matrix) => matrix.save(&to_matrix)?,
+        None => {
             std::fs::copy(&fleet.matrix_path, &to_matrix)
                 .map_err(|e| Error::io(&fleet.matrix_path, "cannot stage the matrix", &e))?;
+        }
+    }
+    // A transport that copies one file to every host gets every host's
+    // slice in one, or the matrix itself where that is smaller (a dense
+    // grid's cells written one by one take more room than its CSV).
+    if fleet.transport.broadcasts() {
+        let whole = std::fs::metadata(&to_matrix).map_or(u64::MAX, |m| m.len());
+        if let Some(every_host) = every_host_if_smaller(&slicer, whole) {
+            std::fs::write(&to_matrix, every_host)
+                .map_err(|e| Error::io(&to_matrix, "cannot stage the matrix", &e))?;
         }
     }
     for (file, mode) in [(&to_agent, 0o700), (&to_matrix, 0o600)] {
@@ -220,6 +223,14 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
         packed,
         _dir: staging,
     })
+}
+
+/// Every host's slice in one file, when it is smaller than the matrix's
+/// `whole` bytes: a small fleet's matrix is smaller than a slice's first
+/// and end lines.
+fn every_host_if_smaller(slicer: &Slicer, whole: u64) -> Option<Vec<u8>> {
+    let every_host = slicer.every_host();
+    ((every_host.len() as u64) < whole).then_some(every_host)
 }
 
 /// Makes the remote dir (refusing a host whose agent runs) and copies the
@@ -425,5 +436,51 @@ fn copy_outcome(fleet: &Fleet, ready: Outcome, copied: Outcome, unchanged: bool)
             code: copied.code,
             text: format!("copy failed: {}", copied.text),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mx_matrix::build::{Shape, Traffic, build};
+    use mx_matrix::{HostToken, Rate};
+
+    fn grid(n: usize, shape: Shape) -> Matrix {
+        let hosts = (0..n)
+            .map(|i| HostToken::parse(&format!("h{i}=198.18.{}.{}", i / 250, i % 250 + 1)).unwrap())
+            .collect();
+        let traffic = Traffic {
+            rate: Rate::per_second(1000.0),
+            tx_size: 64,
+            rx_size: 64,
+            port: 5300,
+            disk: mx_matrix::DiskMode::Off,
+            dscp: mx_matrix::Dscp::default(),
+        };
+        build(hosts, shape, traffic)
+    }
+
+    #[test]
+    fn one_file_for_every_host_is_the_slice_where_it_is_the_smaller() {
+        // Three hosts: the matrix is smaller than a slice's own first and
+        // end lines, and goes as it is.
+        let small = grid(3, Shape::FullMesh);
+        let whole = small.to_bytes().len() as u64;
+        assert!(every_host_if_smaller(&Slicer::new(small), whole).is_none());
+        // 300 hosts, 8 peers each: 2,400 cells of 90,000.
+        let big = grid(300, Shape::KRegular { peers: 8, seed: 3 });
+        let whole = big.to_bytes().len() as u64;
+        let slice = every_host_if_smaller(&Slicer::new(big.clone()), whole)
+            .expect("the slice is the smaller");
+        // 28.6 kB of 110.4 kB: the host header and 2,400 cells.
+        assert!(
+            (slice.len() as u64) * 3 < whole,
+            "{} of {whole}",
+            slice.len()
+        );
+        let read = mx_matrix::slice::read(&slice, "s").unwrap();
+        assert_eq!(read.me, None);
+        let rows = |m: &Matrix| m.rows().map(|(_, r)| r.to_vec()).collect::<Vec<_>>();
+        assert_eq!(rows(&read.matrix), rows(&big));
     }
 }
