@@ -308,15 +308,7 @@ pub fn read(data: &[u8], label: &str) -> Result<Slice> {
                     "host {src}'s cell into {host} is not in the layer 0 its seed derives"
                 )));
             }
-            let mut row: Vec<Cell> = plan
-                .targets(src, 0)
-                .map(|dst| match into {
-                    Some(cell) if cell.dst == dst => cell,
-                    _ => Cell { dst, rate },
-                })
-                .collect();
-            row.sort_unstable_by_key(|c| c.dst);
-            matrix.rows[src as usize] = row;
+            matrix.rows[src as usize] = seeded_row(&plan, src, rate, into);
         }
     }
     let read_as = super::run_print::run_print(&matrix, me);
@@ -343,15 +335,31 @@ fn rebuild_every_row(
     for src in 0..written.len() as u32 {
         match rates[src as usize] {
             Some(rate) if !written[src as usize] => {
-                let mut row: Vec<Cell> =
-                    plan.targets(src, 0).map(|dst| Cell { dst, rate }).collect();
-                row.sort_unstable_by_key(|c| c.dst);
-                matrix.rows[src as usize] = row;
+                matrix.rows[src as usize] = seeded_row(&plan, src, rate, None);
             }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Host `src`'s row as its seed derives it (layer 0 of `plan`), every cell
+/// at the row's `rate` but `written`, a cell the slice gives as it is.
+fn seeded_row(
+    plan: &super::shape::Layers,
+    src: u32,
+    rate: Rate,
+    written: Option<Cell>,
+) -> Vec<Cell> {
+    let mut row: Vec<Cell> = plan
+        .targets(src, 0)
+        .map(|dst| match written {
+            Some(cell) if cell.dst == dst => cell,
+            _ => Cell { dst, rate },
+        })
+        .collect();
+    row.sort_unstable_by_key(|c| c.dst);
+    row
 }
 
 /// The slice above its end line, once the end line vouches for it.
