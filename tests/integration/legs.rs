@@ -124,17 +124,33 @@ fn original_mx_py() -> std::path::PathBuf {
     std::path::Path::new(dir.trim()).join("matrix_orchestrator/mx.py")
 }
 
-/// The rows of `rows` between the first and the last of `dir` towards
-/// `peer`: the edges, where one agent ran and the other did not yet (the
-/// original has no common start instant), left out.
-fn middle<'a>(rows: &'a [Row], dir: &str, peer: &str) -> Vec<&'a Row> {
+/// The rows of `rows` of `dir` towards `peer` but their first and last
+/// (this agent's own edges), whose whole interval (of `interval` seconds,
+/// ending at `ts`) the other agent ran through: from the end of its first
+/// row (it began within that row) to the end of its last. The original has
+/// no common start instant, and on a busy machine its Python may come up a
+/// second or more after ours: the intervals before are a start's edge, not
+/// the network's.
+fn while_both_ran<'a>(
+    rows: &'a [Row],
+    dir: &str,
+    peer: &str,
+    other: &[Row],
+    interval: f64,
+) -> Vec<&'a Row> {
+    let ts = |r: &Row| r.f("ts").expect("every row has its ts");
+    let first = other.iter().map(ts).fold(f64::INFINITY, f64::min);
+    let last = other.iter().map(ts).fold(f64::NEG_INFINITY, f64::max);
     let mine: Vec<&Row> = rows
         .iter()
         .filter(|r| r.s("dir") == dir && r.s("peer") == peer)
         .collect();
     mine.get(1..mine.len().saturating_sub(1))
         .unwrap_or_default()
-        .to_vec()
+        .iter()
+        .filter(|r| ts(r) - interval >= first && ts(r) <= last)
+        .copied()
+        .collect()
 }
 
 /// A mixed fleet: our agent and the original's answer each other, and
@@ -153,7 +169,7 @@ fn agent_ours_and_the_original_s_answer_each_other_and_ours_says_the_original_co
         addr(204, 1)
     );
     let mut fleet = Fleet::new(&matrix);
-    let args = ["--interval", "1", "--duration", "6"];
+    let args = ["--interval", "1", "--duration", "8"];
     let h2 = fleet.dir("h2");
     std::fs::create_dir_all(&h2).unwrap();
     let original = std::process::Command::new("python3")
@@ -183,7 +199,7 @@ fn agent_ours_and_the_original_s_answer_each_other_and_ours_says_the_original_co
 
     // Ours to the original: answered, and no leg told from counts the
     // original's replies do not carry.
-    let ours_to_it = middle(&h1, "tx", "h2");
+    let ours_to_it = while_both_ran(&h1, "tx", "h2", &h2, 1.0);
     assert!(ours_to_it.len() >= 3, "{}", log());
     for r in &ours_to_it {
         assert!(r.f("pkts").unwrap() >= 150.0, "{r:?}");
@@ -201,13 +217,13 @@ fn agent_ours_and_the_original_s_answer_each_other_and_ours_says_the_original_co
     );
     // The original to ours: our replies (their count in the fields it
     // writes as 0) are replies to it, every one.
-    let it_to_ours = middle(&h2, "tx", "h1");
+    let it_to_ours = while_both_ran(&h2, "tx", "h1", &h1, 1.0);
     assert!(it_to_ours.len() >= 3, "{}", log());
     for r in &it_to_ours {
         assert!(r.f("pps").unwrap() >= 150.0, "{r:?}");
         assert_eq!(r.f("loss_pct"), Some(0.0), "{r:?}");
     }
-    for r in middle(&h1, "rx", "h2") {
+    for r in while_both_ran(&h1, "rx", "h2", &h2, 1.0) {
         assert_eq!(r.f("rep_pkts"), r.f("pkts"), "{r:?}");
     }
 }
