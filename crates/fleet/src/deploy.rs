@@ -189,11 +189,10 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
         }
     }
     // A transport that copies one file to every host gets every host's
-    // slice in one, or the matrix itself where that is smaller (a dense
-    // grid's cells written one by one take more room than its CSV).
+    // slice in one, or a grid's matrix itself where that is smaller.
     if fleet.transport.broadcasts() {
         let whole = std::fs::metadata(&to_matrix).map_or(u64::MAX, |m| m.len());
-        if let Some(every_host) = every_host_if_smaller(&slicer, whole) {
+        if let Some(every_host) = every_host_slice(&slicer, whole) {
             std::fs::write(&to_matrix, every_host)
                 .map_err(|e| Error::io(&to_matrix, "cannot stage the matrix", &e))?;
         }
@@ -225,12 +224,16 @@ pub fn stage(fleet: &Fleet, binary: &Path, deploy: Option<&Matrix>) -> Result<St
     })
 }
 
-/// Every host's slice in one file, when it is smaller than the matrix's
-/// `whole` bytes: a small fleet's matrix is smaller than a slice's first
-/// and end lines.
-fn every_host_if_smaller(slicer: &Slicer, whole: u64) -> Option<Vec<u8>> {
+/// Every host's slice in one file, for a transport that sends one file to
+/// every host: always for a layered matrix (the host list and a line of
+/// rates, whatever the fleet's size); for a grid, when it is smaller than
+/// the matrix's `whole` bytes (a few hosts' matrix is smaller than a
+/// slice's first and end lines, and a dense grid's cells one by one can
+/// take more room than its CSV).
+fn every_host_slice(slicer: &Slicer, whole: u64) -> Option<Vec<u8>> {
     let every_host = slicer.every_host();
-    ((every_host.len() as u64) < whole).then_some(every_host)
+    let layered = slicer.matrix().config.rotation.is_some();
+    (layered || (every_host.len() as u64) < whole).then_some(every_host)
 }
 
 /// Makes the remote dir (refusing a host whose agent runs) and copies the
@@ -461,17 +464,29 @@ mod tests {
     }
 
     #[test]
-    fn one_file_for_every_host_is_the_slice_where_it_is_the_smaller() {
+    fn one_file_for_every_host_is_the_slice_of_a_layered_matrix_or_of_a_grid_where_smaller() {
         // Three hosts: the matrix is smaller than a slice's own first and
-        // end lines, and goes as it is.
+        // end lines; a grid's goes as it is, a layered one's as its slice.
         let small = grid(3, Shape::FullMesh);
         let whole = small.to_bytes().len() as u64;
-        assert!(every_host_if_smaller(&Slicer::new(small), whole).is_none());
+        assert!(every_host_slice(&Slicer::new(small), whole).is_none());
+        let layered = grid(
+            3,
+            Shape::Layered {
+                peers: 1,
+                seed: 5,
+                dwell: 2.0,
+                fill: false,
+            },
+        );
+        let whole = layered.to_bytes().len() as u64;
+        let slice = every_host_slice(&Slicer::new(layered), whole).expect("a layered slice");
+        assert!(slice.len() as u64 > whole);
         // 300 hosts, 8 peers each: 2,400 cells of 90,000.
         let big = grid(300, Shape::KRegular { peers: 8, seed: 3 });
         let whole = big.to_bytes().len() as u64;
-        let slice = every_host_if_smaller(&Slicer::new(big.clone()), whole)
-            .expect("the slice is the smaller");
+        let slice =
+            every_host_slice(&Slicer::new(big.clone()), whole).expect("the slice is the smaller");
         // 28.6 kB of 110.4 kB: the host header and 2,400 cells.
         assert!(
             (slice.len() as u64) * 3 < whole,
