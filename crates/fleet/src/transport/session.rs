@@ -279,24 +279,32 @@ impl Session {
     }
 
     /// Copies the local `file` to `dir` on the host (see the module's docs).
-    fn push(&mut self, file: &Path, dir: &str, deadline: Instant) -> Result<Outcome, Stop> {
-        let (bytes, mode) = match std::fs::read(file).and_then(|b| {
-            use std::os::unix::fs::PermissionsExt;
-            Ok((b, std::fs::metadata(file)?.permissions().mode() & 0o777))
-        }) {
-            Ok(read) => read,
-            Err(e) => {
-                return Ok(Outcome {
-                    code: CANNOT_RUN,
-                    text: format!("cannot read {}: {e}", file.display()),
-                });
-            }
-        };
+    fn push(
+        &mut self,
+        file: &Path,
+        dir: &str,
+        deadline: Instant,
+        digests: &Digests,
+    ) -> Result<Outcome, Stop> {
+        let (bytes, meta) =
+            match std::fs::read(file).and_then(|b| Ok((b, std::fs::metadata(file)?))) {
+                Ok(read) => read,
+                Err(e) => {
+                    return Ok(Outcome {
+                        code: CANNOT_RUN,
+                        text: format!("cannot read {}: {e}", file.display()),
+                    });
+                }
+            };
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let sha = sha256_hex(&bytes);
+        let mode = {
+            use std::os::unix::fs::PermissionsExt;
+            meta.permissions().mode() & 0o777
+        };
+        let sha = digests.of(file, &meta, &bytes);
         let ready = format!("{}-send", self.marker);
         let script = scripts::receive(dir, &name, bytes.len(), &sha, mode, &ready);
         // Its stdin is the session's: the file's bytes follow.
@@ -373,6 +381,42 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The SHA-256 of each big file a command copies, worked out once: the
+/// agent goes to every host, and at 10,000 hosts hashing its 3 MB for each
+/// would be minutes of this machine's CPU. A file is known by its path,
+/// length, modification time and inode: a file rewritten is hashed anew.
+/// Files under [`REMEMBERED`] (a host's slice of the matrix, cut for it
+/// alone) are hashed each time, and not kept.
+#[derive(Default)]
+struct Digests {
+    known: Mutex<HashMap<std::path::PathBuf, (FileKey, String)>>,
+}
+
+/// What tells one content of a file from another without reading it.
+type FileKey = (u64, Option<std::time::SystemTime>, u64);
+
+/// The size from which a file's SHA-256 is remembered.
+const REMEMBERED: usize = 1 << 20;
+
+impl Digests {
+    fn of(&self, file: &Path, meta: &std::fs::Metadata, bytes: &[u8]) -> String {
+        use std::os::unix::fs::MetadataExt;
+        if bytes.len() < REMEMBERED {
+            return sha256_hex(bytes);
+        }
+        let key = (bytes.len() as u64, meta.modified().ok(), meta.ino());
+        let mut known = self.known.lock().expect("unpoisoned");
+        match known.get(file) {
+            Some((k, sha)) if *k == key && meta.len() == bytes.len() as u64 => sha.clone(),
+            _ => {
+                let sha = sha256_hex(bytes);
+                known.insert(file.to_path_buf(), (key, sha.clone()));
+                sha
+            }
+        }
+    }
+}
+
 /// How long a closing session may take to end before it is killed.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
@@ -401,6 +445,7 @@ pub struct Sessions {
     /// three descriptors here).
     cap: usize,
     opened: Mutex<usize>,
+    digests: Digests,
 }
 
 impl Default for Sessions {
@@ -421,6 +466,7 @@ impl Sessions {
             kept: Mutex::default(),
             cap: keep.min(session_cap()),
             opened: Mutex::new(0),
+            digests: Digests::default(),
         }
     }
 
@@ -504,7 +550,7 @@ impl Sessions {
         self.with(host, open, timeout, &|s, deadline| {
             let mut said = Vec::new();
             for file in files {
-                let outcome = s.push(file, dir, deadline)?;
+                let outcome = s.push(file, dir, deadline, &self.digests)?;
                 if !outcome.ok() {
                     return Ok(outcome);
                 }
@@ -756,6 +802,48 @@ mod tests {
             sessions.run("h", &open, "echo still", LONG).unwrap().text,
             "still"
         );
+    }
+
+    #[test]
+    fn a_big_files_digest_is_worked_out_once_and_anew_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mx");
+        let first: Vec<u8> = (0..=255u8).cycle().take(REMEMBERED + 1).collect();
+        std::fs::write(&file, &first).unwrap();
+        let sessions = Sessions::default();
+        let open = local_shell(dir.path());
+        for host in ["h1", "h2"] {
+            std::fs::create_dir(dir.path().join(host)).unwrap();
+            let to = dir.path().join(host).display().to_string();
+            let pushed = sessions
+                .push(host, &open, std::slice::from_ref(&file), &to, LONG)
+                .unwrap();
+            assert!(pushed.ok(), "{pushed:?}");
+            assert_eq!(
+                std::fs::read(dir.path().join(host).join("mx")).unwrap(),
+                first
+            );
+        }
+        assert_eq!(sessions.digests.known.lock().unwrap().len(), 1);
+        // Rewritten, the same length: its new digest, and it arrives whole
+        // (a digest kept from before would have it refused as damaged).
+        let second: Vec<u8> = first.iter().map(|b| b.wrapping_add(1)).collect();
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, &second).unwrap();
+        let to = dir.path().join("h1").display().to_string();
+        let pushed = sessions
+            .push("h1", &open, std::slice::from_ref(&file), &to, LONG)
+            .unwrap();
+        assert!(pushed.ok(), "{pushed:?}");
+        assert_eq!(
+            std::fs::read(dir.path().join("h1").join("mx")).unwrap(),
+            second
+        );
+        // A small file (a host's slice) is hashed each time, never kept.
+        let slice = dir.path().join("matrix.csv");
+        std::fs::write(&slice, "a,b\n").unwrap();
+        sessions.push("h2", &open, &[slice], &to, LONG).unwrap();
+        assert_eq!(sessions.digests.known.lock().unwrap().len(), 1);
     }
 
     /// `bytes` packed with gzip into `path`, with `mode`.
