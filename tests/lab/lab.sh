@@ -28,28 +28,17 @@ br=mxbr$net
 br2=mxbd$net
 v6=${MX_LAB_IPV6:-0}
 
-ns() { echo "mx${net}h$1"; }
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/lab/host.sh
+. "$here/host.sh"
 
-# The shell that mounts the CPU cgroup controller inside a host's namespace:
-# the v1 `cpu` hierarchy where this machine has one, else cgroup2.
-cgroup_mounts() {
-    if [ -d /sys/fs/cgroup/cpu ] && grep -q ' /sys/fs/cgroup/cpu cgroup ' /proc/mounts; then
-        echo "mount -t tmpfs mxcg /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/cpu && mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu || true"
-    else
-        echo "mount -t cgroup2 none /sys/fs/cgroup || true"
-    fi
-}
+ns() { echo "mx${net}h$1"; }
 
 down() {
     for i in $(seq 1 "$hosts"); do
         local n
         n=$(ns "$i")
-        if ip netns list | grep -qw "$n"; then
-            # Killing every process of the host's namespaces (sshd is PID 1 of
-            # its own PID namespace, so its agents go with it).
-            for pid in $(ip netns pids "$n" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-            ip netns del "$n" 2>/dev/null || true
-        fi
+        lab_kill_ns "$n"
         ip link del "mx${net}v$i" 2>/dev/null || true
         ip link del "mx${net}w$i" 2>/dev/null || true
     done
@@ -78,21 +67,9 @@ raise_neighbour_tables() {
 up() {
     down
     [ "$hosts" -le 60 ] || raise_neighbour_tables
-    mkdir -p "$dir" /run/sshd
+    mkdir -p "$dir"
     dir=$(cd "$dir" && pwd -P)
-    ssh-keygen -q -t ed25519 -N '' -f "$dir/id" -C mx-lab
-    cp "$dir/id.pub" "$dir/authorized_keys"
-    cat > "$dir/ssh_config" <<EOF
-Host *
-    User root
-    IdentityFile $dir/id
-    IdentitiesOnly yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile /dev/null
-    BatchMode yes
-    LogLevel ERROR
-    ConnectTimeout 8
-EOF
+    lab_keys "$dir"
     ip link add "$br" type bridge
     ip addr add "198.18.$net.254/24" dev "$br"
     ip link set "$br" up
@@ -110,8 +87,6 @@ EOF
         n=$(ns "$i")
         h="h$i"
         d="$dir/$h"
-        mkdir -p "$d/vartmp"
-        chmod 1777 "$d/vartmp"
         ip netns add "$n"
         ip link add "mx${net}v$i" type veth peer name eth0 netns "$n"
         ip link set "mx${net}v$i" master "$br" up
@@ -128,60 +103,13 @@ EOF
             ip -n "$n" addr add "fd00:19:$net::$i/64" dev eth1 nodad
             listen=:: addr="fd00:18:$net::$i" token="[fd00:18:$net::$i]"
         fi
+        lab_sshd "$dir" "$h" "$n" "$listen"
         echo "$addr" > "$d/addr"
-        ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
-        cat > "$d/sshd_config" <<EOF
-ListenAddress $listen
-HostKey $d/host_key
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-PidFile none
-StrictModes no
-AuthorizedKeysFile $dir/authorized_keys
-Subsystem sftp /usr/lib/openssh/sftp-server
-MaxStartups 200:30:400
-MaxSessions 200
-EOF
-        # Own hostname, own /var/tmp, own PID namespace (and /proc), then sshd.
-        # `ip netns exec` mounts a fresh /sys, which hides the cgroup mounts:
-        # the CPU controller is mounted again, so that an agent can read its
-        # own cgroup's throttling (the starved-agent test puts it in one).
-        ip netns exec "$n" unshare --mount --uts --pid --fork --mount-proc \
-            sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; $(cgroup_mounts); exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
-            > "$d/sshd.log" 2>&1 < /dev/null &
         echo "$h=$token" >> "$dir/servers.txt"
     done
-    # Every sshd answers before we return, each within 20 s of the one
-    # before: a host whose packets vanish (a route or a firewall of the
-    # machine's own taking 198.18.0.0/15 or fd00::/8) fails here in seconds,
-    # saying what the machine does with the address, rather than hanging each
-    # test until its timeout. (One deadline for all of them failed a 40-host
-    # lab at h28 on a VM losing a fifth of its vCPUs, where each ssh took
-    # ~0.7 s: the deadline was spent before h28 was asked.)
+    # Every sshd answers before we return, each within its own 20 s.
     for i in $(seq 1 "$hosts"); do
-        local ok=0 err="" addr deadline=$((SECONDS + 20))
-        addr=$(cat "$dir/h$i/addr")
-        while [ "$SECONDS" -lt "$deadline" ]; do
-            if err=$(timeout 5 ssh -F "$dir/ssh_config" -o ConnectTimeout=2 "$addr" true 2>&1); then
-                ok=1
-                break
-            fi
-            sleep 0.1
-        done
-        if [ "$ok" != 1 ]; then
-            {
-                echo "lab: h$i's sshd ($addr) did not answer in 20 s: ${err:-ssh timed out}"
-                echo "lab: its log:"
-                cat "$dir/h$i/sshd.log"
-                echo "lab: the route to it: $(ip route get "$addr" 2>&1)"
-                echo "lab: policy rules: $(ip rule 2>&1 | tr '\n' ';')"
-                echo "lab: nftables tables: $(nft list tables 2>&1 | tr '\n' ';')"
-                echo "lab: listening in its namespace: $(ip netns exec "$(ns "$i")" ss -ltn 2>&1 | tr '\n' ';')"
-            } >&2
-            exit 1
-        fi
+        lab_wait_ssh "$dir" "h$i" "$(cat "$dir/h$i/addr")" "$(ns "$i")"
     done
 }
 
