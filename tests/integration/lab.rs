@@ -14,6 +14,8 @@ pub struct Lab {
     pub dir: PathBuf,
     /// The script that built it (tests/lab/<script>), and takes it down.
     script: &'static str,
+    /// The size its script takes: the hosts, or a fabric's hosts per leaf.
+    size: usize,
 }
 
 fn lab_script(name: &str) -> PathBuf {
@@ -43,7 +45,44 @@ impl Lab {
         Lab::build(script, net, hosts, false)
     }
 
-    fn build(script: &'static str, net: u8, hosts: usize, v6: bool) -> Lab {
+    /// A leaf-spine fabric (tests/lab/fabric.sh): two leaves of `per_leaf`
+    /// hosts each (h1.. behind l1, the rest behind l2), two spines, ECMP on
+    /// the 5-tuple. Hosts are reached over ssh on a management network;
+    /// their traffic crosses the fabric.
+    pub fn fabric(net: u8, per_leaf: usize) -> Lab {
+        let mut lab = Lab::build("fabric.sh", net, per_leaf, false);
+        lab.hosts = 2 * per_leaf;
+        lab
+    }
+
+    /// Drops `pct` percent of what fabric router `router` receives (`in`)
+    /// or sends (`out`) on `interface` (named by its ends: `s2-l1`).
+    pub fn fabric_drop(&self, router: &str, interface: &str, way: &str, pct: f64) {
+        self.fabric_script(&["drop", router, interface, way, &pct.to_string()]);
+    }
+
+    /// Takes every fault of the fabric away.
+    pub fn fabric_heal(&self) {
+        self.fabric_script(&["heal"]);
+    }
+
+    fn fabric_script(&self, args: &[&str]) {
+        let out = Command::new("bash")
+            .arg(lab_script(self.script))
+            .arg(args[0])
+            .arg(&self.dir)
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fabric.sh {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The lab `script` builds, called `up <net> <size> <dir>`.
+    fn build(script: &'static str, net: u8, size: usize, v6: bool) -> Lab {
         crate::util::require_root("the lab (network namespaces, one sshd per host)");
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
@@ -52,13 +91,14 @@ impl Lab {
         let dir = std::env::temp_dir().join(format!("mx-lab-{net}"));
         let lab = Lab {
             net,
-            hosts,
+            hosts: size,
             dir,
             script,
+            size,
         };
         let out = Command::new("bash")
             .arg(lab_script(script))
-            .args(["up", &net.to_string(), &hosts.to_string()])
+            .args(["up", &net.to_string(), &size.to_string()])
             .arg(&lab.dir)
             .env("MX_LAB_IPV6", if v6 { "1" } else { "0" })
             .output()
@@ -200,7 +240,7 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = Command::new("bash")
             .arg(lab_script(self.script))
-            .args(["down", &self.net.to_string(), &self.hosts.to_string()])
+            .args(["down", &self.net.to_string(), &self.size.to_string()])
             .arg(&self.dir)
             .status();
     }

@@ -26,6 +26,7 @@ mod json_outputs;
 mod lab;
 mod lab_compare;
 mod lab_diagnosis;
+mod lab_fabric;
 mod lab_faults;
 mod lab_monitor;
 mod lab_pools;
