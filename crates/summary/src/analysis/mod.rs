@@ -13,5 +13,6 @@ pub mod bootstrap;
 pub mod coverage;
 pub mod diagnosis;
 pub mod figures;
+pub mod links;
 pub mod span;
 pub mod spread;
