@@ -445,23 +445,7 @@ fn copy_outcome(fleet: &Fleet, ready: Outcome, copied: Outcome, unchanged: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mx_matrix::build::{Shape, Traffic, build};
-    use mx_matrix::{HostToken, Rate};
-
-    fn grid(n: usize, shape: Shape) -> Matrix {
-        let hosts = (0..n)
-            .map(|i| HostToken::parse(&format!("h{i}=198.18.{}.{}", i / 250, i % 250 + 1)).unwrap())
-            .collect();
-        let traffic = Traffic {
-            rate: Rate::per_second(1000.0),
-            tx_size: 64,
-            rx_size: 64,
-            port: 5300,
-            disk: mx_matrix::DiskMode::Off,
-            dscp: mx_matrix::Dscp::default(),
-        };
-        build(hosts, shape, traffic)
-    }
+    use mx_matrix::build::{Shape, generated as grid};
 
     #[test]
     fn one_file_for_every_host_is_the_slice_of_a_layered_matrix_or_of_a_grid_where_smaller() {

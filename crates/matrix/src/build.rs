@@ -72,9 +72,9 @@ pub fn build(hosts: Vec<HostToken>, shape: Shape, traffic: Traffic) -> Matrix {
 }
 
 /// `n` hosts `h0`.. at 198.18.0.x in `shape`, 1,000 requests a second a
-/// flow, 64 bytes each way.
-#[cfg(test)]
-pub(crate) fn generated(n: usize, shape: Shape) -> Matrix {
+/// flow, 64 bytes each way: a fleet for the tests of this crate and of
+/// those that take its matrices.
+pub fn generated(n: usize, shape: Shape) -> Matrix {
     let hosts = (0..n)
         .map(|i| HostToken::parse(&format!("h{i}=198.18.{}.{}", i / 250, i % 250 + 1)).unwrap())
         .collect();
