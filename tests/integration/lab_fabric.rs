@@ -90,3 +90,59 @@ fn agent_fabric_a_drop_on_one_spine_link_is_loss_only_on_the_legs_that_cross_it(
     lab.fabric_heal();
     lab.stop_and_clean(&sb);
 }
+
+/// Runs `f` in a thread inside network namespace `ns`: what it opens is
+/// that namespace's (a socket of a lab host).
+fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let file = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+                nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+                f()
+            })
+            .join()
+            .unwrap()
+    })
+}
+
+#[test]
+#[ignore = "needs root: a fabric of network namespaces (CI runs it: --run-ignored all)"]
+fn lab_fabric_a_trace_of_one_tuple_names_its_links_and_keeps_its_path() {
+    use mx_udp::trace::{Hop, trace};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    // Taken down when it goes out of scope, at the end.
+    let _fabric = Lab::fabric(136, 2);
+    let at = |last: u8| Ipv4Addr::new(198, 18, 136, last);
+    let h3 = SocketAddrV4::new(at(65), 5300);
+    let path = |port: u16| {
+        in_netns("mx136h1", || {
+            let from = SocketAddrV4::new(at(1), port);
+            trace(from, h3, 8, Duration::from_secs(2), b"mx probe").unwrap()
+        })
+    };
+    // Each link answers from the interface the probe came in by: l1's
+    // hosts' bridge, then the spine's side of l1's uplink, then l2's side
+    // of that spine's link to it; then h3's Port Unreachable.
+    let via = |spine_side: u8, leaf_side: u8| {
+        [
+            Hop::Router(at(62)),
+            Hop::Router(at(spine_side)),
+            Hop::Router(at(leaf_side)),
+            Hop::Reached {
+                from: at(65),
+                icmp: (3, 3),
+            },
+        ]
+    };
+    let (via_s1, via_s2) = (via(129, 132), via(131, 134));
+    let mut spines = std::collections::BTreeSet::new();
+    for port in 41000..41016u16 {
+        let first = path(port);
+        assert!(first == via_s1 || first == via_s2, "port {port}: {first:?}");
+        // The same tuple, the same path: as a switch hashes it.
+        assert_eq!(path(port), first, "port {port} again");
+        spines.insert(first == via_s1);
+    }
+    assert_eq!(spines.len(), 2, "16 source ports hash over both spines");
+}

@@ -6,6 +6,7 @@
 //! - [`send`]: batches written with sendmmsg, runs sent as GSO
 //!   super-datagrams;
 //! - [`socket`]: the sockets and their options;
+//! - [`trace`]: the path of one 5-tuple, hop by hop (TTL probes);
 //! - `sys`: the structs and calls the kernel takes, the crate's only
 //!   `unsafe`.
 //!
@@ -22,6 +23,7 @@ pub mod socket;
 mod sys;
 #[cfg(test)]
 mod testing;
+pub mod trace;
 
 pub use recv::{Datagram, Datagrams, Message, RECV_COPY, RecvBatch};
 pub use send::{CONTIGUOUS_MAX, SendBatch, Sent, padding};
