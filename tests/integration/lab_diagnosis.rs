@@ -244,10 +244,14 @@ fn agent_lab_diagnosis_a_capped_egress_is_its_transmit_path_and_reads_the_cap() 
         .find(|h| h["host"] == "h2")
         .unwrap()
         .clone();
-    // What left h2's interface: the cap, within 10%.
+    // What left h2's interface: the cap, within 10%; and what its agent
+    // handed the kernel past it, counted unsent. How many that is depends
+    // on how far past the cap h2's agent got on this machine's 2 cores: a
+    // 20 s run on schedule hands ~100,000 over it, one that fell 86 ms
+    // behind handed 7,686 over it (CI); a clean interface counts none.
     let egress = h2["nic_egress_bps"].as_f64().unwrap();
     assert!((egress / 20e6 - 1.0).abs() < 0.1, "{egress}: {h2}");
-    assert!(h2["tx_unsent_pkts"].as_f64().unwrap() > 10_000.0, "{h2}");
+    assert!(h2["tx_unsent_pkts"].as_f64().unwrap() > 1_000.0, "{h2}");
 }
 
 #[test]
