@@ -31,6 +31,12 @@ impl Prometheus {
         );
         let data = tempfile::tempdir().unwrap();
         let addr = format!("127.0.0.1:{port}");
+        // Ours must be what answers there: a Prometheus left behind (by a
+        // test run killed midway) would answer for it, with its own alerts.
+        assert!(
+            std::net::TcpListener::bind(&addr).is_ok(),
+            "{addr} is taken: another Prometheus (left by a killed run?) holds it"
+        );
         let child = Command::new("/usr/bin/prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", data.path().display()))
