@@ -241,6 +241,11 @@ fn agent_ours_and_the_original_s_answer_each_other_and_ours_says_the_original_co
 
 /// Waits up to 30 s for `child`; its exit code.
 fn wait_child(mut child: std::process::Child) -> Option<i32> {
+    wait_child_of(&mut child)
+}
+
+/// [`wait_child`], the child left to its owner.
+fn wait_child_of(child: &mut std::process::Child) -> Option<i32> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
         if let Some(status) = child.try_wait().unwrap() {
@@ -250,4 +255,64 @@ fn wait_child(mut child: std::process::Child) -> Option<i32> {
     }
     let _ = child.kill();
     None
+}
+
+/// A responder restarted again and again under a sender's flows, as `mx
+/// reload` restarts the hosts whose slices changed, is mx's own edge and
+/// never the network's: the sender reckons no loss on either leg. Each
+/// restart counts every flow from zero again, on whichever of its workers'
+/// sockets (SO_REUSEPORT) the kernel hashes the flow to; a flow that its
+/// first count moved off may then carry a count equal to the last one's.
+#[test]
+fn agent_a_responder_restarted_under_its_sender_s_flows_makes_no_loss_on_either_leg() {
+    let net = 205;
+    let matrix = format!(
+        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,1600\nh2,,\n",
+        addr(net, 1),
+        addr(net, 2)
+    );
+    let mut fleet = Fleet::new(&matrix);
+    let start = start_soon();
+    let sender = [
+        "--interval",
+        "1",
+        "--duration",
+        "10",
+        "--streams",
+        "16",
+        "--start-at",
+        &start,
+    ];
+    fleet.start("h1", &sender);
+    // h2 answers in turns of 0.8 s, with a moment's gap between them, for
+    // the sender's whole run: a dozen starts, each of 4 workers.
+    let began = std::time::Instant::now();
+    let mut starts = 0;
+    while began.elapsed() < std::time::Duration::from_secs(12) {
+        let mut responder = fleet
+            .command("h2", &["--workers", "4", "--grace", "0"])
+            .spawn()
+            .expect("spawn mx agent");
+        starts += 1;
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let rc = unsafe { libc::kill(responder.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let _ = wait_child_of(&mut responder);
+    }
+    fleet.wait_ok();
+    let h1 = fleet.report("h1");
+    let log = || format!("{}\n{}", fleet.log("h1"), fleet.report_text("h1"));
+    let (settled, blank) = total(&h1, "tx", "h2", "settled_pkts");
+    assert!(starts >= 10, "{starts} starts");
+    assert!(blank < h1.len(), "{}", log());
+    assert!(settled > 5000, "{settled} settled\n{}", log());
+    assert_eq!(
+        (
+            total(&h1, "tx", "h2", "fwd_lost_pkts").0,
+            total(&h1, "tx", "h2", "ret_lost_pkts").0
+        ),
+        (0, 0),
+        "forward and return lost, of {settled} settled over {starts} starts\n{}",
+        log()
+    );
 }

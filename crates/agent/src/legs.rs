@@ -92,9 +92,13 @@ impl Legs {
         match self.newest {
             Some((high, before, refused)) if last > high => {
                 let newer = last - high;
-                // More requests missing than were sent since: the count
-                // went back, the responder started over. So does this.
-                if missing - before <= newer as i64 {
+                // `last` arrived, so its count must be past the newest's:
+                // fewer of the requests since may be missing than were
+                // sent. Otherwise the count went back or stood still: the
+                // responder started over (or a new worker's socket took
+                // the flow, counting from zero, and reached the count the
+                // old one had). So does this.
+                if missing - before < newer as i64 {
                     self.settled += newer;
                     self.missing += missing - before;
                     self.refused += u64::from(tally.refused.wrapping_sub(refused) & REFUSED_MASK);
@@ -282,6 +286,26 @@ mod tests {
                 settled: 99 + 99,
                 forward_lost: 1,
                 return_lost: 0
+            })
+        );
+    }
+
+    #[test]
+    fn a_count_that_stands_still_is_a_responder_started_over() {
+        // A restarted responder's first worker counted request 1 of the
+        // flow; a second worker's socket, bound a moment later, took the
+        // flow and counted request 2 as its first too. Request 2 arrived:
+        // a count that did not grow says the count began again, and no
+        // request is missing.
+        let mut legs = Legs::default();
+        legs.replies(1, 1, counted(1));
+        legs.replies(2, 1, counted(1));
+        legs.replies(3, 1, counted(2));
+        assert_eq!(
+            legs.take(),
+            Some(LegCounts {
+                settled: 1,
+                ..LegCounts::default()
             })
         );
     }
