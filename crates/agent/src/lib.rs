@@ -412,10 +412,20 @@ fn spawn_workers(
     clock: &Arc<RunClock>,
 ) -> Result<(mpsc::Receiver<Batch>, Vec<WorkerThread>)> {
     let (tx, rx) = mpsc::channel::<Batch>();
+    // Every worker's responder socket is bound before any worker reads one.
+    // The kernel hashes a flow over the SO_REUSEPORT group as it stands, so
+    // each socket bound while others answer moves flows between workers,
+    // each of which counts a flow from zero (the count its replies carry).
+    // Bound first, a flow moves at most once: off the socket that queued its
+    // first requests while the rest were bound.
+    let workers = (0..plan.workers)
+        .map(|id| {
+            Worker::new(id, Arc::clone(plan), Arc::clone(clock), tx.clone())
+                .map_err(|e| Error::refused(format!("worker {id}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut threads = Vec::new();
-    for id in 0..plan.workers {
-        let worker = Worker::new(id, Arc::clone(plan), Arc::clone(clock), tx.clone())
-            .map_err(|e| Error::refused(format!("worker {id}: {e}")))?;
+    for (id, worker) in workers.into_iter().enumerate() {
         let flows = worker.flow_count();
         let handle = std::thread::Builder::new()
             .name(format!("mx-worker-{id}"))
