@@ -78,6 +78,8 @@ impl RxCounts {
 #[derive(Debug, Clone)]
 pub struct FlowReport {
     pub peer: u32,
+    /// The flow socket's source port: which of the pair's streams it is.
+    pub sport: u16,
     pub layer: Option<u32>,
     /// Target rate of this socket (`None`: unpaced).
     pub target: Option<f64>,

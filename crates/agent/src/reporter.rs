@@ -22,6 +22,7 @@ use super::report_keep::{self, Keep};
 use mx_base::units;
 use mx_report::row::header_line;
 use mx_report::rtt::MergedRtt;
+use mx_report::streams::{self, StreamCounts, StreamLegs};
 use mx_report::{Dir, Phase, ReportRow};
 
 /// One tx row in the making: a (peer, layer) group of flow sockets.
@@ -49,6 +50,8 @@ struct TxRow {
     send_errors: u64,
     /// Both legs as the flows' replies told them; `None`: no flow could.
     legs: Option<LegCounts>,
+    /// The same figures per stream (flow socket), for the `streams` cell.
+    streams: Vec<StreamCounts>,
 }
 
 /// One rx row in the making.
@@ -396,6 +399,16 @@ impl Reporter {
                 if let Some(legs) = &f.legs {
                     row.legs.get_or_insert_default().add(legs);
                 }
+                row.streams.push(StreamCounts {
+                    sport: f.sport,
+                    sent: f.counts.sent,
+                    replies: f.counts.replies,
+                    legs: f.legs.map(|l| StreamLegs {
+                        settled: l.settled,
+                        forward_lost: l.forward_lost,
+                        return_lost: l.return_lost,
+                    }),
+                });
             }
             for (peer, counts) in &batch.rx {
                 let row = m.rx.entry(self.names[*peer as usize].clone()).or_default();
@@ -407,6 +420,9 @@ impl Reporter {
                 row.rep_mbps += rep_mbps;
                 row.counts.add(counts);
             }
+        }
+        for row in m.tx.values_mut() {
+            row.streams.sort_unstable_by_key(|s| s.sport);
         }
         m
     }
@@ -444,6 +460,9 @@ impl Reporter {
                 r.fwd_lost_pkts = Some(legs.forward_lost);
                 r.ret_lost_pkts = Some(legs.return_lost);
             }
+            let mut cell = String::new();
+            streams::write(&row.streams, &mut cell);
+            r.streams = Some(cell);
             r.write_csv(out);
             if let Some(metrics) = &self.metrics {
                 metrics.client_row(&r, &row.rtt);

@@ -60,7 +60,10 @@
 //!   `ret_lost_pkts` reached it and were never answered back. Settled when
 //!   the row is written, not by the interval the requests were sent in;
 //!   blank when the peer's replies carry no count (the original's agent) or
-//!   none came back yet.
+//!   none came back yet;
+//! - `streams` (tx rows): the row's figures per stream (`--streams`), each
+//!   by its source port: sent, replies, and both legs where told
+//!   ([`streams`]).
 //!
 //! A blank cell means "not measured", never zero. Lines end in CRLF, as
 //! Python's csv writer wrote them.
@@ -74,6 +77,7 @@
 pub mod read;
 pub mod row;
 pub mod rtt;
+pub mod streams;
 
 pub use row::{Dir, ReportRow};
 
@@ -231,4 +235,5 @@ columns! {
     SettledPkts = "settled_pkts",
     FwdLostPkts = "fwd_lost_pkts",
     RetLostPkts = "ret_lost_pkts",
+    Streams = "streams",
 }

@@ -101,6 +101,8 @@ pub struct ReportRow {
     pub settled_pkts: Option<u64>,
     pub fwd_lost_pkts: Option<u64>,
     pub ret_lost_pkts: Option<u64>,
+    /// The `streams` cell, written ([`crate::streams::write`]).
+    pub streams: Option<String>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -204,6 +206,7 @@ impl ReportRow {
             C::SettledPkts => int(out, self.settled_pkts),
             C::FwdLostPkts => int(out, self.fwd_lost_pkts),
             C::RetLostPkts => int(out, self.ret_lost_pkts),
+            C::Streams => out.push_str(self.streams.as_deref().unwrap_or("")),
         }
     }
 }
@@ -249,13 +252,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 67);
+        assert_eq!(header_line().trim_end().split(',').count(), 68);
     }
 
     #[test]

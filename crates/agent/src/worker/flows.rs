@@ -31,6 +31,9 @@ pub(super) struct Flow {
     pub(super) spec: FlowSpec,
     layer: Option<u32>,
     pub(super) socket: Socket,
+    /// The socket's own UDP port: the stream's source port, which an ECMP
+    /// fabric hashes to pick the stream's path.
+    sport: u16,
     pub(super) pacer: Option<Pacer>,
     /// `--gso`, until the route refuses a super-datagram.
     gso: bool,
@@ -71,6 +74,7 @@ impl Flow {
         let slot = &mut self.slots[tx];
         FlowReport {
             peer: self.spec.peer,
+            sport: self.sport,
             layer: self.layer,
             target: self.spec.rate.map(|rate| scaled(rate, scale)),
             counts: std::mem::take(&mut slot.counts),
@@ -150,11 +154,18 @@ impl Worker {
                 )?;
             }
             let drops_seen = udp::socket_drops(socket.as_raw_fd()).unwrap_or(0);
+            // Bound by the connect: the kernel picked the port then.
+            let sport = socket
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .map_or(0, |a| a.port());
             let layer = layer.map(|l| l as u32);
             self.flows[slot] = Some(Flow {
                 spec,
                 layer,
                 socket,
+                sport,
                 pacer: self
                     .start
                     .and(spec.rate)
@@ -413,6 +424,7 @@ mod tests {
             spec,
             layer: None,
             socket: Socket::from(socket),
+            sport: 0,
             pacer: None,
             gso: false,
             next_seq: 1,
