@@ -265,6 +265,35 @@ pub struct FlowDoc {
     pub return_loss_pct: Option<f64>,
     #[serde(flatten)]
     pub arrival: ArrivalDoc,
+    /// Its streams (`--streams`), each by its source port, over the span;
+    /// absent where the reports count no stream apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamDoc>,
+}
+
+/// One stream of a flow over the span: its packets, and both legs where
+/// its replies carried the responder's count (null where none did).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamDoc {
+    pub sport: u16,
+    pub sent_pkts: u64,
+    pub back_pkts: u64,
+    pub settled_pkts: Option<u64>,
+    pub forward_lost_pkts: Option<u64>,
+    pub return_lost_pkts: Option<u64>,
+}
+
+impl StreamDoc {
+    fn of(s: &mx_report::streams::StreamCounts) -> StreamDoc {
+        StreamDoc {
+            sport: s.sport,
+            sent_pkts: s.sent,
+            back_pkts: s.replies,
+            settled_pkts: s.legs.map(|l| l.settled),
+            forward_lost_pkts: s.legs.map(|l| l.forward_lost),
+            return_lost_pkts: s.legs.map(|l| l.return_lost),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -451,6 +480,7 @@ fn flow_doc(f: &FlowFigures, src: String, dst: String) -> FlowDoc {
         forward_loss_pct: ro(f.forward_loss()),
         return_loss_pct: ro(f.return_loss()),
         arrival: ArrivalDoc::of(f.rtt_min, f.jitter, f.dup, f.ooo),
+        streams: f.streams.iter().map(StreamDoc::of).collect(),
     }
 }
 

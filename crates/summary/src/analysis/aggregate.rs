@@ -32,6 +32,7 @@ use mx_base::error::Result;
 use mx_report::read::{RowView, for_each_row, report_files};
 use mx_report::row::Dir;
 use mx_report::rtt::MergedRtt;
+use mx_report::streams::{self, StreamCounts};
 use mx_report::{Column, Phase};
 
 /// A mean over the non-blank cells of a column.
@@ -162,6 +163,9 @@ pub struct TxPair {
     /// Replies that came back after their interval was written (counted
     /// there as lost): the round trip took longer than the report's hold.
     pub late: f64,
+    /// Its streams over the span, by source port (`--streams`; a restarted
+    /// agent's streams are new ports beside the old).
+    pub streams: BTreeMap<u16, StreamCounts>,
 }
 
 impl TxPair {
@@ -859,6 +863,17 @@ impl ReportSet {
         p.dup += dup;
         p.ooo += row.num(Column::OooPkts).unwrap_or(0.0);
         p.layer = p.layer.or(layer);
+        // A cell that does not read counts no stream: the row's own
+        // figures stand.
+        for s in streams::parse(row.text(Column::Streams)).unwrap_or_default() {
+            p.streams
+                .entry(s.sport)
+                .or_insert(StreamCounts {
+                    sport: s.sport,
+                    ..Default::default()
+                })
+                .add(&s);
+        }
         let (tx, rx) = self.nic_counted(host, row.ts);
         let nic = &mut self.hosts.entry(host).or_default().nic;
         if tx {

@@ -731,6 +731,8 @@ pub struct FlowFigures {
     pub jitter: Option<f64>,
     pub dup: f64,
     pub ooo: f64,
+    /// Its streams over the span, in order of source port.
+    pub streams: Vec<mx_report::streams::StreamCounts>,
 }
 
 impl FlowFigures {
@@ -782,6 +784,7 @@ pub fn flows(set: &ReportSet, _ctx: &Context) -> Vec<FlowFigures> {
             // Replies that came back twice, and requests that arrived twice.
             dup: p.dup + set.rx.get(&(peer, host)).map_or(0.0, |r| r.dup),
             ooo: p.ooo + set.rx.get(&(peer, host)).map_or(0.0, |r| r.ooo),
+            streams: p.streams.values().copied().collect(),
         });
     }
     out.sort_by(|a, b| {
