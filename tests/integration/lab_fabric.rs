@@ -2,7 +2,7 @@
 //! two spines, ECMP on the 5-tuple, the fleet driven over ssh on a
 //! management network while its traffic crosses the fabric. A fault on one
 //! directed link shows where it is: on the legs whose packets cross it, and
-//! nowhere else.
+//! nowhere else; and the summary reads it as some paths' loss, not a host's.
 
 use crate::lab::Lab;
 use crate::util::{steady_intervals, wait_for, wait_for_steady};
@@ -85,6 +85,39 @@ fn agent_fabric_a_drop_on_one_spine_link_is_loss_only_on_the_legs_that_cross_it(
             (2, 1) => assert!(fwd == 0.0 && ret > 1.0 && ret < 20.0, "{what}"),
             // Inside a leaf: no spine at all.
             _ => assert_eq!((fwd, ret), (0.0, 0.0), "{what}"),
+        }
+    }
+    // The summary reads it as some paths' loss, on both legs, every one
+    // from a host of l1 to a host of l2 (the way the link carries), with
+    // the ports of the streams that take s2; no host is blamed.
+    let summary = lab.mx(&sb, &["summarize", "--window", "4", "--json"]);
+    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
+    let doc: Value = serde_json::from_str(&summary.stdout).unwrap();
+    let loss: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "loss")
+        .collect();
+    let texts: Vec<&str> = loss.iter().map(|f| f["text"].as_str().unwrap()).collect();
+    eprintln!("{texts:#?}");
+    assert_eq!(loss.len(), 2, "{texts:#?}");
+    for (f, leg) in loss.iter().zip(["requests", "replies"]) {
+        let text = f["text"].as_str().unwrap();
+        assert!(
+            text.starts_with(&format!("{leg} lost on some paths alone: ")),
+            "{text}"
+        );
+        for b in f["blames"].as_array().unwrap() {
+            let (from, to) = (b["host"].as_str().unwrap(), b["peer"].as_str().unwrap());
+            assert_eq!(b["where"], "path", "{f}");
+            assert_eq!((leaf(from), leaf(to)), (1, 2), "{f}");
+        }
+        let flows = f["detail"]["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), 4, "every pair from l1 to l2: {f}");
+        for flow in flows {
+            let lossy = flow["lossy_ports"].as_array().unwrap().len();
+            assert!((1..16).contains(&lossy), "{flow}");
         }
     }
     lab.fabric_heal();

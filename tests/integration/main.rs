@@ -47,5 +47,6 @@ mod ramp;
 mod report_page;
 mod schedule;
 mod slices;
+mod streams;
 mod summarize;
 mod values;

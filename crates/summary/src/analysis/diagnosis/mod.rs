@@ -17,12 +17,15 @@
 //! - [`place`]: what each host's kernel counted (its interface, its
 //!   sockets, its qdisc) and whether its agent had the CPU, which puts the
 //!   loss on the wire or in the host;
+//! - [`paths`]: legs whose loss sits on some of their streams (source
+//!   ports), sparing the rest: one path of an ECMP fabric, no host's;
 //! - [`loss`], [`rate`], [`latency`], [`departures`], [`plan`]: the findings.
 
 pub mod cells;
 pub mod departures;
 pub mod latency;
 pub mod loss;
+pub mod paths;
 pub mod pattern;
 pub mod place;
 pub mod plan;
@@ -109,6 +112,10 @@ pub enum Place {
     /// Everywhere at once: no host or pair stands out.
     #[serde(rename = "fabric-wide")]
     FabricWide,
+    /// On some of the fabric's paths between two hosts: the streams that
+    /// take them lose, the others do not.
+    #[serde(rename = "path")]
+    Path,
     /// Past the receiver's plan: the source runs another matrix, or its
     /// address is spoofed.
     #[serde(rename = "plan")]
@@ -127,6 +134,7 @@ impl Place {
             Place::AgentStopped => "agent stopped",
             Place::Unreachable => "unreachable",
             Place::FabricWide => "fabric-wide",
+            Place::Path => "path",
             Place::Plan => "plan",
         }
     }
@@ -223,7 +231,15 @@ pub(crate) fn diagnose(
     out.extend(coverage.and_then(rate::coverage));
     out.extend(plan::findings(set, &figs.flows));
     let grid = cells::Cells::of(set, &figs.flows);
-    out.extend(loss::findings(set, &grid, &evidence));
+    // Legs whose loss sits on some of their streams are a path's: the host
+    // patterns read the grid without them.
+    let on_paths = paths::confined(&grid, &figs.flows);
+    out.extend(loss::findings(
+        set,
+        &paths::without(&grid, &on_paths),
+        &evidence,
+    ));
+    out.extend(paths::findings(set, &on_paths));
     out.extend(rate::findings(set, &figs.hosts, &evidence));
     out.extend(latency::findings(set, ctx, figs, &evidence));
     if !out.iter().any(|f| f.kind != Kind::Coverage) {
@@ -243,7 +259,7 @@ pub fn lost_in_hosts(findings: &[Finding]) -> f64 {
         .filter(|f| {
             f.blames
                 .iter()
-                .all(|b| !matches!(b.place, Place::Wire | Place::FabricWide))
+                .all(|b| !matches!(b.place, Place::Wire | Place::FabricWide | Place::Path))
         })
         .filter_map(|f| f.figures.get("lost_pkts"))
         .sum()

@@ -120,7 +120,14 @@ pub enum Why {
     /// Out of a host whose counts cannot be compared: both places.
     OutUncompared { nic: Nic },
     /// Between two hosts whose other flows are clean: the path between.
-    PathBetween { from: String, to: String },
+    /// `streams`: the fewest streams (source ports) of its lossy flows, 0
+    /// where the reports count none apart. One: its equal-cost paths
+    /// cannot be told apart; more: every one of them lost alike.
+    PathBetween {
+        from: String,
+        to: String,
+        streams: usize,
+    },
 }
 
 /// One leg of a host's flows: the peers at their other end, and the
@@ -140,6 +147,19 @@ pub struct PairWay {
     pub legs: Vec<(LegName, f64)>,
     pub lost: f64,
     pub why: Why,
+}
+
+/// One flow whose loss on a leg sits on some of its streams: the way its
+/// packets went (`from` -> `to`), the lossy streams' source ports (of the
+/// flow's sender), of how many, and what those lost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathFlow {
+    pub from: String,
+    pub to: String,
+    pub lossy_ports: Vec<u16>,
+    pub streams: usize,
+    pub lost: f64,
+    pub lost_pct: f64,
 }
 
 /// One leg as the whole fabric lost it: the typical flow's loss, and
@@ -274,6 +294,15 @@ pub enum Says {
         a: String,
         b: String,
         ways: Vec<PairWay>,
+    },
+    /// Loss on one leg that sits on some streams of each flow, sparing the
+    /// others: a path's (a link, a switch port). Where every such flow goes
+    /// into one host, a receive queue of its NIC (hashed by the same ports)
+    /// fits too.
+    PathLoss {
+        leg: LegName,
+        flows: Vec<PathFlow>,
+        one_receiver: Option<String>,
     },
     /// Loss everywhere, no host or pair standing out; a busy disk fits too.
     FabricLoss {

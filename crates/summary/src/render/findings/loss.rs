@@ -3,7 +3,7 @@
 
 use crate::analysis::diagnosis::Direction;
 use crate::analysis::diagnosis::says::{
-    BusyDisk, FabricLeg, LegLoss, LegName, PairWay, RoundTrip, Why,
+    BusyDisk, FabricLeg, LegLoss, LegName, PairWay, PathFlow, RoundTrip, Why,
 };
 use crate::render::words::{count, name_list, pct, pct_range};
 
@@ -113,6 +113,52 @@ pub fn pair(a: &str, b: &str, ways: &[PairWay]) -> String {
         })
         .collect();
     format!("between {a} and {b} alone: {}", parts.join(". And "))
+}
+
+/// The flows a path finding names, at most this many (the rest counted).
+const PATH_FLOWS_SHOWN: usize = 5;
+
+/// Loss on some streams of each flow, sparing the rest: a path's.
+pub fn paths(leg: LegName, flows: &[PathFlow], one_receiver: Option<&str>) -> String {
+    let what = match leg {
+        LegName::Requests => "requests",
+        LegName::Replies => "replies",
+    };
+    let shown: Vec<String> = flows
+        .iter()
+        .take(PATH_FLOWS_SHOWN)
+        .map(|f| {
+            let ports: Vec<String> = f.lossy_ports.iter().map(u16::to_string).collect();
+            let (n, of) = (f.lossy_ports.len(), f.streams);
+            format!(
+                "{n} of the {of} streams of {} -> {} {} {}% ({} packets; port{} {}), the other {} none",
+                f.from,
+                f.to,
+                if n == 1 { "loses" } else { "lose" },
+                pct(f.lost_pct),
+                count(f.lost),
+                if n == 1 { "" } else { "s" },
+                ports.join(", "),
+                of - n
+            )
+        })
+        .collect();
+    let more = flows.len().saturating_sub(PATH_FLOWS_SHOWN);
+    let mut text = format!(
+        "{what} lost on some paths alone: {}{}. A stream's port is the one its requests leave from and its replies come back to. A fabric hashes each stream's ports to one of its equal-cost paths, and every stream of a host's flow crosses that host alike: the loss sits on a link or switch port of the paths these streams take, not in the hosts -- trace one of them (by its port) to find the hop",
+        shown.join("; "),
+        if more > 0 {
+            format!("; and {more} more flows")
+        } else {
+            String::new()
+        }
+    );
+    if let Some(host) = one_receiver {
+        text.push_str(&format!(
+            ". Or a receive queue of {host}'s NIC, into which all of them go: its NIC hashes the same ports to its queues (RSS) -- compare its queues' drop counters (ethtool -S)"
+        ));
+    }
+    text
 }
 
 /// Loss everywhere; a busy disk fits as well.

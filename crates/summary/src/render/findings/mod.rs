@@ -34,6 +34,11 @@ pub fn text(f: &Finding) -> String {
             why,
         ),
         Says::PairLoss { a, b, ways } => loss::pair(a, b, ways),
+        Says::PathLoss {
+            leg,
+            flows,
+            one_receiver,
+        } => loss::paths(*leg, flows, one_receiver.as_deref()),
         Says::FabricLoss { legs, disk } => loss::fabric(legs, disk.as_ref()),
         Says::RoundTrips { flows } => loss::round_trips(flows),
         Says::Short { hosts, why } => rate::short(hosts, why),
@@ -125,6 +130,7 @@ pub fn blame(b: &Blame) -> String {
         Place::AgentStopped => format!("{host}'s agent, stopped"),
         Place::Unreachable => format!("{host}, out of reach"),
         Place::FabricWide => "the fabric as a whole".to_string(),
+        Place::Path => format!("a path {way}"),
         Place::Plan => format!(
             "{host} sending past {}'s plan",
             b.peer.as_deref().unwrap_or("its receiver")

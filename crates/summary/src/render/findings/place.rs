@@ -189,9 +189,21 @@ fn out_of(why: &Why) -> String {
                 gso_tells(nic)
             )
         }
-        Why::PathBetween { from, to } => format!(
-            "{from}'s and {to}'s other flows are clean, so it is this path: a link or a switch between them, a route, an ACL -- compare the path's hops (traceroute, the switches' counters)"
-        ),
+        Why::PathBetween { from, to, streams } => {
+            let mut text = format!(
+                "{from}'s and {to}'s other flows are clean, so it is this path: a link or a switch between them, a route, an ACL -- compare the path's hops (traceroute, the switches' counters)"
+            );
+            match streams {
+                1 => text.push_str(
+                    ". Its flows ran one stream each, so a fabric's equal-cost paths between them cannot be told apart: --streams 8 sends each flow from 8 ports over up to 8 paths, and tells the one that loses",
+                ),
+                0 => {}
+                n => text.push_str(&format!(
+                    ". All {n} streams of its flows lost alike: on a part every path between them shares"
+                )),
+            }
+            text
+        }
         _ => unreachable!("into a host: {why:?}"),
     }
 }

@@ -106,6 +106,7 @@ fn every_why() -> Vec<Why> {
         Why::PathBetween {
             from: "h3".into(),
             to: "h5".into(),
+            streams: 1,
         },
     ]
 }
@@ -170,6 +171,7 @@ fn loss_findings() -> Vec<(Kind, Says)> {
                     why: Why::PathBetween {
                         from: "h3".into(),
                         to: "h5".into(),
+                        streams: 4,
                     },
                 },
                 PairWay {
@@ -186,6 +188,35 @@ fn loss_findings() -> Vec<(Kind, Says)> {
                     },
                 },
             ],
+        },
+    ));
+    let path_flow = |from: &str, to: &str, ports: &[u16], lost: f64| PathFlow {
+        from: from.into(),
+        to: to.into(),
+        lossy_ports: ports.to_vec(),
+        streams: 8,
+        lost,
+        lost_pct: 10.1,
+    };
+    out.push((
+        Kind::Loss,
+        Says::PathLoss {
+            leg: LegName::Requests,
+            flows: vec![
+                path_flow("h1", "h3", &[40_001, 40_004, 40_006], 1_520.0),
+                path_flow("h2", "h4", &[39_877], 505.0),
+            ],
+            one_receiver: None,
+        },
+    ));
+    out.push((
+        Kind::Loss,
+        Says::PathLoss {
+            leg: LegName::Replies,
+            flows: (1..=7)
+                .map(|i| path_flow(&format!("h{i}"), "h9", &[40_000 + i], 100.0))
+                .collect(),
+            one_receiver: Some("h9".into()),
         },
     ));
     for disk in [
@@ -456,6 +487,7 @@ fn variant(says: &Says) -> &'static str {
     match says {
         Says::HostLoss { .. } => "host_loss",
         Says::PairLoss { .. } => "pair_loss",
+        Says::PathLoss { .. } => "path_loss",
         Says::FabricLoss { .. } => "fabric_loss",
         Says::RoundTrips { .. } => "round_trips",
         Says::Short { .. } => "short",
@@ -471,9 +503,10 @@ fn variant(says: &Says) -> &'static str {
     }
 }
 
-const EVERY_VARIANT: [&str; 14] = [
+const EVERY_VARIANT: [&str; 15] = [
     "host_loss",
     "pair_loss",
+    "path_loss",
     "fabric_loss",
     "round_trips",
     "short",
