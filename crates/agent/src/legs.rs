@@ -32,24 +32,9 @@
 
 use super::wire::{REFUSED_MASK, Tally};
 
-/// What a flow settled since the last report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LegCounts {
-    /// Requests whose fate is now known: up to the newest reply's number.
-    pub settled: u64,
-    /// Of them, requests that never reached the responder.
-    pub forward_lost: u64,
-    /// Of them, requests that reached it whose replies never came back.
-    pub return_lost: u64,
-}
-
-impl LegCounts {
-    pub fn add(&mut self, o: &LegCounts) {
-        self.settled += o.settled;
-        self.forward_lost += o.forward_lost;
-        self.return_lost += o.return_lost;
-    }
-}
+/// What a flow settled since the last report: the report's own figures
+/// of a stream's legs.
+pub use mx_report::streams::StreamLegs as LegCounts;
 
 /// One flow socket's reckoning of its two legs.
 #[derive(Debug, Clone, Default)]

@@ -22,7 +22,7 @@ use super::report_keep::{self, Keep};
 use mx_base::units;
 use mx_report::row::header_line;
 use mx_report::rtt::MergedRtt;
-use mx_report::streams::{self, StreamCounts, StreamLegs};
+use mx_report::streams::{self, StreamCounts};
 use mx_report::{Dir, Phase, ReportRow};
 
 /// One tx row in the making: a (peer, layer) group of flow sockets.
@@ -403,11 +403,7 @@ impl Reporter {
                     sport: f.sport,
                     sent: f.counts.sent,
                     replies: f.counts.replies,
-                    legs: f.legs.map(|l| StreamLegs {
-                        settled: l.settled,
-                        forward_lost: l.forward_lost,
-                        return_lost: l.return_lost,
-                    }),
+                    legs: f.legs,
                 });
             }
             for (peer, counts) in &batch.rx {

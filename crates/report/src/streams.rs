@@ -30,9 +30,20 @@ pub struct StreamCounts {
 /// A stream's settled requests and, of them, those lost on each leg.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamLegs {
+    /// Requests whose fate is known: up to the newest reply's number.
     pub settled: u64,
+    /// Of them, requests that never reached the responder.
     pub forward_lost: u64,
+    /// Of them, requests that reached it whose replies never came back.
     pub return_lost: u64,
+}
+
+impl StreamLegs {
+    pub fn add(&mut self, o: &StreamLegs) {
+        self.settled += o.settled;
+        self.forward_lost += o.forward_lost;
+        self.return_lost += o.return_lost;
+    }
 }
 
 impl StreamCounts {
@@ -40,11 +51,8 @@ impl StreamCounts {
     pub fn add(&mut self, o: &StreamCounts) {
         self.sent += o.sent;
         self.replies += o.replies;
-        if let Some(l) = o.legs {
-            let mine = self.legs.get_or_insert_default();
-            mine.settled += l.settled;
-            mine.forward_lost += l.forward_lost;
-            mine.return_lost += l.return_lost;
+        if let Some(l) = &o.legs {
+            self.legs.get_or_insert_default().add(l);
         }
     }
 }
@@ -126,7 +134,14 @@ mod tests {
 
     #[test]
     fn a_cell_that_does_not_read_is_none() {
-        for bad in ["1:2", "x:1:2", "1:2:3:4", "1:2:3:4:5:6:7", "70000:1:1", "1:2:3;"] {
+        for bad in [
+            "1:2",
+            "x:1:2",
+            "1:2:3:4",
+            "1:2:3:4:5:6:7",
+            "70000:1:1",
+            "1:2:3;",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }
