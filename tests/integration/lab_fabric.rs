@@ -5,7 +5,7 @@
 //! nowhere else; and the summary reads it as some paths' loss, not a host's.
 
 use crate::lab::Lab;
-use crate::util::{steady_intervals, wait_for, wait_for_steady};
+use crate::util::{findings_of, steady_intervals, wait_for, wait_for_steady};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -93,12 +93,7 @@ fn agent_fabric_a_drop_on_one_spine_link_is_loss_only_on_the_legs_that_cross_it(
     let summary = lab.mx(&sb, &["summarize", "--window", "4", "--json"]);
     assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
     let doc: Value = serde_json::from_str(&summary.stdout).unwrap();
-    let loss: Vec<&Value> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == "loss")
-        .collect();
+    let loss = findings_of(&doc, "loss");
     let texts: Vec<&str> = loss.iter().map(|f| f["text"].as_str().unwrap()).collect();
     eprintln!("{texts:#?}");
     assert_eq!(loss.len(), 2, "{texts:#?}");

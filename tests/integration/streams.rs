@@ -3,6 +3,7 @@
 //! the summary that reads it as a path's loss, not a host's.
 
 use crate::agents::{Fleet, NetNs, PORT, Row, RowExt, addr, start_soon};
+use crate::util::findings_of;
 use serde_json::Value;
 
 /// The streams of a tx row's cell: (port, sent, replies, settled, fwd, ret).
@@ -68,8 +69,14 @@ fn agent_streams_are_counted_apart_and_loss_on_some_of_them_is_a_path_s() {
         let sum = |i: usize| streams.iter().map(|s| s[i]).sum::<u64>();
         assert_eq!(
             [sum(1), sum(2), sum(3), sum(4), sum(5)],
-            ["pkts", "rep_pkts", "settled_pkts", "fwd_lost_pkts", "ret_lost_pkts"]
-                .map(|c| r.f(c).unwrap() as u64),
+            [
+                "pkts",
+                "rep_pkts",
+                "settled_pkts",
+                "fwd_lost_pkts",
+                "ret_lost_pkts"
+            ]
+            .map(|c| r.f(c).unwrap() as u64),
             "the streams add up to the row: {r:?}"
         );
         for s in streams {
@@ -109,12 +116,7 @@ fn agent_streams_are_counted_apart_and_loss_on_some_of_them_is_a_path_s() {
         .find(|f| f["src"] == "h1")
         .unwrap();
     assert_eq!(flow["streams"].as_array().unwrap().len(), 8, "{flow}");
-    let loss: Vec<&Value> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == "loss")
-        .collect();
+    let loss = findings_of(&doc, "loss");
     assert_eq!(loss.len(), 1, "one loss finding: {loss:?}");
     let finding = loss[0];
     let text = finding["text"].as_str().unwrap();

@@ -355,3 +355,14 @@ pub fn lean_agent() -> &'static Path {
         lean
     })
 }
+
+/// The findings of kind `kind` (`loss`, `rate`, ...) of a `summarize
+/// --json` document.
+pub fn findings_of<'a>(doc: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_json::Value> {
+    doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect()
+}
