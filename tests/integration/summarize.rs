@@ -1210,3 +1210,38 @@ fn a_host_outside_a_marked_runs_span_is_listed_with_why() {
         "{line}"
     );
 }
+
+/// A report that ends early, from an agent whose rows say it fell `behind`
+/// ms behind its schedule: c's ends at 104 of 100-111.
+fn c_stops_at_104_having_fallen(behind: f64) -> String {
+    let sb = Sandbox::new();
+    let busy = move |_: &str, r: &mut ReportRow| r.behind_ms = Some(behind);
+    let mut reports = mesh_reports_over(
+        &[100, 101, 102, 103, 104],
+        &["a", "b", "c"],
+        |_, _| 1.0,
+        |_, _| 1.0,
+        busy,
+    );
+    reports.extend(mesh_reports_over(
+        &[105, 106, 107, 108, 109, 110, 111],
+        &["a", "b"],
+        |_, _| 1.0,
+        |_, _| 1.0,
+        busy,
+    ));
+    reports.write(&sb);
+    summarize(&sb, &[])
+}
+
+#[test]
+fn a_stopped_agent_is_short_of_cpu_only_where_its_stalls_fit_its_silence() {
+    // 74 ms behind at worst, silent for 7 s: stopped, not starved.
+    let text = c_stops_at_104_having_fallen(74.0);
+    advises(&text, "c's agent stopped at");
+    assert!(!text.contains("short of CPU"), "{text}");
+    // 3 s behind: it may be stalled still, its rows late.
+    let text = c_stops_at_104_having_fallen(3_000.0);
+    advises(&text, "c's report ends at");
+    advises(&text, "short of CPU");
+}

@@ -10,6 +10,12 @@ use super::place::STARVED_BEHIND_MS;
 use super::says::{self, Says};
 use super::{Blame, Finding, Kind, Place};
 
+/// The share of its silence a stopped agent's worst stall (how far it fell
+/// behind its schedule, or its cgroup's throttling) must reach for "short
+/// of CPU, its last rows late" to fit beside "stopped": an agent that fell
+/// 74 ms behind has not gone 5 s without writing a row for want of CPU.
+const STALL_OF_THE_SILENCE: f64 = 0.25;
+
 /// One finding per host gone, and one for the hosts never heard from.
 pub fn findings(set: &ReportSet, _ctx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -34,10 +40,11 @@ pub fn findings(set: &ReportSet, _ctx: &Context) -> Vec<Finding> {
 
 fn gone_finding(set: &ReportSet, id: u32, name: &str, d: &Departure, last: i64) -> Finding {
     let behind = set.latest - last;
-    let starved = set
-        .history
-        .get(&id)
-        .filter(|h| h.behind_ms >= STARVED_BEHIND_MS || h.throttled_ms > 0.0);
+    let silence_ms = behind as f64 * 1000.0;
+    let starved = set.history.get(&id).filter(|h| {
+        (h.behind_ms >= STARVED_BEHIND_MS || h.throttled_ms > 0.0)
+            && h.behind_ms.max(h.throttled_ms) >= STALL_OF_THE_SILENCE * silence_ms
+    });
     let (gone, place) = match d.why {
         Gone::Stopped => match starved {
             Some(h) => (
