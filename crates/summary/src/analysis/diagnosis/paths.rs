@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 
 use super::super::aggregate::ReportSet;
 use super::super::figures::FlowFigures;
-use super::cells::{Cells, Leg};
+use super::cells::{Cells, Leg, stands_out};
 use super::says::{LegName, PathFlow, Says};
 use super::{Blame, Direction, Finding, Kind, Place};
 
@@ -78,16 +78,21 @@ fn on_leg(s: &mx_report::streams::StreamCounts, leg: Leg) -> Option<(f64, f64)> 
     })
 }
 
-/// The legs of `flows` that `grid` judged lossy and whose loss sits on
-/// some of their streams alone.
+/// The legs of `flows` that lose (beyond the run's noise, or at all on a
+/// leg whose loss is everywhere: where every flow loses, the noise is the
+/// loss) and whose loss sits on some of their streams alone.
 pub fn confined(grid: &Cells, flows: &[FlowFigures]) -> Vec<PathCell> {
+    let everywhere = grid.fabric_wide();
     let mut out = Vec::new();
     for f in flows {
         for leg in [Leg::Requests, Leg::Replies] {
-            let lossy_cell = grid
-                .cells
-                .iter()
-                .any(|c| c.src == f.host && c.dst == f.peer && c.leg == leg && c.lossy);
+            let lossy_cell = grid.cells.iter().any(|c| {
+                c.src == f.host
+                    && c.dst == f.peer
+                    && c.leg == leg
+                    && (c.lossy
+                        || (everywhere.contains(&leg) && stands_out(c.lost, c.at_risk, 0.0)))
+            });
             if lossy_cell && let Some(cell) = confined_leg(f, leg) {
                 out.push(cell);
             }
@@ -149,19 +154,20 @@ fn lossy_share(lossy: &[&(u16, f64, f64)]) -> f64 {
     if r > 0.0 { l / r } else { 0.0 }
 }
 
-/// `grid` without the lossy mark of the `paths`' cells: what the host
-/// patterns read.
+/// `grid` with the `paths`' cells read as clean: what the host patterns
+/// and the fabric's reading take (a path's loss is neither a host's nor
+/// everywhere's). The noise is judged again without them.
 pub fn without(grid: &Cells, paths: &[PathCell]) -> Cells {
-    let mut grid = grid.clone();
-    for c in &mut grid.cells {
+    let mut cells = grid.cells.clone();
+    for c in &mut cells {
         if paths
             .iter()
             .any(|p| p.src == c.src && p.dst == c.dst && p.leg == c.leg)
         {
-            c.lossy = false;
+            c.lost = 0.0;
         }
     }
-    grid
+    Cells::judged(cells, grid.round_trips.clone())
 }
 
 /// One finding per leg: the flows whose loss on it sits on some of their
@@ -287,7 +293,31 @@ mod tests {
         assert_eq!(paths[0].lossy, vec![40_000, 40_002]);
         assert_eq!((paths[0].streams, paths[0].lost), (4, 980.0));
         let cleared = without(&lossy_grid(Leg::Requests), &paths);
-        assert!(cleared.cells.iter().all(|c| !c.lossy));
+        assert!(cleared.cells.iter().all(|c| !c.lossy && c.lost == 0.0));
+        assert!(cleared.fabric_wide().is_empty());
+    }
+
+    #[test]
+    fn a_lone_flow_s_loss_on_some_streams_is_a_path_s_not_everywhere_s() {
+        // One flow: the noise is its own loss, so the grid finds no cell
+        // standing out, and the leg lossy everywhere.
+        let mut grid = lossy_grid(Leg::Requests);
+        grid.cells[0] = Cell {
+            at_risk: 20_000.0,
+            lost: 980.0,
+            ..grid.cells[0]
+        };
+        let grid = Cells::judged(grid.cells, Vec::new());
+        assert_eq!(grid.fabric_wide(), vec![Leg::Requests]);
+        let f = flow(vec![
+            stream(40_000, 5_000, 500, 0),
+            stream(40_001, 5_000, 0, 0),
+            stream(40_002, 5_000, 480, 0),
+            stream(40_003, 5_000, 0, 0),
+        ]);
+        let paths = confined(&grid, &[f]);
+        assert_eq!(paths.len(), 1);
+        assert!(without(&grid, &paths).fabric_wide().is_empty());
     }
 
     #[test]
