@@ -24,6 +24,16 @@ pub fn mesh(net: u8, n: u8, cell: &str, sizes: (u32, u32)) -> String {
     mesh_at(n, |i| addr(net, i).to_string(), cell, sizes)
 }
 
+/// A matrix text of two hosts on `net` in which h1 alone sends, to h2, at
+/// `rate` requests a second.
+pub fn one_way_pair(net: u8, rate: u32) -> String {
+    format!(
+        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,{rate}\nh2,,\n",
+        addr(net, 1),
+        addr(net, 2)
+    )
+}
+
 /// One start instant (`--start-at`) for agents started one by one, as
 /// `mx start` gives a fleet: the next whole second at least 1.5 s away.
 /// Agents that began apart would send their first requests to ports their

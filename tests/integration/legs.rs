@@ -3,7 +3,7 @@
 //! drops planted on each leg, and against the original agent, whose
 //! replies carry no count.
 
-use crate::agents::{Fleet, NetNs, PORT, Row, RowExt, addr, start_soon};
+use crate::agents::{Fleet, NetNs, PORT, Row, RowExt, addr, one_way_pair, start_soon};
 
 /// The sum of `column` over `rows` of `dir` towards `peer`, blanks left out;
 /// and how many rows had it blank.
@@ -48,11 +48,7 @@ fn agent_a_sender_tells_each_leg_s_loss_exactly_from_the_counts_its_replies_carr
     ns.nft(&format!(
         "table inet mxlegs {{\n  chain in {{\n    type filter hook input priority 0;\n    udp dport {PORT} numgen inc mod 20 == 10 counter drop comment \"requests\"\n    udp sport {PORT} numgen inc mod 50 == 25 counter drop comment \"replies\"\n  }}\n}}\n"
     ));
-    let matrix = format!(
-        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,2000\nh2,,\n",
-        addr(1, 1),
-        addr(1, 2)
-    );
+    let matrix = one_way_pair(1, 2000);
     let mut fleet = Fleet::in_netns(&matrix, &ns);
     let start = start_soon();
     let args = [
@@ -266,11 +262,7 @@ fn wait_child_of(child: &mut std::process::Child) -> Option<i32> {
 #[test]
 fn agent_a_responder_restarted_under_its_sender_s_flows_makes_no_loss_on_either_leg() {
     let net = 205;
-    let matrix = format!(
-        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,1600\nh2,,\n",
-        addr(net, 1),
-        addr(net, 2)
-    );
+    let matrix = one_way_pair(net, 1600);
     let mut fleet = Fleet::new(&matrix);
     let start = start_soon();
     let sender = [

@@ -2,7 +2,7 @@
 //! against the truth of a drop planted on some streams' source ports, and
 //! the summary that reads it as a path's loss, not a host's.
 
-use crate::agents::{Fleet, NetNs, PORT, Row, RowExt, addr, start_soon};
+use crate::agents::{Fleet, NetNs, PORT, Row, RowExt, one_way_pair, start_soon};
 use crate::util::findings_of;
 use serde_json::Value;
 
@@ -36,11 +36,7 @@ fn agent_streams_are_counted_apart_and_loss_on_some_of_them_is_a_path_s() {
     ns.nft(&format!(
         "table inet mxstreams {{\n  chain in {{\n    type filter hook input priority 0;\n    udp dport {PORT} udp sport 40000-40003 numgen random mod 100 < 10 counter drop\n  }}\n}}\n"
     ));
-    let matrix = format!(
-        "# port={PORT}\nsrc\\dst,h1={},h2={}\nh1,,4000\nh2,,\n",
-        addr(1, 1),
-        addr(1, 2)
-    );
+    let matrix = one_way_pair(1, 4000);
     let mut fleet = Fleet::in_netns(&matrix, &ns);
     let start = start_soon();
     let args = [
