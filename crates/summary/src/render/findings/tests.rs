@@ -125,9 +125,46 @@ fn names(n: &[&str]) -> Vec<String> {
 /// One of each thing a finding can say, with each of its variants.
 fn every_finding() -> Vec<(Kind, Says)> {
     let mut out = loss_findings();
+    out.extend(path_findings());
     out.extend(rate_findings());
     out.extend(agent_findings());
     out.extend(tail_findings());
+    out
+}
+
+/// Loss on some of each flow's paths: on the requests, and on the replies
+/// into one host (whose NIC's queues fit too).
+fn path_findings() -> Vec<(Kind, Says)> {
+    let mut out = Vec::new();
+    let path_flow = |from: &str, to: &str, ports: &[u16], lost: f64| PathFlow {
+        from: from.into(),
+        to: to.into(),
+        lossy_ports: ports.to_vec(),
+        streams: 8,
+        lost,
+        lost_pct: 10.1,
+    };
+    out.push((
+        Kind::Loss,
+        Says::PathLoss {
+            leg: LegName::Requests,
+            flows: vec![
+                path_flow("h1", "h3", &[40_001, 40_004, 40_006], 1_520.0),
+                path_flow("h2", "h4", &[39_877], 505.0),
+            ],
+            one_receiver: None,
+        },
+    ));
+    out.push((
+        Kind::Loss,
+        Says::PathLoss {
+            leg: LegName::Replies,
+            flows: (1..=7)
+                .map(|i| path_flow(&format!("h{i}"), "h9", &[40_000 + i], 100.0))
+                .collect(),
+            one_receiver: Some("h9".into()),
+        },
+    ));
     out
 }
 
@@ -188,35 +225,6 @@ fn loss_findings() -> Vec<(Kind, Says)> {
                     },
                 },
             ],
-        },
-    ));
-    let path_flow = |from: &str, to: &str, ports: &[u16], lost: f64| PathFlow {
-        from: from.into(),
-        to: to.into(),
-        lossy_ports: ports.to_vec(),
-        streams: 8,
-        lost,
-        lost_pct: 10.1,
-    };
-    out.push((
-        Kind::Loss,
-        Says::PathLoss {
-            leg: LegName::Requests,
-            flows: vec![
-                path_flow("h1", "h3", &[40_001, 40_004, 40_006], 1_520.0),
-                path_flow("h2", "h4", &[39_877], 505.0),
-            ],
-            one_receiver: None,
-        },
-    ));
-    out.push((
-        Kind::Loss,
-        Says::PathLoss {
-            leg: LegName::Replies,
-            flows: (1..=7)
-                .map(|i| path_flow(&format!("h{i}"), "h9", &[40_000 + i], 100.0))
-                .collect(),
-            one_receiver: Some("h9".into()),
         },
     ));
     for disk in [
