@@ -183,14 +183,7 @@ fn pair_finding<'a>(
         } else if got.places.iter().all(|p| *p != Place::Wire) {
             (got, Some(to))
         } else {
-            // The lossy flows' streams: one each, and their paths cannot
-            // be told apart (`--streams` can); several, and all lost alike
-            // (else the leg would be a path's, `super::paths`).
-            let streams = cells
-                .iter()
-                .map(|c| set.tx.get(&(c.src, c.dst)).map_or(0, |t| t.streams.len()))
-                .min()
-                .unwrap_or(0);
+            let streams = super::paths::streams_said(set, &cells);
             let why = Why::PathBetween {
                 from: from_name.to_string(),
                 to: to_name.to_string(),

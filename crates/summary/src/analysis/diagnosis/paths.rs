@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 
 use super::super::aggregate::ReportSet;
 use super::super::figures::FlowFigures;
-use super::cells::{Cells, Leg, stands_out};
+use super::cells::{Cell, Cells, Leg, stands_out};
 use super::says::{LegName, PathFlow, Says};
 use super::{Blame, Direction, Finding, Kind, Place};
 
@@ -154,6 +154,32 @@ fn lossy_share(lossy: &[&(u16, f64, f64)]) -> f64 {
     if r > 0.0 { l / r } else { 0.0 }
 }
 
+/// What a pair's loss on the path between can say of its lossy `cells`'
+/// streams: one each (their equal-cost paths cannot be told apart, and
+/// `--streams` can), or how many, where every one of them lost on the leg;
+/// 0 where it can say neither (no stream counted apart, or some lost
+/// nothing). The fewest over the cells.
+pub fn streams_said(set: &ReportSet, cells: &[&Cell]) -> usize {
+    cells
+        .iter()
+        .map(|c| {
+            let Some(t) = set.tx.get(&(c.src, c.dst)) else {
+                return 0;
+            };
+            let every_one_lost = t
+                .streams
+                .values()
+                .all(|s| on_leg(s, c.leg).is_some_and(|(_, lost)| lost > 0.0));
+            if t.streams.len() == 1 || every_one_lost {
+                t.streams.len()
+            } else {
+                0
+            }
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 /// `grid` with the `paths`' cells read as clean: what the host patterns
 /// and the fabric's reading take (a path's loss is neither a host's nor
 /// everywhere's). The noise is judged again without them.
@@ -227,7 +253,6 @@ pub fn findings(set: &ReportSet, paths: &[PathCell]) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::cells::Cell;
     use super::*;
     use crate::analysis::figures::Packets;
     use mx_report::streams::{StreamCounts, StreamLegs};

@@ -120,9 +120,10 @@ pub enum Why {
     /// Out of a host whose counts cannot be compared: both places.
     OutUncompared { nic: Nic },
     /// Between two hosts whose other flows are clean: the path between.
-    /// `streams`: the fewest streams (source ports) of its lossy flows, 0
-    /// where the reports count none apart. One: its equal-cost paths
-    /// cannot be told apart; more: every one of them lost alike.
+    /// `streams`: the fewest streams (source ports) of its lossy flows.
+    /// One: its equal-cost paths cannot be told apart; more: every one of
+    /// them lost on the leg; 0: nothing to say of them (the reports count
+    /// none apart, or some streams lost nothing).
     PathBetween {
         from: String,
         to: String,
