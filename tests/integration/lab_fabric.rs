@@ -14,14 +14,17 @@ fn leaf(host: &str) -> u8 {
     if matches!(host, "h1" | "h2") { 1 } else { 2 }
 }
 
-/// Each flow's (src, dst, forward loss %, return loss %) over the last
-/// `window` seconds.
-fn legs(lab: &Lab, sb: &crate::util::Sandbox, window: &str) -> Vec<(String, String, f64, f64)> {
+/// The summary of the last `window` seconds, as `--json` gives it.
+fn summary(lab: &Lab, sb: &crate::util::Sandbox, window: &str) -> Value {
     let summary = lab.mx(sb, &["summarize", "--window", window, "--json"]);
     assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
-    let doc: Value = serde_json::from_str(&summary.stdout).unwrap();
+    serde_json::from_str(&summary.stdout).unwrap()
+}
+
+/// Each flow's (src, dst, forward loss %, return loss %) in a summary.
+fn legs(doc: &Value) -> Vec<(String, String, f64, f64)> {
     let flows = doc["flows"].as_array().unwrap();
-    assert_eq!(flows.len(), 12, "{}", summary.stdout);
+    assert_eq!(flows.len(), 12, "{doc}");
     flows
         .iter()
         .map(|f| {
@@ -53,7 +56,7 @@ fn agent_fabric_a_drop_on_one_spine_link_is_loss_only_on_the_legs_that_cross_it(
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
     let reports = lab.reports();
     wait_for_steady(&reports, 3);
-    for (src, dst, fwd, ret) in legs(&lab, &sb, "2") {
+    for (src, dst, fwd, ret) in legs(&summary(&lab, &sb, "2")) {
         assert_eq!((fwd, ret), (0.0, 0.0), "{src} -> {dst}: a clean fabric");
     }
 
@@ -74,7 +77,10 @@ fn agent_fabric_a_drop_on_one_spine_link_is_loss_only_on_the_legs_that_cross_it(
             }
         },
     );
-    for (src, dst, fwd, ret) in legs(&lab, &sb, "4") {
+    // One summary read for both checks: a second, collected a moment
+    // later, ends on another interval.
+    let doc = summary(&lab, &sb, "4");
+    for (src, dst, fwd, ret) in legs(&doc) {
         let (from, to) = (leaf(&src), leaf(&dst));
         let what = format!("{src} (l{from}) -> {dst} (l{to}): forward {fwd}%, return {ret}%");
         eprintln!("{what}");
@@ -90,9 +96,6 @@ fn agent_fabric_a_drop_on_one_spine_link_is_loss_only_on_the_legs_that_cross_it(
     // The summary reads it as some paths' loss, on both legs, every one
     // from a host of l1 to a host of l2 (the way the link carries), with
     // the ports of the streams that take s2; no host is blamed.
-    let summary = lab.mx(&sb, &["summarize", "--window", "4", "--json"]);
-    assert_eq!(summary.code, 0, "{}{}", summary.stdout, summary.stderr);
-    let doc: Value = serde_json::from_str(&summary.stdout).unwrap();
     let loss = findings_of(&doc, "loss");
     let texts: Vec<&str> = loss.iter().map(|f| f["text"].as_str().unwrap()).collect();
     eprintln!("{texts:#?}");
