@@ -1,6 +1,6 @@
 //! The diagnosis on the lab: one fault a test, each known by how it was
 //! made, and what `summarize --json` blames for it. Every run is `mx run
-//! --for 20` of 4 hosts at 5,000 requests a second a flow, `--no-gso` (over
+//! --for 15` (three intervals of the default 5 s) of 4 hosts at 5,000 requests a second a flow, `--no-gso` (over
 //! veth a GSO run stays one buffer: nftables would drop whole runs of
 //! datagrams, and the interface would count a run as one packet).
 //!
@@ -24,9 +24,13 @@ use crate::util::Sandbox;
 /// The agents' port (`mx gen`'s default).
 const PORT: u16 = 5300;
 
-/// One `mx run --for 20` of the lab's fleet (`extra` added), its document.
+/// How long each run's flows run, in seconds: three whole intervals of
+/// the default 5 s, 75,000 requests a flow.
+const FOR: &str = "15";
+
+/// One `mx run --for 15` of the lab's fleet (`extra` added), its document.
 fn run(lab: &Lab, sb: &Sandbox, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["run", "--for", "20", "--no-gso", "--json", "--grid", "g"];
+    let mut args = vec!["run", "--for", FOR, "--no-gso", "--json", "--grid", "g"];
     args.extend(extra);
     let run = lab.mx(sb, &args);
     document(&run.stdout, &run.stderr)
@@ -39,7 +43,7 @@ fn run_while(lab: &Lab, sb: &Sandbox, after: Duration, act: impl FnOnce()) -> se
         let running = s.spawn(|| {
             lab.mx(
                 sb,
-                &["run", "--for", "20", "--no-gso", "--json", "--grid", "g"],
+                &["run", "--for", FOR, "--no-gso", "--json", "--grid", "g"],
             )
         });
         std::thread::sleep(after);
@@ -247,8 +251,8 @@ fn agent_lab_diagnosis_a_capped_egress_is_its_transmit_path_and_reads_the_cap() 
     // What left h2's interface: the cap, within 10%; and what its agent
     // handed the kernel past it, counted unsent. How many that is depends
     // on how far past the cap h2's agent got on this machine's 2 cores: a
-    // 20 s run on schedule hands ~100,000 over it, one that fell 86 ms
-    // behind handed 7,686 over it (CI); a clean interface counts none.
+    // 15 s run on schedule hands ~75,000 over it; a 20 s one that fell
+    // 86 ms behind handed 7,686 over it (CI); a clean interface counts none.
     let egress = h2["nic_egress_bps"].as_f64().unwrap();
     assert!((egress / 20e6 - 1.0).abs() < 0.1, "{egress}: {h2}");
     assert!(h2["tx_unsent_pkts"].as_f64().unwrap() > 1_000.0, "{h2}");
@@ -259,8 +263,9 @@ fn agent_lab_diagnosis_a_capped_egress_is_its_transmit_path_and_reads_the_cap() 
 fn agent_lab_diagnosis_a_killed_agent_is_an_agent_stopped_not_loss() {
     let lab = Lab::up(126, 4);
     let sb = lab.controller("5000");
-    // Half way through the flows, h3's agent is killed (its sshd lives on:
-    // its report is collected).
+    // 12 s after the launch, h3's agent is killed (its sshd lives on: its
+    // report is collected). The flows begin 3 to 8 s after the launch (on
+    // an interval's boundary), so it dies 4 to 9 s into their 15.
     let doc = run_while(&lab, &sb, Duration::from_secs(12), || {
         for pid in lab.agents(3) {
             Command::new("kill").args(["-KILL", &pid]).status().unwrap();
@@ -276,8 +281,8 @@ fn agent_lab_diagnosis_a_killed_agent_is_an_agent_stopped_not_loss() {
 fn agent_lab_diagnosis_a_host_gone_with_its_sshd_is_unreachable_not_loss() {
     let lab = Lab::up(127, 4);
     let sb = lab.controller("5000");
-    // Half way through, h3's sshd and agent are killed: its report cannot
-    // be collected.
+    // 12 s after the launch (4 to 9 s into the flows, as above), h3's sshd
+    // and agent are killed: its report cannot be collected.
     let doc = run_while(&lab, &sb, Duration::from_secs(12), || lab.cut(3));
     diagnosed(&doc, &["h3 - - unreachable"]);
     first_names(&doc, "h3");
