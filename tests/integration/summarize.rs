@@ -491,22 +491,24 @@ fn a_sick_sender_row() {
 }
 
 #[test]
-fn a_sender_whose_interface_sent_less_is_its_transmit_path_though_one_interval_was_coalesced() {
+fn a_sender_whose_interface_sent_less_is_its_transmit_path_counted_by_packet_or_by_bytes() {
     // c's egress drops 30% of its requests: each interval its agent hands
-    // the kernel 3,000 requests and 3,000 replies, and its interface sends
-    // 5,100. In the middle interval the agent sent coalesced (GSO), which
-    // a software interface counts per message: that interval is left out,
-    // and the other two still set the interface against the agent.
+    // the kernel 3,000 requests and 3,000 replies of 64 bytes, and its
+    // interface sends 5,100 of them. Where the agent sent coalesced (GSO),
+    // a software interface counts each message once, with one set of
+    // headers (42 bytes: MAC, IPv4, UDP): 1,000 messages. Its payload bytes
+    // still count the datagrams.
     let sb = Sandbox::new();
     let hosts = ["a", "b", "c", "d"];
     let from_c = |src: &str, _: &str| if src == "c" { 0.7 } else { 1.0 };
-    let nic = |coalesced_at: Option<i64>| {
+    let nic = |coalesced: fn(i64) -> bool, bytes: bool| {
         move |h: &str, row: &mut ReportRow| {
             let (tx, rx) = if h == "c" { (5100, 5100) } else { (6000, 6000) };
-            let coalesced = coalesced_at == Some(row.ts);
+            let coalesced = coalesced(row.ts);
+            let messages = if coalesced { 1000 } else { tx };
             row.nic = Some("eth1".to_string());
-            row.nic_tx_pkts = Some(if coalesced { 1000 } else { tx });
-            row.nic_tx_bytes = Some(tx * 106);
+            row.nic_tx_pkts = Some(messages);
+            row.nic_tx_bytes = bytes.then_some(tx * 64 + messages * 42);
             row.nic_rx_pkts = Some(rx);
             row.nic_rx_bytes = Some(rx * 106);
             row.nic_tx_drops = Some(0);
@@ -515,21 +517,28 @@ fn a_sender_whose_interface_sent_less_is_its_transmit_path_though_one_interval_w
             row.gro_pkts = Some(0);
         }
     };
-    mesh_reports_with(&hosts, from_c, from_c, nic(Some(101))).write(&sb);
-    let doc = summary_doc(&sb);
-    assert_eq!(blames(&doc), ["c out of - transmit path"], "{doc}");
-    let c = doc["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["host"] == "c")
-        .unwrap()
-        .clone();
-    // Two intervals of 900 requests the interface never sent.
-    assert_eq!(c["tx_unsent_pkts"].as_f64(), Some(1800.0), "{c}");
-    // Every interval coalesced: nothing to set against, and it says so.
-    let sb = Sandbox::new();
-    mesh_reports_with(&hosts, from_c, from_c, |h, row| nic(Some(row.ts))(h, row)).write(&sb);
+    let unsent = |doc: &serde_json::Value| {
+        let c = doc["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["host"] == "c")
+            .unwrap()
+            .clone();
+        c["tx_unsent_pkts"].as_f64()
+    };
+    // One interval of three coalesced, then all three: 900 requests a
+    // interval the interface never sent, by packet or by bytes alike.
+    for coalesced in [(|ts| ts == 101) as fn(i64) -> bool, |_| true] {
+        let sb = Sandbox::new();
+        mesh_reports_with(&hosts, from_c, from_c, nic(coalesced, true)).write(&sb);
+        let doc = summary_doc(&sb);
+        assert_eq!(blames(&doc), ["c out of - transmit path"], "{doc}");
+        assert_eq!(unsent(&doc), Some(2700.0), "{doc}");
+    }
+    // Coalesced, and the interface's bytes not reported: nothing to set
+    // against, and it says so.
+    mesh_reports_with(&hosts, from_c, from_c, nic(|_| true, false)).write(&sb);
     let doc = summary_doc(&sb);
     assert_eq!(
         blames(&doc),

@@ -35,7 +35,8 @@
 //!   `gso_pkts` and `gro_pkts`, the datagrams it sent and read in coalesced
 //!   (UDP GSO/GRO) messages: a software interface (veth, loopback) counts
 //!   such a message as one packet, so its packet counts and the agent's
-//!   compare only where these are 0. `steal_pct`: the share of the host's
+//!   compare only where these are 0, and its payload bytes (its bytes less
+//!   each packet's headers) elsewhere. `steal_pct`: the share of the host's
 //!   CPU time its hypervisor gave to others;
 //! - `rtt_min_us` and `jitter_us` (tx and host rows): the smallest round trip
 //!   of the interval, and the mean absolute difference between successive

@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use super::span::{self, Mark, Span, Timeline};
+use super::span::{self, Counted, Mark, Span, Timeline};
 use mx_base::error::Result;
 use mx_report::read::{RowView, for_each_row, report_files};
 use mx_report::row::Dir;
@@ -336,7 +336,8 @@ pub struct NicAgg {
     /// SndbufErrors: a full qdisc), over every host row that counted them.
     pub sndbuf_errors: Option<f64>,
     /// Datagrams the agent handed the kernel (requests and replies) and
-    /// datagrams it read (requests, replies, duplicates, late, stray).
+    /// datagrams it read (requests, replies, duplicates, late, stray), in
+    /// the intervals counted by packet.
     pub handed: f64,
     pub read: f64,
     /// Intervals whose sends (`tx_intervals`) or reads (`rx_intervals`)
@@ -344,9 +345,58 @@ pub struct NicAgg {
     /// the others a software interface counted per message, not datagram.
     pub tx_intervals: u64,
     pub rx_intervals: u64,
+    /// The others: what was sent (`tx_coalesced`) and read
+    /// (`rx_coalesced`) in intervals the agent did so coalesced, reckoned
+    /// by payload bytes.
+    pub tx_coalesced: Reckoning,
+    pub rx_coalesced: Reckoning,
     /// Other hosts of the set reported the same loopback: hosts that share
     /// one machine (a demo, a test) and count each other's packets.
     pub shared: bool,
+}
+
+/// One direction of a host's interface, over the intervals its agent sent
+/// (or read) coalesced, beside what its agent counted in them.
+///
+/// A software interface (veth, a bridge port, loopback) counts a GSO or
+/// GRO message as one packet of all its bytes, with one set of headers, so
+/// its packets cannot be set against datagrams. Its bytes can: less the
+/// headers of the packets it counted, they are the datagrams' payload, and
+/// mx knows each datagram's size. (A NIC counts every frame on the wire,
+/// and its packets stay the count: see [`NicAgg::tx_gap`].)
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reckoning {
+    pub intervals: u64,
+    /// What the interface counted: packets, and their bytes (MAC header
+    /// on, no preamble, FCS or gap).
+    pub nic_pkts: f64,
+    pub nic_bytes: f64,
+    /// What the agent sent or read: datagrams, and their UDP payload bytes.
+    pub datagrams: f64,
+    pub payload: f64,
+}
+
+impl Reckoning {
+    fn count(&mut self, pkts: f64, bytes: f64) {
+        self.intervals += 1;
+        self.nic_pkts += pkts;
+        self.nic_bytes += bytes;
+    }
+
+    fn agent(&mut self, datagrams: f64, size: f64) {
+        self.datagrams += datagrams;
+        self.payload += datagrams * size;
+    }
+
+    /// The datagrams the interface carried: its payload bytes (its bytes
+    /// less `header` bytes for each packet it counted) over the mean size
+    /// of the agent's. `None` where the agent counted none to size them by.
+    pub fn nic_datagrams(&self, header: f64) -> Option<f64> {
+        (self.intervals > 0 && self.datagrams > 0.0 && self.payload > 0.0).then(|| {
+            let mean_size = self.payload / self.datagrams;
+            ((self.nic_bytes - self.nic_pkts * header) / mean_size).max(0.0)
+        })
+    }
 }
 
 impl NicAgg {
@@ -355,30 +405,117 @@ impl NicAgg {
         self.intervals > 0 && !self.shared
     }
 
-    /// Packets the agent handed the kernel that the interface never sent
-    /// (lost in the host's transmit path), where the two count alike.
-    pub(crate) fn tx_gap(&self) -> Option<f64> {
-        (self.measured() && self.tx_intervals > 0).then(|| (self.handed - self.tx_pkts).max(0.0))
+    /// A host row's interface counters (`tx` its packets sent), and the
+    /// stray datagrams its agent read (of `stray_size` bytes, a guess).
+    fn add(&mut self, row: &RowView<'_>, tx: f64, stray_size: f64) {
+        self.name = Some(row.text(Column::Nic).to_string()).filter(|n| !n.is_empty());
+        self.intervals += 1;
+        let (tx_bytes, rx_bytes) = (row.num(Column::NicTxBytes), row.num(Column::NicRxBytes));
+        self.tx_bytes += tx_bytes.unwrap_or(0.0);
+        self.rx_bytes += rx_bytes.unwrap_or(0.0);
+        self.tx_drops += row.num(Column::NicTxDrops).unwrap_or(0.0);
+        let rx = row.num(Column::NicRxPkts).unwrap_or(0.0);
+        // A coalesced interval without the interface's bytes is left out.
+        match Counted::of(true, row.num(Column::GsoPkts).unwrap_or(0.0)) {
+            Counted::Bytes => {
+                if let Some(bytes) = tx_bytes {
+                    self.tx_coalesced.count(tx, bytes);
+                }
+            }
+            _ => {
+                self.tx_intervals += 1;
+                self.tx_pkts += tx;
+            }
+        }
+        let rx_counted = Counted::of(true, row.num(Column::GroPkts).unwrap_or(0.0));
+        match rx_counted {
+            Counted::Bytes => {
+                if let Some(bytes) = rx_bytes {
+                    self.rx_coalesced.count(rx, bytes);
+                }
+            }
+            _ => {
+                self.rx_intervals += 1;
+                self.rx_pkts += rx;
+            }
+        }
+        // Stray datagrams come to the responder's port, and a software
+        // interface counted them too.
+        self.take(
+            rx_counted,
+            row.num(Column::StrayPkts).unwrap_or(0.0),
+            stray_size,
+        );
+    }
+
+    /// Datagrams the agent handed over (`n` of `size` bytes) in an
+    /// interval its interface counted as `counted`.
+    fn hand(&mut self, counted: Counted, n: f64, size: f64) {
+        match counted {
+            Counted::Packets => self.handed += n,
+            Counted::Bytes => self.tx_coalesced.agent(n, size),
+            Counted::No => {}
+        }
+    }
+
+    /// Datagrams the agent read (`n` of `size` bytes), as [`hand`](Self::hand).
+    fn take(&mut self, counted: Counted, n: f64, size: f64) {
+        match counted {
+            Counted::Packets => self.read += n,
+            Counted::Bytes => self.rx_coalesced.agent(n, size),
+            Counted::No => {}
+        }
+    }
+
+    /// Datagrams the agent handed the kernel that the interface never sent
+    /// (lost in the host's transmit path): by packet where the two count
+    /// alike, by payload bytes where the agent sent coalesced. `header`:
+    /// the bytes of headers the interface counts a packet besides its
+    /// payload ([`mx_base::units::Ip::counted_header_bytes`]).
+    pub(crate) fn tx_gap(&self, header: f64) -> Option<f64> {
+        let by_packet = (self.tx_intervals > 0).then(|| (self.handed - self.tx_pkts).max(0.0));
+        let by_bytes = self
+            .tx_coalesced
+            .nic_datagrams(header)
+            .map(|sent| (self.tx_coalesced.datagrams - sent).max(0.0));
+        self.gap(by_packet, by_bytes)
+    }
+
+    /// Datagrams the interface received that the agent never read (lost in
+    /// the host's receive path, after its NIC), as [`tx_gap`](Self::tx_gap).
+    pub(crate) fn rx_gap(&self, header: f64) -> Option<f64> {
+        let by_packet = (self.rx_intervals > 0).then(|| (self.rx_pkts - self.read).max(0.0));
+        let by_bytes = self
+            .rx_coalesced
+            .nic_datagrams(header)
+            .map(|arrived| (arrived - self.rx_coalesced.datagrams).max(0.0));
+        self.gap(by_packet, by_bytes)
+    }
+
+    fn gap(&self, by_packet: Option<f64>, by_bytes: Option<f64>) -> Option<f64> {
+        if !self.measured() || (by_packet.is_none() && by_bytes.is_none()) {
+            return None;
+        }
+        Some(by_packet.unwrap_or(0.0) + by_bytes.unwrap_or(0.0))
     }
 
     /// The share of the counted intervals that [`tx_gap`](Self::tx_gap)
-    /// (`tx`) or [`rx_gap`](Self::rx_gap) leaves out as coalesced.
-    pub(crate) fn left_out(&self, tx: bool) -> f64 {
-        let compared = if tx {
-            self.tx_intervals
+    /// (`tx`) or [`rx_gap`](Self::rx_gap) leaves out: those neither
+    /// counted by packet nor reckoned by bytes (the agent counted nothing
+    /// coalesced to size them by).
+    pub(crate) fn left_out(&self, tx: bool, header: f64) -> f64 {
+        let (by_packet, coalesced) = if tx {
+            (self.tx_intervals, &self.tx_coalesced)
         } else {
-            self.rx_intervals
+            (self.rx_intervals, &self.rx_coalesced)
         };
         if self.intervals == 0 {
             return 0.0;
         }
-        1.0 - compared as f64 / self.intervals as f64
-    }
-
-    /// Packets the interface received that the agent never read (lost in
-    /// the host's receive path, after its NIC), where the two count alike.
-    pub(crate) fn rx_gap(&self) -> Option<f64> {
-        (self.measured() && self.rx_intervals > 0).then(|| (self.rx_pkts - self.read).max(0.0))
+        let reckoned = coalesced
+            .nic_datagrams(header)
+            .map_or(0, |_| coalesced.intervals);
+        1.0 - (by_packet + reckoned) as f64 / self.intervals as f64
     }
 }
 
@@ -616,8 +753,8 @@ impl ReportSet {
                 mark.reloaded = began_by == "reload";
                 mark.cut = began_by == "keep";
                 let nic = row.num(Column::NicTxPkts).is_some();
-                mark.nic_tx = nic && row.num(Column::GsoPkts).unwrap_or(0.0) == 0.0;
-                mark.nic_rx = nic && row.num(Column::GroPkts).unwrap_or(0.0) == 0.0;
+                mark.nic_tx = Counted::of(nic, row.num(Column::GsoPkts).unwrap_or(0.0));
+                mark.nic_rx = Counted::of(nic, row.num(Column::GroPkts).unwrap_or(0.0));
                 let s = self.history.entry(host as u32).or_default();
                 s.behind_ms = s.behind_ms.max(row.num(Column::BehindMs).unwrap_or(0.0));
                 s.throttled_ms += row.num(Column::ThrottledMs).unwrap_or(0.0);
@@ -733,14 +870,13 @@ impl ReportSet {
         }
     }
 
-    /// Whether `host`'s row for `ts` carries its interface's counters of
-    /// what it sent and of what it read, each uncoalesced: its agent's own
-    /// counts go beside them only for those intervals.
-    fn nic_counted(&self, host: u32, ts: i64) -> (bool, bool) {
+    /// How `host`'s interface counted what it sent and what it read in
+    /// interval `ts`: its agent's own counts go beside them alike.
+    fn nic_counted(&self, host: u32, ts: i64) -> (Counted, Counted) {
         self.timeline
             .get(host as usize)
             .and_then(|m| m.get(&ts))
-            .map_or((false, false), |m| (m.nic_tx, m.nic_rx))
+            .map_or((Counted::No, Counted::No), |m| (m.nic_tx, m.nic_rx))
     }
 
     /// Whether `host` wrote any rx row in the span (it counts what arrives).
@@ -875,13 +1011,10 @@ impl ReportSet {
                 .add(&s);
         }
         let (tx, rx) = self.nic_counted(host, row.ts);
+        let (size, rep_size) = self.sizes_of(row);
         let nic = &mut self.hosts.entry(host).or_default().nic;
-        if tx {
-            nic.handed += sent;
-        }
-        if rx {
-            nic.read += back + dup + late;
-        }
+        nic.hand(tx, sent, size);
+        nic.take(rx, back + dup + late, rep_size);
         if let Some(l) = layer {
             let agg = self.layers.entry(l).or_default();
             agg.sum_pps += pps.unwrap_or(0.0);
@@ -920,15 +1053,11 @@ impl ReportSet {
         let (tx, rx) = self.nic_counted(host, row.ts);
         let replied = self.packets(row, Column::RepPkts, Column::RepPps);
         let refused = row.num(Column::OverPlan).unwrap_or(0.0);
+        let (size, rep_size) = self.sizes_of(row);
         let h = self.hosts.entry(host).or_default();
         h.unanswered += (arrived - replied - refused).max(0.0);
-        let nic = &mut h.nic;
-        if tx {
-            nic.handed += replied;
-        }
-        if rx {
-            nic.read += arrived + dup + late;
-        }
+        h.nic.hand(tx, replied, rep_size);
+        h.nic.take(rx, arrived + dup + late, size);
     }
 
     fn add_host(&mut self, row: &RowView<'_>, host: u32, layer: Option<u32>) {
@@ -980,24 +1109,23 @@ impl ReportSet {
         h.steal_pct = max_opt(h.steal_pct, row.num(Column::StealPct));
         h.rtt_min = min_opt(h.rtt_min, row.num(Column::RttMinUs));
         h.jitter.add(row.num(Column::JitterUs));
+        let stray_size = self.sizes.map_or(0.0, |(size, _)| f64::from(size));
+        let h = self.hosts.entry(host).or_default();
         if let Some(tx) = row.num(Column::NicTxPkts) {
-            let nic = &mut h.nic;
-            nic.name = Some(row.text(Column::Nic).to_string()).filter(|n| !n.is_empty());
-            nic.intervals += 1;
-            nic.tx_bytes += row.num(Column::NicTxBytes).unwrap_or(0.0);
-            nic.rx_bytes += row.num(Column::NicRxBytes).unwrap_or(0.0);
-            nic.tx_drops += row.num(Column::NicTxDrops).unwrap_or(0.0);
-            if row.num(Column::GsoPkts).unwrap_or(0.0) == 0.0 {
-                nic.tx_intervals += 1;
-                nic.tx_pkts += tx;
-            }
-            if row.num(Column::GroPkts).unwrap_or(0.0) == 0.0 {
-                nic.rx_intervals += 1;
-                nic.rx_pkts += row.num(Column::NicRxPkts).unwrap_or(0.0);
-                nic.read += row.num(Column::StrayPkts).unwrap_or(0.0);
-            }
+            h.nic.add(row, tx, stray_size);
         }
         add(&mut h.nic.sndbuf_errors, Column::UdpSndbufErrors);
+    }
+
+    /// The request and reply sizes of `row`'s flows (bytes of UDP
+    /// payload): its own columns, else the run's.
+    fn sizes_of(&self, row: &RowView<'_>) -> (f64, f64) {
+        match (row.num(Column::Size), row.num(Column::RepSize)) {
+            (Some(size), Some(rep)) => (size, rep),
+            _ => self
+                .sizes
+                .map_or((0.0, 0.0), |(size, rep)| (f64::from(size), f64::from(rep))),
+        }
     }
 
     /// Hosts with any row in the window, by name.
@@ -1042,6 +1170,55 @@ impl ReportSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mx_base::units::Ip;
+
+    #[test]
+    fn a_coalesced_interfaces_datagrams_are_its_payload_bytes_in_the_agents_sizes() {
+        // 1,000 requests of 64 bytes and 1,000 replies of 1,000 bytes left
+        // as 40 GSO messages over IPv4: the interface counted 40 packets of
+        // 1,064,000 payload bytes and 40 headers of 42.
+        let header = Ip::V4.counted_header_bytes();
+        let mut sent = Reckoning::default();
+        sent.count(40.0, 1_064_000.0 + 40.0 * header);
+        sent.agent(1_000.0, 64.0);
+        sent.agent(1_000.0, 1_000.0);
+        assert_eq!(sent.nic_datagrams(header), Some(2_000.0));
+        // 10% of the messages dropped before the interface counted them:
+        // 200 datagrams short, whatever the packets.
+        let mut short = Reckoning::default();
+        short.count(36.0, 0.9 * 1_064_000.0 + 36.0 * header);
+        short.agent(1_000.0, 64.0);
+        short.agent(1_000.0, 1_000.0);
+        assert_eq!(short.nic_datagrams(header).map(f64::round), Some(1_800.0));
+        // Over IPv6 a packet's headers are 62 bytes.
+        assert_eq!(Ip::V6.counted_header_bytes(), 62.0);
+        // Nothing the agent counted to size them by: not reckoned.
+        let mut unmeasured = Reckoning::default();
+        unmeasured.count(40.0, 50_000.0);
+        assert_eq!(unmeasured.nic_datagrams(header), None);
+    }
+
+    #[test]
+    fn an_interfaces_gap_sums_its_intervals_by_packet_and_by_bytes() {
+        let header = Ip::V4.counted_header_bytes();
+        let mut nic = NicAgg {
+            intervals: 2,
+            ..NicAgg::default()
+        };
+        // One interval counted by packet: 1,000 handed, 950 sent.
+        nic.tx_intervals = 1;
+        nic.hand(Counted::Packets, 1_000.0, 64.0);
+        nic.tx_pkts = 950.0;
+        // One coalesced: 1,000 handed, 900 sent in 30 messages.
+        nic.hand(Counted::Bytes, 1_000.0, 64.0);
+        nic.tx_coalesced.count(30.0, 900.0 * 64.0 + 30.0 * header);
+        assert_eq!(nic.tx_gap(header), Some(150.0));
+        assert_eq!(nic.left_out(true, header), 0.0);
+        // Nothing to reckon the coalesced one by: it is left out.
+        nic.tx_coalesced = Reckoning::default();
+        assert_eq!(nic.tx_gap(header), Some(50.0));
+        assert_eq!(nic.left_out(true, header), 0.5);
+    }
 
     #[test]
     fn a_flows_intervals_are_counted_over_doubling_bounds() {

@@ -633,8 +633,8 @@ fn host(set: &ReportSet, ctx: &Context, id: u32) -> HostFigures {
             let seconds = h.nic.intervals as f64 * set.interval.unwrap_or(1).max(1) as f64;
             (seconds > 0.0).then(|| h.nic.tx_bytes * 8.0 / seconds)
         }),
-        tx_unsent: own.and_then(|h| h.nic.tx_gap()),
-        rx_unread: own.and_then(|h| h.nic.rx_gap()),
+        tx_unsent: own.and_then(|h| h.nic.tx_gap(ctx.ip(id).counted_header_bytes())),
+        rx_unread: own.and_then(|h| h.nic.rx_gap(ctx.ip(id).counted_header_bytes())),
         rtt_min: own.and_then(|h| h.rtt_min),
         jitter: own.and_then(|h| h.jitter.get()),
         ..HostFigures::default()

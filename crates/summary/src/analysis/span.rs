@@ -27,6 +27,34 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use mx_report::Phase;
 
+/// How a host's interface counts one direction of one interval, beside
+/// its agent's counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Counted {
+    /// Its host row carries no interface counters.
+    #[default]
+    No,
+    /// Its agent sent (read) nothing coalesced: the interface counted a
+    /// packet a datagram, and its packets set against the agent's.
+    Packets,
+    /// Its agent sent (read) coalesced: a software interface counts a
+    /// GSO/GRO message once, whatever its datagrams, so its payload bytes
+    /// (its bytes less each packet's headers) set against the agent's.
+    Bytes,
+}
+
+impl Counted {
+    /// From a host row that carries the interface's counters or not, and
+    /// the datagrams its agent sent (read) coalesced.
+    pub fn of(nic: bool, coalesced: f64) -> Counted {
+        match (nic, coalesced > 0.0) {
+            (false, _) => Counted::No,
+            (true, false) => Counted::Packets,
+            (true, true) => Counted::Bytes,
+        }
+    }
+}
+
 /// What one host wrote for one interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Mark {
@@ -36,12 +64,10 @@ pub struct Mark {
     pub flows: bool,
     /// The rate scale its host row says its flows ran at (`mx run --ramp`).
     pub rate_scale: Option<f64>,
-    /// Its host row carries the interface's counters, and its agent sent
-    /// (`nic_tx`) or read (`nic_rx`) nothing coalesced that interval: a
-    /// software interface counts a GSO/GRO message once, so only such
-    /// intervals set the interface's packet counts against the agent's.
-    pub nic_tx: bool,
-    pub nic_rx: bool,
+    /// How its interface's counts of what it sent (`nic_tx`) and read
+    /// (`nic_rx`) that interval set against its agent's.
+    pub nic_tx: Counted,
+    pub nic_rx: Counted,
     /// Its host row is the first of an agent `mx reload` began
     /// (`began_by`): an edge of the reload's making.
     pub reloaded: bool,

@@ -224,7 +224,7 @@ pub(crate) fn diagnose(
     figs: &Figures,
     coverage: Option<(usize, usize, f64)>,
 ) -> Vec<Finding> {
-    let evidence = place::HostEvidence::of_all(set);
+    let evidence = place::HostEvidence::of_all(set, ctx);
     let mut out = Vec::new();
     out.extend(departures::findings(set, ctx));
     out.extend(rate::disk_bound(set, &figs.hosts));

@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use super::super::aggregate::ReportSet;
+use super::super::figures::Context;
 use super::Place;
 use super::says::{Nic, Starvation, Why};
 
@@ -86,13 +87,14 @@ pub struct HostEvidence {
 
 impl HostEvidence {
     /// Every host's evidence, by id.
-    pub(crate) fn of_all(set: &ReportSet) -> BTreeMap<u32, HostEvidence> {
+    pub(crate) fn of_all(set: &ReportSet, ctx: &Context) -> BTreeMap<u32, HostEvidence> {
         let interval = set.interval.unwrap_or(1).max(1) as f64;
         let mut all: BTreeMap<u32, HostEvidence> = set
             .hosts
             .iter()
             .map(|(&id, h)| {
                 let nic = &h.nic;
+                let header = ctx.ip(id).counted_header_bytes();
                 let seconds = nic.intervals as f64 * interval;
                 (
                     id,
@@ -105,10 +107,10 @@ impl HostEvidence {
                         nic_counted: nic.measured(),
                         nic_rx_drops: h.nic_rx_drops.unwrap_or(0.0),
                         nic_tx_drops: nic.tx_drops,
-                        rx_gap: nic.rx_gap(),
-                        tx_gap: nic.tx_gap(),
-                        rx_left_out: nic.left_out(false),
-                        tx_left_out: nic.left_out(true),
+                        rx_gap: nic.rx_gap(header),
+                        tx_gap: nic.tx_gap(header),
+                        rx_left_out: nic.left_out(false, header),
+                        tx_left_out: nic.left_out(true, header),
                         sndbuf_errors: nic.sndbuf_errors.unwrap_or(0.0),
                         egress_bps: (seconds > 0.0 && nic.measured())
                             .then(|| nic.tx_bytes * 8.0 / seconds),
