@@ -1,8 +1,12 @@
 //! The diagnosis on the lab: one fault a test, each known by how it was
 //! made, and what `summarize --json` blames for it. Every run is `mx run
-//! --for 15` (three intervals of the default 5 s) of 4 hosts at 5,000 requests a second a flow, `--no-gso` (over
-//! veth a GSO run stays one buffer: nftables would drop whole runs of
-//! datagrams, and the interface would count a run as one packet).
+//! --for 15` (three intervals of the default 5 s) of 4 hosts at 5,000
+//! requests a second a flow. The faults on the wire and in a host's
+//! firewall run as a user runs them, with GSO/GRO on (the default): over
+//! veth a GSO message stays one buffer, which nftables drops whole and the
+//! interface counts as one packet, so the place rests on the interfaces'
+//! byte counts. The rest run `--no-gso`, where it rests on their packets,
+//! as on a NIC that counts every frame it puts on the wire.
 //!
 //! What each test checks exactly, no more and no fewer, is the blames of the
 //! findings about loss and about hosts gone: the network's diagnosis. The
@@ -28,9 +32,17 @@ const PORT: u16 = 5300;
 /// the default 5 s, 75,000 requests a flow.
 const FOR: &str = "15";
 
-/// One `mx run --for 15` of the lab's fleet (`extra` added), its document.
+/// One `mx run --for 15 --no-gso` of the lab's fleet (`extra` added), its
+/// document.
 fn run(lab: &Lab, sb: &Sandbox, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["run", "--for", FOR, "--no-gso", "--json", "--grid", "g"];
+    let mut with = vec!["--no-gso"];
+    with.extend(extra);
+    run_default(lab, sb, &with)
+}
+
+/// [`run`] with GSO/GRO on, as `mx run` runs by default.
+fn run_default(lab: &Lab, sb: &Sandbox, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", "--for", FOR, "--json", "--grid", "g"];
     args.extend(extra);
     let run = lab.mx(sb, &args);
     document(&run.stdout, &run.stderr)
@@ -151,7 +163,7 @@ fn agent_lab_diagnosis_5_percent_into_a_host_on_the_wire() {
         &lab,
         "oifname \"mx121v2\" meta l4proto udp numgen random mod 10000 < 500 drop",
     );
-    let doc = run(&lab, &sb, &[]);
+    let doc = run_default(&lab, &sb, &[]);
     diagnosed(&doc, &["h2 into - wire"]);
     first_names(&doc, "h2");
     let f = finding_of(&doc, "loss", "h2");
@@ -173,7 +185,7 @@ fn agent_lab_diagnosis_5_percent_into_a_host_in_its_firewall() {
         &["nft", "-f", "-"],
         "table inet mxfault {\n  chain c {\n    type filter hook input priority 0;\n    meta l4proto udp numgen random mod 10000 < 500 drop\n  }\n}\n",
     );
-    let doc = run(&lab, &sb, &[]);
+    let doc = run_default(&lab, &sb, &[]);
     diagnosed(&doc, &["h2 into - receive path"]);
     first_names(&doc, "h2");
     let f = finding_of(&doc, "loss", "h2");
@@ -195,7 +207,7 @@ fn agent_lab_diagnosis_5_percent_out_of_a_host_on_the_wire() {
         &lab,
         "iifname \"mx123v3\" meta l4proto udp numgen random mod 10000 < 500 drop",
     );
-    let doc = run(&lab, &sb, &[]);
+    let doc = run_default(&lab, &sb, &[]);
     diagnosed(&doc, &["h3 out of - wire"]);
     first_names(&doc, "h3");
 }
