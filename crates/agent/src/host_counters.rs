@@ -17,6 +17,10 @@
 //!   drops (where the interface is not known: the rx `drop` column of
 //!   /proc/net/dev summed over every interface) are what the NIC or its
 //!   driver dropped before the stack saw them;
+//! - the kernel's neighbour tables (ARP and NDP, [`crate::neigh_table`]):
+//!   the times one was full, and the resolutions that got no answer. A
+//!   host that cannot resolve its peers drops what it sends them, counted
+//!   in UDP `SndbufErrors` as a full qdisc's drops are;
 //! - the agent's own cgroup's CPU throttling (cgroup v2 `cpu.stat`
 //!   `throttled_usec`, or v1 `throttled_time`): time the agent was ready to
 //!   run and held off by a CPU quota.
@@ -30,6 +34,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use crate::neigh_table::NeighTable;
 
 /// The statistics of one interface (cumulative, as the kernel keeps them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -105,10 +111,34 @@ struct Totals {
     no_ports: Option<u64>,
     nic_rx_drops: Option<u64>,
     nic: Option<NicTotals>,
+    neigh: Option<NeighTotals>,
     throttled_us: Option<u64>,
     /// The cpu.stat the throttling was read from: a change of cgroup makes
     /// the next increase meaningless.
     cgroup: Option<PathBuf>,
+}
+
+/// The neighbour tables' counters, both families added.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct NeighTotals {
+    table_fulls: u64,
+    res_failed: u64,
+}
+
+impl NeighTotals {
+    /// Both tables, where rtnetlink answers for at least one.
+    fn read() -> Option<NeighTotals> {
+        let tables = [libc::AF_INET, libc::AF_INET6].map(NeighTable::read);
+        tables.iter().any(Option::is_some).then(|| {
+            tables
+                .iter()
+                .flatten()
+                .fold(NeighTotals::default(), |sum, t| NeighTotals {
+                    table_fulls: sum.table_fulls + t.table_fulls,
+                    res_failed: sum.res_failed + t.res_failed,
+                })
+        })
+    }
 }
 
 /// The increase of each counter over one interval.
@@ -124,6 +154,9 @@ pub(crate) struct HostDelta {
     pub nic: Option<NicTotals>,
     /// Milliseconds the agent's cgroup was throttled.
     pub throttled_ms: Option<f64>,
+    /// The neighbour tables: times full, resolutions failed.
+    pub neigh_table_fulls: Option<u64>,
+    pub neigh_res_failed: Option<u64>,
 }
 
 /// Adds the named fields of the `Udp:` table of /proc/net/snmp (a header line
@@ -285,6 +318,7 @@ impl HostCounters {
                 None => nic_rx_drops(&read("/proc/net/dev")),
             },
             nic,
+            neigh: NeighTotals::read(),
             throttled_us: throttled.as_ref().map(|t| t.1),
             cgroup: throttled.map(|t| t.0),
         }
@@ -311,6 +345,14 @@ impl HostCounters {
                 .then(|| delta(now.throttled_us, then.throttled_us))
                 .flatten()
                 .map(|us| us as f64 / 1000.0),
+            neigh_table_fulls: delta(
+                now.neigh.map(|n| n.table_fulls),
+                then.neigh.map(|n| n.table_fulls),
+            ),
+            neigh_res_failed: delta(
+                now.neigh.map(|n| n.res_failed),
+                then.neigh.map(|n| n.res_failed),
+            ),
         }
     }
 }

@@ -44,6 +44,7 @@ pub(crate) mod identity;
 pub mod legs;
 pub mod limits;
 pub mod metrics;
+pub(crate) mod neigh_table;
 pub mod pacing;
 pub(crate) mod pair_rtt;
 pub mod plan;

@@ -552,6 +552,8 @@ impl Reporter {
         r.udp_no_ports = host.no_ports;
         r.nic_rx_drops = host.nic_rx_drops;
         r.udp_sndbuf_errors = host.sndbuf_errors;
+        r.neigh_table_fulls = host.neigh_table_fulls;
+        r.neigh_res_failed = host.neigh_res_failed;
         r.nic = self.counters.interface().map(str::to_string);
         if let Some(nic) = host.nic {
             r.nic_tx_pkts = Some(nic.tx_packets);

@@ -237,4 +237,6 @@ columns! {
     FwdLostPkts = "fwd_lost_pkts",
     RetLostPkts = "ret_lost_pkts",
     Streams = "streams",
+    NeighTableFulls = "neigh_table_fulls",
+    NeighResFailed = "neigh_res_failed",
 }

@@ -103,6 +103,10 @@ pub struct ReportRow {
     pub ret_lost_pkts: Option<u64>,
     /// The `streams` cell, written ([`crate::streams::write`]).
     pub streams: Option<String>,
+    /// Host rows: the times the kernel's neighbour tables (ARP, NDP) were
+    /// full, and the resolutions that got no answer, over the interval.
+    pub neigh_table_fulls: Option<u64>,
+    pub neigh_res_failed: Option<u64>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -207,6 +211,8 @@ impl ReportRow {
             C::FwdLostPkts => int(out, self.fwd_lost_pkts),
             C::RetLostPkts => int(out, self.ret_lost_pkts),
             C::Streams => out.push_str(self.streams.as_deref().unwrap_or("")),
+            C::NeighTableFulls => int(out, self.neigh_table_fulls),
+            C::NeighResFailed => int(out, self.neigh_res_failed),
         }
     }
 }
@@ -252,13 +258,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 68);
+        assert_eq!(header_line().trim_end().split(',').count(), 70);
     }
 
     #[test]

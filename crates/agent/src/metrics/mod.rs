@@ -174,7 +174,7 @@ struct Host {
 }
 
 /// The host's counters: name, help, and the host row's interval count.
-const HOST_COUNTERS: [(&str, &str, CountOf); 12] = [
+const HOST_COUNTERS: [(&str, &str, CountOf); 14] = [
     (
         "mx_nic_transmit_packets",
         "Packets the interface that carries the traffic sent",
@@ -228,6 +228,16 @@ const HOST_COUNTERS: [(&str, &str, CountOf); 12] = [
     ("mx_udp_in_errors", "The host's UDP InErrors", |r| {
         r.udp_in_errors
     }),
+    (
+        "mx_neighbour_table_fulls",
+        "Times the kernel's neighbour tables (ARP, NDP) were full: no entry could be made",
+        |r| r.neigh_table_fulls,
+    ),
+    (
+        "mx_neighbour_resolutions_failed",
+        "Neighbour resolutions (ARP, NDP) that got no answer",
+        |r| r.neigh_res_failed,
+    ),
     (
         "mx_udp_no_ports",
         "The host's UDP NoPorts: datagrams to a port nothing listens on",
