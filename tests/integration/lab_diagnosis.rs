@@ -335,3 +335,83 @@ fn agent_lab_diagnosis_a_host_starved_of_cpu_is_its_cpu() {
     }
     first_names(&doc, "h1");
 }
+
+/// The kernel's bounds on its IPv4 neighbour table (one table for every
+/// namespace of the machine), set for as long as this lives, then put back
+/// as they were, whatever the test did.
+struct NeighBounds {
+    was: Vec<(String, String)>,
+}
+
+impl NeighBounds {
+    fn set(thresh: [u32; 3]) -> NeighBounds {
+        let mut was = Vec::new();
+        for (i, value) in thresh.iter().enumerate() {
+            let path = format!("/proc/sys/net/ipv4/neigh/default/gc_thresh{}", i + 1);
+            was.push((path.clone(), std::fs::read_to_string(&path).unwrap()));
+            std::fs::write(&path, value.to_string()).unwrap();
+        }
+        NeighBounds { was }
+    }
+}
+
+impl Drop for NeighBounds {
+    fn drop(&mut self) {
+        // Back up in the order that keeps thresh1 <= thresh2 <= thresh3.
+        for (path, value) in self.was.iter().rev() {
+            let _ = std::fs::write(path, value.trim());
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root: a lab of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_lab_diagnosis_a_full_neighbour_table_is_the_table_not_a_qdisc() {
+    let lab = Lab::up(129, 4);
+    let sb = lab.controller("5000");
+    // 6 s after the launch, the machine's ARP table is bounded at 8
+    // entries, under what the lab's hosts resolve (each its 3 peers and the
+    // controller), and h2 forgets its peers' addresses: it cannot resolve
+    // them again while the bound holds. 6 s later the bound is put back.
+    let doc = run_while(&lab, &sb, Duration::from_secs(6), || {
+        let bounds = NeighBounds::set([4, 8, 8]);
+        for peer in [1, 3, 4] {
+            let addr = format!("198.18.129.{peer}");
+            let _ = Command::new("ip")
+                .args(["-n", &lab.netns(2), "neigh", "del", &addr, "dev", "eth0"])
+                .status();
+        }
+        std::thread::sleep(Duration::from_secs(6));
+        drop(bounds);
+    });
+    let text = advice_text(&doc);
+    let lost = blames_of(&doc, &["loss"]);
+    // h2's loss out of it, to every peer it could not resolve again (one
+    // finding, or one a pair where it resolved some).
+    assert!(
+        lost.iter()
+            .any(|b| b.starts_with("h2 out of ") && b.ends_with(" neighbour table")),
+        "{lost:?}\n{text}"
+    );
+    // Every host that lost what it sent lost it to the table (the bound is
+    // the machine's: another host may have had to resolve again too),
+    // never to a qdisc, the wire or the fabric.
+    for b in &lost {
+        assert!(
+            b.contains(" out of ") && b.ends_with(" neighbour table"),
+            "{b}:\n{text}"
+        );
+    }
+    let f = finding_of(&doc, "loss", "h2");
+    assert!(
+        f["figures"]["neigh_table_fulls"].as_f64().unwrap() > 0.0,
+        "{f}"
+    );
+    assert!(
+        f["text"]
+            .as_str()
+            .unwrap()
+            .contains("net.ipv4.neigh.default.gc_thresh3"),
+        "{f}"
+    );
+}

@@ -304,6 +304,10 @@ pub struct HostAgg {
     pub rcvbuf_errors: Option<f64>,
     pub in_errors: Option<f64>,
     pub nic_rx_drops: Option<f64>,
+    /// The kernel's neighbour tables: times full, resolutions failed (the
+    /// machine's counts: hosts sharing a kernel report the same).
+    pub neigh_table_fulls: Option<f64>,
+    pub neigh_res_failed: Option<f64>,
     pub behind_ms: Option<f64>,
     pub throttled_ms: Option<f64>,
     /// Its disk, in a disk run (every cell blank otherwise).
@@ -1102,6 +1106,8 @@ impl ReportSet {
         add(&mut h.rcvbuf_errors, Column::UdpRcvbufErrors);
         add(&mut h.in_errors, Column::UdpInErrors);
         add(&mut h.nic_rx_drops, Column::NicRxDrops);
+        add(&mut h.neigh_table_fulls, Column::NeighTableFulls);
+        add(&mut h.neigh_res_failed, Column::NeighResFailed);
         add(&mut h.throttled_ms, Column::ThrottledMs);
         if let Some(v) = row.num(Column::BehindMs) {
             h.behind_ms = Some(h.behind_ms.unwrap_or(0.0).max(v));

@@ -42,7 +42,11 @@ pub fn findings(
             Pattern::Pair { a, b, .. } => pair_finding(set, grid, p, (*a, *b), of),
         })
         .collect();
-    out.extend(fabric_finding(set, grid, evidence));
+    let unresolved = unresolved_senders(set, grid, evidence);
+    if unresolved.is_empty() {
+        out.extend(fabric_finding(set, grid, evidence));
+    }
+    out.extend(unresolved);
     out.extend(round_trip_findings(set, grid));
     out
 }
@@ -178,27 +182,28 @@ fn pair_finding<'a>(
         // or the receiver's way in.
         let sent = place::out_of(of(from), from_name, lost, 0.0);
         let got = place::into(of(to), to_name, lost);
-        let (located, host_side) = if sent.places == [Place::TransmitPath] {
-            (sent, Some(from))
-        } else if got.places.iter().all(|p| *p != Place::Wire) {
-            (got, Some(to))
-        } else {
-            let streams = super::paths::streams_said(set, &cells);
-            let why = Why::PathBetween {
-                from: from_name.to_string(),
-                to: to_name.to_string(),
-                streams,
+        let (located, host_side) =
+            if sent.places == [Place::TransmitPath] || sent.places == [Place::NeighbourTable] {
+                (sent, Some(from))
+            } else if got.places.iter().all(|p| *p != Place::Wire) {
+                (got, Some(to))
+            } else {
+                let streams = super::paths::streams_said(set, &cells);
+                let why = Why::PathBetween {
+                    from: from_name.to_string(),
+                    to: to_name.to_string(),
+                    streams,
+                };
+                (
+                    Located {
+                        places: vec![Place::Wire],
+                        why,
+                        figures: Vec::new(),
+                        explains_legs: false,
+                    },
+                    None,
+                )
             };
-            (
-                Located {
-                    places: vec![Place::Wire],
-                    why,
-                    figures: Vec::new(),
-                    explains_legs: false,
-                },
-                None,
-            )
-        };
         for &place in &located.places {
             blames.push(match host_side {
                 Some(h) if place != Place::Wire => Blame {
@@ -244,6 +249,59 @@ fn pair_finding<'a>(
         f = f.blame(blame);
     }
     f
+}
+
+/// Loss that every flow shares, which the senders' own kernels dropped
+/// while the neighbour tables were full or could not resolve: each such
+/// host could not resolve its peers (on a kernel shared by many hosts, or
+/// a flat L2 domain past `gc_thresh3`, most of them at once), its loss out
+/// of it named there rather than the fabric's. Empty where the kernels'
+/// drops do not cover half of the shared loss, or no table counted.
+fn unresolved_senders(
+    set: &ReportSet,
+    grid: &Cells,
+    evidence: &BTreeMap<u32, HostEvidence>,
+) -> Vec<Finding> {
+    let legs = grid.fabric_wide();
+    let shared: f64 = grid
+        .cells
+        .iter()
+        .filter(|c| legs.contains(&c.leg))
+        .map(|c| c.lost)
+        .sum();
+    let senders: Vec<&HostEvidence> = evidence
+        .values()
+        .filter(|e| {
+            e.sndbuf_errors > 0.0 && (e.neigh_table_fulls > 0.0 || e.neigh_res_failed > 0.0)
+        })
+        .collect();
+    let dropped: f64 = senders.iter().map(|e| e.sndbuf_errors).sum();
+    if legs.is_empty() || shared <= 0.0 || dropped < 0.5 * shared {
+        return Vec::new();
+    }
+    let mut out: Vec<Finding> = senders
+        .iter()
+        .filter_map(|e| {
+            // Every cell that lost packets which left this host.
+            let cells: Vec<usize> = (0..grid.cells.len())
+                .filter(|&i| grid.cells[i].from() == e.id && grid.cells[i].lost > 0.0)
+                .collect();
+            let has = |leg| cells.iter().any(|&i| grid.cells[i].leg == leg);
+            let legs = (has(Leg::Requests), has(Leg::Replies));
+            let p = Pattern::Host {
+                host: e.id,
+                direction: Direction::OutOf,
+                requests: legs.0,
+                replies: legs.1,
+                cells,
+            };
+            let f = host_finding(set, grid, &p, e.id, Direction::OutOf, legs, e);
+            (p.lost(grid) > 0.0).then_some(f)
+        })
+        .collect();
+    let lost = |f: &Finding| f.figures.get("lost_pkts").copied().unwrap_or(0.0);
+    out.sort_by(|a, b| lost(b).total_cmp(&lost(a)));
+    out
 }
 
 /// Loss that every flow shares: no host or pair stands out. In a disk run
@@ -551,6 +609,58 @@ mod tests {
             "{}",
             text(&f[0])
         );
+    }
+
+    #[test]
+    fn loss_everywhere_that_the_senders_kernels_dropped_for_a_full_neighbour_table_is_theirs() {
+        // Every host lost 1% of what it sent, and its kernel dropped it
+        // (UDP SndbufErrors) while the machine's neighbour table was full.
+        let set = set(4);
+        let grid = mesh(4, |_, _, leg| if leg == Leg::Requests { 0.01 } else { 0.0 });
+        let out_of = |h: u32| lost_where(&grid, |c| c.from() == h);
+        let evidence: BTreeMap<u32, HostEvidence> = (0..4)
+            .map(|h| {
+                let e = HostEvidence {
+                    id: h,
+                    sndbuf_errors: out_of(h),
+                    tx_gap: Some(out_of(h)),
+                    nic_counted: true,
+                    neigh_table_fulls: 9_000.0,
+                    ..HostEvidence::default()
+                };
+                (h, e)
+            })
+            .collect();
+        let f = findings(&set, &grid, &evidence);
+        let mut want: Vec<Blame> = (1..=4)
+            .map(|i| {
+                let host = format!("h{i}");
+                blame(
+                    Some(&host),
+                    Some(Direction::OutOf),
+                    None,
+                    Place::NeighbourTable,
+                )
+            })
+            .collect();
+        let mut got = blames(&f);
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        // The same drops with tables that counted nothing: the fabric's
+        // finding stands (the hosts' egress is not read into it here).
+        let quiet: BTreeMap<u32, HostEvidence> = evidence
+            .into_iter()
+            .map(|(h, e)| {
+                let e = HostEvidence {
+                    neigh_table_fulls: 0.0,
+                    ..e
+                };
+                (h, e)
+            })
+            .collect();
+        let f = findings(&set, &grid, &quiet);
+        assert_eq!(blames(&f), vec![blame(None, None, None, Place::FabricWide)]);
     }
 
     #[test]

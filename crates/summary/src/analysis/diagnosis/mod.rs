@@ -97,6 +97,10 @@ pub enum Place {
     /// full queue), its NIC's tx drops.
     #[serde(rename = "transmit path")]
     TransmitPath,
+    /// In a host: its kernel's neighbour table (ARP, NDP), full or unable
+    /// to resolve its peers, so that it could not send to them.
+    #[serde(rename = "neighbour table")]
+    NeighbourTable,
     /// A host's CPU: its agent could not run when it had to.
     #[serde(rename = "cpu")]
     Cpu,
@@ -129,6 +133,7 @@ impl Place {
             Place::Wire => "wire",
             Place::ReceivePath => "receive path",
             Place::TransmitPath => "transmit path",
+            Place::NeighbourTable => "neighbour table",
             Place::Cpu => "cpu",
             Place::Disk => "disk",
             Place::AgentStopped => "agent stopped",

@@ -70,6 +70,11 @@ pub struct HostEvidence {
     pub tx_left_out: f64,
     /// UDP SndbufErrors: datagrams dropped on their way out.
     pub sndbuf_errors: f64,
+    /// Its kernel's neighbour tables: times full, resolutions that got no
+    /// answer; and whether its traffic is IPv6 (the table is NDP's).
+    pub neigh_table_fulls: f64,
+    pub neigh_res_failed: f64,
+    pub ipv6: bool,
     /// Replies it owed that its kernel would not take (its socket's send
     /// buffer full: a queue on its way out held what it had sent).
     pub unanswered: f64,
@@ -112,6 +117,9 @@ impl HostEvidence {
                         rx_left_out: nic.left_out(false, header),
                         tx_left_out: nic.left_out(true, header),
                         sndbuf_errors: nic.sndbuf_errors.unwrap_or(0.0),
+                        neigh_table_fulls: h.neigh_table_fulls.unwrap_or(0.0),
+                        neigh_res_failed: h.neigh_res_failed.unwrap_or(0.0),
+                        ipv6: ctx.ip(id) == mx_base::units::Ip::V6,
                         egress_bps: (seconds > 0.0 && nic.measured())
                             .then(|| nic.tx_bytes * 8.0 / seconds),
                         behind_ms: h.behind_ms.unwrap_or(0.0),
@@ -358,6 +366,34 @@ fn capped_egress(h: &HostEvidence, name: &str, figures: Vec<(&'static str, f64)>
     )
 }
 
+/// Loss out of `h` whose kernel's drops on the way out explain it, while
+/// its neighbour table was full or could not resolve: a host that cannot
+/// resolve a peer's link-layer address drops what it sends there, and
+/// counts it in UDP SndbufErrors as a full qdisc's drops are (`None`: the
+/// tables counted nothing, and the drops are its egress's).
+fn unresolved(
+    h: &HostEvidence,
+    name: &str,
+    lost: f64,
+    figures: &[(&'static str, f64)],
+) -> Option<Located> {
+    let counted = h.neigh_table_fulls > 0.0 || h.neigh_res_failed > 0.0;
+    if !counted || !explains(h.sndbuf_errors, lost) {
+        return None;
+    }
+    let mut figures = figures.to_vec();
+    figures.push(("neigh_table_fulls", h.neigh_table_fulls));
+    figures.push(("neigh_res_failed", h.neigh_res_failed));
+    let why = Why::NeighbourTable {
+        host: name.to_string(),
+        ipv6: h.ipv6,
+        dropped: h.sndbuf_errors,
+        table_fulls: h.neigh_table_fulls,
+        res_failed: h.neigh_res_failed,
+    };
+    Some(Located::new(vec![Place::NeighbourTable], why, figures))
+}
+
 /// Loss of `lost` packets on their way out of `h` (`name`), `answers` of
 /// them replies it sent.
 pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located {
@@ -401,6 +437,9 @@ pub fn out_of(h: &HostEvidence, name: &str, lost: f64, answers: f64) -> Located 
         return Located::new(vec![Place::Cpu], why, figures).by_the_agent();
     }
     if explained {
+        if let Some(located) = unresolved(h, name, lost, &figures) {
+            return located;
+        }
         return capped_egress(h, name, figures);
     }
     if let Some(starved) = h.starvation().filter(|_| share(h.late_answers, answers)) {
@@ -479,6 +518,54 @@ mod tests {
         assert_eq!(places(Some(19.0)), vec![Place::Wire]);
         assert_eq!(places(Some(20.0)), vec![Place::Wire, Place::ReceivePath]);
         assert_eq!(places(None), vec![Place::Wire, Place::ReceivePath]);
+    }
+
+    #[test]
+    fn drops_on_the_way_out_while_the_neighbour_table_was_full_are_the_table_not_the_qdisc() {
+        // 120 hosts of a flat L2 domain past gc_thresh3: the kernel dropped
+        // 288 of the 320 requests h39 sent, and its table was full.
+        let full = HostEvidence {
+            sndbuf_errors: 288.0,
+            tx_gap: Some(288.0),
+            nic_counted: true,
+            neigh_table_fulls: 26_409.0,
+            ..HostEvidence::default()
+        };
+        let located = out_of(&full, "h39", 288.0, 0.0);
+        assert_eq!(located.places, vec![Place::NeighbourTable]);
+        assert!(
+            matches!(
+                located.why,
+                Why::NeighbourTable {
+                    dropped: 288.0,
+                    table_fulls: 26_409.0,
+                    ipv6: false,
+                    ..
+                }
+            ),
+            "{:?}",
+            located.why
+        );
+        assert!(located.figures.contains(&("neigh_table_fulls", 26_409.0)));
+        // Resolutions that got no answer count too.
+        let failed = HostEvidence {
+            neigh_table_fulls: 0.0,
+            neigh_res_failed: 40.0,
+            ..full.clone()
+        };
+        assert_eq!(
+            out_of(&failed, "h39", 288.0, 0.0).places,
+            vec![Place::NeighbourTable]
+        );
+        // The same drops with tables that counted nothing: a full qdisc.
+        let qdisc = HostEvidence {
+            neigh_table_fulls: 0.0,
+            ..full
+        };
+        assert_eq!(
+            out_of(&qdisc, "h39", 288.0, 0.0).places,
+            vec![Place::TransmitPath]
+        );
     }
 
     #[test]

@@ -34,6 +34,9 @@ enum Cause {
     Starved,
     /// Its busiest core was full.
     HotCore,
+    /// Its kernel dropped datagrams on their way out while its neighbour
+    /// table was full or could not resolve: it could not reach its peers.
+    Unresolved,
     /// Its kernel dropped datagrams on their way out: its egress (a rate
     /// cap, a full qdisc) held it back.
     Egress,
@@ -73,6 +76,11 @@ pub fn findings(
             Cause::Starved
         } else if h.cpu_core.is_some_and(|c| c >= HOT_CORE_PCT) {
             Cause::HotCore
+        } else if e.is_some_and(|e| {
+            e.sndbuf_errors >= super::cells::MIN_LOST
+                && (e.neigh_table_fulls > 0.0 || e.neigh_res_failed > 0.0)
+        }) {
+            Cause::Unresolved
         } else if e.is_some_and(|e| e.sndbuf_errors + e.nic_tx_drops >= super::cells::MIN_LOST) {
             Cause::Egress
         } else if e.and_then(HostEvidence::disk_waits).is_some() || busiest_disk.is_some() {
@@ -130,6 +138,7 @@ fn short_finding(
             &names,
         ),
         Cause::Egress => egress(said, hosts, &names),
+        Cause::Unresolved => unresolved(said, hosts, &names),
         Cause::Disk => {
             let (disk_host, busy) = busiest_disk.unwrap_or((hosts[0].0.id, DISK_SUSPECT_PCT));
             disk_held(said, set.name(disk_host), busy)
@@ -203,6 +212,44 @@ fn egress(
             name,
             super::Direction::OutOf,
             Place::TransmitPath,
+        ));
+    }
+    f
+}
+
+/// Kernels that dropped datagrams on their way out while their neighbour
+/// tables were full or could not resolve: each host's neighbour table.
+fn unresolved(
+    said: impl Fn(ShortWhy) -> Finding,
+    hosts: &[(&HostFigures, Option<&HostEvidence>)],
+    names: &[&str],
+) -> Finding {
+    let sum =
+        |of: fn(&HostEvidence) -> f64| -> f64 { hosts.iter().filter_map(|(_, e)| e.map(of)).sum() };
+    // The tables are the machine's: hosts sharing one kernel count the
+    // same fulls, so the most any host counted, not their sum.
+    let most = |of: fn(&HostEvidence) -> f64| -> f64 {
+        hosts
+            .iter()
+            .filter_map(|(_, e)| e.map(of))
+            .fold(0.0, f64::max)
+    };
+    let dropped = sum(|e| e.sndbuf_errors);
+    let table_fulls = most(|e| e.neigh_table_fulls);
+    let res_failed = most(|e| e.neigh_res_failed);
+    let mut f = said(ShortWhy::Unresolved {
+        dropped,
+        table_fulls,
+        res_failed,
+    })
+    .figure("udp_sndbuf_errors_pkts", dropped)
+    .figure("neigh_table_fulls", table_fulls)
+    .figure("neigh_res_failed", res_failed);
+    for name in names {
+        f = f.blame(Blame::toward(
+            name,
+            super::Direction::OutOf,
+            Place::NeighbourTable,
         ));
     }
     f

@@ -101,6 +101,17 @@ pub enum Why {
         unsent: f64,
         egress_bps: Option<f64>,
     },
+    /// Out of a host whose kernel dropped `dropped` datagrams on their way
+    /// out (UDP SndbufErrors) while its neighbour table was full
+    /// `table_fulls` times and `res_failed` resolutions got no answer: it
+    /// could not resolve its peers. `ipv6`: the table is NDP's, not ARP's.
+    NeighbourTable {
+        host: String,
+        ipv6: bool,
+        dropped: f64,
+        table_fulls: f64,
+        res_failed: f64,
+    },
     /// Out of a starved host whose replies came back late: it answered late.
     AnsweredLate {
         host: String,
@@ -203,6 +214,14 @@ pub enum ShortWhy {
     HotCore { core_pct: f64 },
     /// Their kernels dropped `dropped` datagrams on their way out.
     Egress { dropped: f64 },
+    /// Their kernels dropped `dropped` datagrams on their way out while
+    /// their neighbour tables were full `table_fulls` times and
+    /// `res_failed` resolutions got no answer.
+    Unresolved {
+        dropped: f64,
+        table_fulls: f64,
+        res_failed: f64,
+    },
     /// A disk held them (theirs or their peers').
     Disk { disk: BusyDisk },
     /// Nothing they counted says why.

@@ -125,6 +125,7 @@ pub fn blame(b: &Blame) -> String {
         Place::Wire => format!("the wire {way}"),
         Place::ReceivePath => format!("{host}'s receive path"),
         Place::TransmitPath => format!("{host}'s transmit path"),
+        Place::NeighbourTable => format!("{host}'s neighbour table"),
         Place::Cpu => format!("{host}'s CPU"),
         Place::Disk => format!("{host}'s disk"),
         Place::AgentStopped => format!("{host}'s agent, stopped"),

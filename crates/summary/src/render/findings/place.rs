@@ -9,6 +9,7 @@ pub fn why(why: &Why) -> String {
     match why {
         Why::StarvedSender { .. }
         | Why::CappedEgress { .. }
+        | Why::NeighbourTable { .. }
         | Why::AnsweredLate { .. }
         | Why::LostAfterNic { .. }
         | Why::PartlyOnHost { .. }
@@ -130,26 +131,14 @@ fn out_of(why: &Why) -> String {
             unanswered,
             unsent,
             egress_bps,
-        } => {
-            let name = &nic.host;
-            let left = egress_bps.map_or(String::new(), |bps| {
-                format!("; {} sent {}", nic_name(nic), mx_base::units::bits(bps))
-            });
-            let refused = if *unanswered > 0.0 {
-                format!(
-                    ", it would not take {} of the replies {name} owed (its socket's send buffer full),",
-                    count(*unanswered)
-                )
-            } else {
-                String::new()
-            };
-            format!(
-                "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors: a full qdisc){refused} and {} fewer packets left {} than its agent handed the kernel{left}: a rate cap or a full queue on {name}'s egress -- `tc -s qdisc show` on {name}",
-                count(*sndbuf_errors),
-                count(*unsent),
-                nic_name(nic)
-            )
-        }
+        } => capped(nic, *sndbuf_errors, *unanswered, *unsent, *egress_bps),
+        Why::NeighbourTable {
+            host,
+            ipv6,
+            dropped,
+            table_fulls,
+            res_failed,
+        } => unresolved(host, *ipv6, *dropped, *table_fulls, *res_failed),
         Why::AnsweredLate {
             host: name,
             starved,
@@ -240,6 +229,63 @@ fn counted_into(name: &str, dropped: f64, late: f64) -> String {
         ));
     }
     parts.join(" and ")
+}
+
+/// A host whose egress (its qdisc, a rate cap) dropped or held back what
+/// its agent handed the kernel.
+fn capped(
+    nic: &Nic,
+    sndbuf_errors: f64,
+    unanswered: f64,
+    unsent: f64,
+    egress_bps: Option<f64>,
+) -> String {
+    let name = &nic.host;
+    let left = egress_bps.map_or(String::new(), |bps| {
+        format!("; {} sent {}", nic_name(nic), mx_base::units::bits(bps))
+    });
+    let refused = if unanswered > 0.0 {
+        format!(
+            ", it would not take {} of the replies {name} owed (its socket's send buffer full),",
+            count(unanswered)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors: a full qdisc){refused} and {} fewer packets left {} than its agent handed the kernel{left}: a rate cap or a full queue on {name}'s egress -- `tc -s qdisc show` on {name}",
+        count(sndbuf_errors),
+        count(unsent),
+        nic_name(nic)
+    )
+}
+
+/// A host whose kernel dropped what it sent while its neighbour table was
+/// full or could not resolve.
+fn unresolved(name: &str, ipv6: bool, dropped: f64, table_fulls: f64, res_failed: f64) -> String {
+    let (table, family) = if ipv6 {
+        ("NDP", "ipv6")
+    } else {
+        ("ARP", "ipv4")
+    };
+    let mut counted = Vec::new();
+    if table_fulls > 0.0 {
+        counted.push(format!(
+            "its neighbour table was full {} times (the machine's count: \"neighbor table overflow\" in its kernel log)",
+            count(table_fulls)
+        ));
+    }
+    if res_failed > 0.0 {
+        counted.push(format!(
+            "{} {table} resolutions got no answer",
+            count(res_failed)
+        ));
+    }
+    format!(
+        "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors) while {}: {name} could not resolve its peers' link-layer addresses, so it could not send to them -- not its qdisc: raise net.{family}.neigh.default.gc_thresh3 (and gc_thresh1, gc_thresh2) on {name}'s machine past the neighbours it resolves (`ip -s ntable show` on {name}: its entries and bound); on a flat L2 domain of thousands of hosts, route between smaller ones",
+        count(dropped),
+        counted.join(" and ")
+    )
 }
 
 /// `h2's interface (eth0)`.

@@ -68,6 +68,15 @@ fn every_why() -> Vec<Why> {
         },
         Why::IntoUncompared { nic: nic(true) },
         Why::IntoUncompared { nic: nic(false) },
+    ]
+    .into_iter()
+    .chain(out_of_whys())
+    .collect()
+}
+
+/// Each reason a host's loss out of it can sit where it does.
+fn out_of_whys() -> Vec<Why> {
+    vec![
         Why::StarvedSender {
             nic: nic(true),
             starved: starved(),
@@ -86,6 +95,20 @@ fn every_why() -> Vec<Why> {
             unanswered: 0.0,
             unsent: 33_721.0,
             egress_bps: None,
+        },
+        Why::NeighbourTable {
+            host: "h39".into(),
+            ipv6: false,
+            dropped: 3_456.0,
+            table_fulls: 26_409.0,
+            res_failed: 12.0,
+        },
+        Why::NeighbourTable {
+            host: "h39".into(),
+            ipv6: true,
+            dropped: 3_456.0,
+            table_fulls: 0.0,
+            res_failed: 40.0,
         },
         Why::AnsweredLate {
             host: "h2".into(),
@@ -266,20 +289,9 @@ fn loss_findings() -> Vec<(Kind, Says)> {
     out
 }
 
-/// Hosts short of their rate for each reason, the tool's ceiling, a disk
-/// that held them, coverage, the all-clear.
-fn rate_findings() -> Vec<(Kind, Says)> {
-    let mut out = Vec::new();
-    let short = |n: usize| -> Vec<ShortHost> {
-        (1..=n)
-            .map(|i| ShortHost {
-                host: format!("h{i}"),
-                sent_pps: 3_930.0 + i as f64,
-                target_pps: 15_000.0,
-            })
-            .collect()
-    };
-    let whys = [
+/// Each reason hosts fall short of their rate.
+fn short_whys() -> Vec<ShortWhy> {
+    vec![
         ShortWhy::Starved {
             behind_ms: 310.0,
             throttled_ms: 0.0,
@@ -295,6 +307,16 @@ fn rate_findings() -> Vec<(Kind, Says)> {
         },
         ShortWhy::HotCore { core_pct: 85.0 },
         ShortWhy::Egress { dropped: 1_200.0 },
+        ShortWhy::Unresolved {
+            dropped: 1_200.0,
+            table_fulls: 26_409.0,
+            res_failed: 0.0,
+        },
+        ShortWhy::Unresolved {
+            dropped: 1_200.0,
+            table_fulls: 26_409.0,
+            res_failed: 40.0,
+        },
         ShortWhy::Disk {
             disk: BusyDisk {
                 host: "h3".into(),
@@ -302,7 +324,23 @@ fn rate_findings() -> Vec<(Kind, Says)> {
             },
         },
         ShortWhy::Unknown,
-    ];
+    ]
+}
+
+/// Hosts short of their rate for each reason, the tool's ceiling, a disk
+/// that held them, coverage, the all-clear.
+fn rate_findings() -> Vec<(Kind, Says)> {
+    let mut out = Vec::new();
+    let short = |n: usize| -> Vec<ShortHost> {
+        (1..=n)
+            .map(|i| ShortHost {
+                host: format!("h{i}"),
+                sent_pps: 3_930.0 + i as f64,
+                target_pps: 15_000.0,
+            })
+            .collect()
+    };
+    let whys = short_whys();
     for (i, why) in whys.into_iter().enumerate() {
         let hosts = short(if i % 2 == 0 { 1 } else { 6 });
         out.push((Kind::Rate, Says::Short { hosts, why }));
@@ -538,12 +576,12 @@ fn every_kind_of_finding_is_written_as_the_golden_file_says() {
             "no {name} among the findings written"
         );
     }
-    // Each of the 15 reasons a loss can sit where it does.
+    // Each of the 16 reasons a loss can sit where it does.
     let whys: std::collections::BTreeSet<String> = every_why()
         .iter()
         .map(|w| serde_json::to_value(w).unwrap()["why"].to_string())
         .collect();
-    assert_eq!(whys.len(), 15, "{whys:?}");
+    assert_eq!(whys.len(), 16, "{whys:?}");
     let mut written = String::new();
     for (kind, says) in findings {
         let f = Finding::new(kind, says);
