@@ -403,6 +403,29 @@ impl Reckoning {
     }
 }
 
+/// One direction of an interface's counts over an interval (`pkts`
+/// packets of `bytes`) where the agent sent or read `coalesced` datagrams
+/// coalesced: counted by packet, or kept to reckon by bytes (left out
+/// without its bytes). Says which.
+fn count_side(
+    coalesced: f64,
+    pkts: f64,
+    bytes: Option<f64>,
+    reckoning: &mut Reckoning,
+    (intervals, by_packet): (&mut u64, &mut f64),
+) -> Counted {
+    let counted = Counted::of(true, coalesced);
+    match (counted, bytes) {
+        (Counted::Bytes, Some(bytes)) => reckoning.count(pkts, bytes),
+        (Counted::Bytes, None) => {}
+        _ => {
+            *intervals += 1;
+            *by_packet += pkts;
+        }
+    }
+    counted
+}
+
 impl NicAgg {
     /// Whether the interface's counters were read, and are this host's alone.
     pub fn measured(&self) -> bool {
@@ -419,30 +442,12 @@ impl NicAgg {
         self.rx_bytes += rx_bytes.unwrap_or(0.0);
         self.tx_drops += row.num(Column::NicTxDrops).unwrap_or(0.0);
         let rx = row.num(Column::NicRxPkts).unwrap_or(0.0);
-        // A coalesced interval without the interface's bytes is left out.
-        match Counted::of(true, row.num(Column::GsoPkts).unwrap_or(0.0)) {
-            Counted::Bytes => {
-                if let Some(bytes) = tx_bytes {
-                    self.tx_coalesced.count(tx, bytes);
-                }
-            }
-            _ => {
-                self.tx_intervals += 1;
-                self.tx_pkts += tx;
-            }
-        }
-        let rx_counted = Counted::of(true, row.num(Column::GroPkts).unwrap_or(0.0));
-        match rx_counted {
-            Counted::Bytes => {
-                if let Some(bytes) = rx_bytes {
-                    self.rx_coalesced.count(rx, bytes);
-                }
-            }
-            _ => {
-                self.rx_intervals += 1;
-                self.rx_pkts += rx;
-            }
-        }
+        let gso = row.num(Column::GsoPkts).unwrap_or(0.0);
+        let tx_side = (&mut self.tx_intervals, &mut self.tx_pkts);
+        count_side(gso, tx, tx_bytes, &mut self.tx_coalesced, tx_side);
+        let gro = row.num(Column::GroPkts).unwrap_or(0.0);
+        let rx_side = (&mut self.rx_intervals, &mut self.rx_pkts);
+        let rx_counted = count_side(gro, rx, rx_bytes, &mut self.rx_coalesced, rx_side);
         // Stray datagrams come to the responder's port, and a software
         // interface counted them too.
         self.take(

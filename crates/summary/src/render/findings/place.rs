@@ -268,10 +268,25 @@ fn unresolved(name: &str, ipv6: bool, dropped: f64, table_fulls: f64, res_failed
     } else {
         ("ARP", "ipv4")
     };
+    format!(
+        "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors) while {}: {name} could not resolve its peers' link-layer addresses, so it could not send to them -- not its qdisc: raise net.{family}.neigh.default.gc_thresh3 (and gc_thresh1, gc_thresh2) on {name}'s machine past the neighbours it resolves (`ip -s ntable show` on {name}: its entries and bound); on a flat L2 domain of thousands of hosts, route between smaller ones",
+        count(dropped),
+        neighbour_counts("its", table, table_fulls, res_failed)
+    )
+}
+
+/// What the neighbour tables counted, in words: `its neighbour table was
+/// full 26,409 times (...) and 12 ARP resolutions got no answer`.
+pub(super) fn neighbour_counts(
+    whose: &str,
+    table: &str,
+    table_fulls: f64,
+    res_failed: f64,
+) -> String {
     let mut counted = Vec::new();
     if table_fulls > 0.0 {
         counted.push(format!(
-            "its neighbour table was full {} times (the machine's count: \"neighbor table overflow\" in its kernel log)",
+            "{whose} neighbour table was full {} times (the machine's count: \"neighbor table overflow\" in its kernel log)",
             count(table_fulls)
         ));
     }
@@ -281,11 +296,7 @@ fn unresolved(name: &str, ipv6: bool, dropped: f64, table_fulls: f64, res_failed
             count(res_failed)
         ));
     }
-    format!(
-        "{name}'s kernel dropped {} datagrams on their way out (UDP SndbufErrors) while {}: {name} could not resolve its peers' link-layer addresses, so it could not send to them -- not its qdisc: raise net.{family}.neigh.default.gc_thresh3 (and gc_thresh1, gc_thresh2) on {name}'s machine past the neighbours it resolves (`ip -s ntable show` on {name}: its entries and bound); on a flat L2 domain of thousands of hosts, route between smaller ones",
-        count(dropped),
-        counted.join(" and ")
-    )
+    counted.join(" and ")
 }
 
 /// `h2's interface (eth0)`.

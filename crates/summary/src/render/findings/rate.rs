@@ -58,20 +58,10 @@ pub fn short(hosts: &[ShortHost], why: &ShortWhy) -> String {
             } else {
                 ("they", "them", "resolve")
             };
-            let mut counted = Vec::new();
-            if *table_fulls > 0.0 {
-                counted.push(format!(
-                    "{they} neighbour table was full {} times",
-                    count(*table_fulls)
-                ));
-            }
-            if *res_failed > 0.0 {
-                counted.push(format!("{} resolutions got no answer", count(*res_failed)));
-            }
             format!(
                 "{one}, and {they} kernel dropped {} datagrams on their way out (UDP SndbufErrors) while {}: {it} could not resolve {they} peers' link-layer addresses, which held {them} back, not a qdisc -- raise gc_thresh3 (net.ipv4.neigh.default, net.ipv6.neigh.default) past the neighbours {it} {resolve} (`ip -s ntable show` there)",
                 count(*dropped),
-                counted.join(" and ")
+                super::place::neighbour_counts(they, "neighbour", *table_fulls, *res_failed)
             )
         }
         ShortWhy::Disk {
