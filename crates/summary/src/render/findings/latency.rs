@@ -42,13 +42,19 @@ pub fn tail(p50: f64, p99: f64, spread: &TailSpread, cause: &TailCause) -> Strin
             steal_pct,
             fleet_wide,
         } => {
-            let (agents, own, them) = if hosts.len() == 1 {
-                (format!("{}'s agent", hosts[0]), "its", "it")
+            let (agents, own, them, they_answer) = if hosts.len() == 1 {
+                (
+                    format!("{}'s agent", hosts[0]),
+                    "its",
+                    "it",
+                    "it answers or sends",
+                )
             } else {
                 (
                     format!("the agents of {}", name_list(hosts)),
                     "their",
                     "them",
+                    "they answer or send",
                 )
             };
             let mut how = format!("{agents} fell up to {behind:.0} ms behind {own} send schedule");
@@ -66,7 +72,7 @@ pub fn tail(p50: f64, p99: f64, spread: &TailSpread, cause: &TailCause) -> Strin
                 )
             } else {
                 format!(
-                    "{head}. {how}: {own} CPU ran {them} late, which reads as a tail on every flow {them} answer or send -- give {them} the CPU, then read the latency again; a tail that stays is queues on {own} links"
+                    "{head}. {how}: {own} CPU ran {them} late, which reads as a tail on every flow {they_answer} -- give {them} the CPU, then read the latency again; a tail that stays is queues on {own} links"
                 )
             }
         }
