@@ -367,7 +367,7 @@ pub struct NicAgg {
 /// its packets cannot be set against datagrams. Its bytes can: less the
 /// headers of the packets it counted, they are the datagrams' payload, and
 /// mx knows each datagram's size. (A NIC counts every frame on the wire,
-/// and its packets stay the count: see [`NicAgg::tx_gap`].)
+/// and its packets stay the count.)
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reckoning {
     pub intervals: u64,
