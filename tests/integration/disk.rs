@@ -103,17 +103,23 @@ fn assert_disk_follows_the_rows(fleet: &Fleet, host: &str, mode: &str) {
             reads += of("rx", "rep_pps");
             writes += of("tx", "rep_pps");
         }
-        // One operation as a rate over the seconds the flows sent in this
-        // interval (the host row's pps over its packets). An operation at an
-        // interval's edge can count in the next interval's disk figures
-        // while its packet counts in this one (the disk counts when it ran,
-        // the packets the interval they belong to): two operations' worth is
+        // One operation as a rate over the seconds the flows ran in this
+        // interval (a row's rate over its packets: the host row's for what
+        // the host sent, an rx row's for what it answered; a host that only
+        // answers sends nothing of its own). An operation at an interval's
+        // edge can count in the next interval's disk figures while its
+        // packet counts in this one (the disk counts when it ran, the
+        // packets the interval they belong to): two operations' worth is
         // nothing in a whole interval, and a large rate in the few
-        // milliseconds the last interval sends.
-        let one_op = match (h.f("pps"), h.f("pkts")) {
-            (Some(pps), Some(pkts)) if pkts > 0.0 => pps / pkts,
-            _ => 0.0,
-        };
+        // milliseconds the last interval runs.
+        let one_op = rows
+            .iter()
+            .filter(|r| r.s("ts") == h.s("ts"))
+            .filter_map(|r| match (r.f("pps"), r.f("pkts")) {
+                (Some(pps), Some(pkts)) if pkts > 0.0 => Some(pps / pkts),
+                _ => None,
+            })
+            .fold(0.0, f64::max);
         for (what, iops, payloads) in [
             ("reads", h.f("disk_rd_iops").unwrap(), reads),
             ("writes", h.f("disk_wr_iops").unwrap(), writes),
