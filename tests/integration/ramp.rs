@@ -434,9 +434,21 @@ fn agent_fleet_ramp_on_a_clean_fleet_holds_from_its_first_step_and_reads_back_th
         .iter()
         .map(|s| s["verdict"].as_str().unwrap())
         .collect();
-    assert_eq!(verdicts, ["held"; 3], "{live}");
+    // A step this busy machine starved, or whose senders fell a few
+    // packets short with none lost, is tried again rather than judged;
+    // every step judged holds.
+    let judged: Vec<&str> = verdicts
+        .iter()
+        .copied()
+        .filter(|v| *v != "tried_again")
+        .collect();
+    assert_eq!(judged, ["held"; 3], "{live}");
+    assert!(verdicts.len() <= 3 + 2, "{live}");
     assert_eq!(live["cut_short"], false);
-    assert_eq!(sb.read("reports/ramp.steps").lines().count(), 4);
+    assert_eq!(
+        sb.read("reports/ramp.steps").lines().count(),
+        1 + verdicts.len()
+    );
 
     let json = sb.mx(&["summarize", "--no-collect", "--window", "0", "--json"]);
     assert_eq!(json.code, 0, "{}", json.stderr);
@@ -464,9 +476,10 @@ fn agent_fleet_ramp_on_a_clean_fleet_holds_from_its_first_step_and_reads_back_th
     assert_eq!(brief(&read_back), brief(&live), "{read_back}\n{live}");
     let text = sb.mx(&["summarize", "--no-collect", "--window", "0"]);
     assert!(
-        text.stdout.starts_with(
-            "mx summarize -- a ramp (mx run --ramp): 3 step(s), x1 to x2, each summarized alone (one figure over the run would average their rates into one no step ran), on the intervals the ramp judged"
-        ),
+        text.stdout.starts_with(&format!(
+            "mx summarize -- a ramp (mx run --ramp): {} step(s), x1 to x2, each summarized alone (one figure over the run would average their rates into one no step ran), on the intervals the ramp judged",
+            verdicts.len()
+        )),
         "{}",
         text.stdout
     );

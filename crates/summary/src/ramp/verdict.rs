@@ -311,16 +311,48 @@ pub fn verdict(f: &StepFigures, t: &Thresholds, tries: usize) -> Verdict {
     if why.is_empty() {
         return Verdict::Held;
     }
+    let senders_short = senders_shortfall(f, t);
     why.extend(f.short_of_cpu.iter().map(ShortOfCpu::text));
+    why.extend(senders_short.clone());
     why.extend(places(f, t));
     let wire_fails = f
         .wire_loss_pct
         .is_some_and(|w| 100.0 - w < t.min_delivered_pct);
-    if !f.short_of_cpu.is_empty() && !wire_fails && tries + 1 < MAX_TRIES {
+    let hosts_short = !f.short_of_cpu.is_empty() || senders_short.is_some();
+    if hosts_short && !wire_fails && tries + 1 < MAX_TRIES {
         Verdict::Again(why)
     } else {
         Verdict::Failed(why)
     }
+}
+
+/// When what failed the step is only that the senders sent short of what
+/// they offered (its tail within its bound, its round trip's loss alone
+/// within the delivery bar, and nothing but a CPU named as holding a host
+/// back): `the senders sent 99.79% of the rate offered, and 0.00% of it was
+/// lost`. The shortfall is then the hosts' (a moment's scheduling, an agent
+/// a few packets behind), not the network's. A link that pushes back on its
+/// senders' sockets (a capped egress) is named by the diagnosis, and judged.
+fn senders_shortfall(f: &StepFigures, t: &Thresholds) -> Option<String> {
+    use diagnosis::{Kind as Of, Place};
+    let held_back = f.findings.iter().any(|finding| {
+        finding.kind == Of::Rate && finding.blames.iter().any(|b| b.place != Place::Cpu)
+    });
+    if held_back {
+        return None;
+    }
+    let tail_ok = match (t.max_p99_us, f.rtt_p99_us) {
+        (Some(max), Some(p99)) => p99 <= max,
+        (Some(_), None) => false,
+        (None, _) => true,
+    };
+    let (offered, sent, loss) = (f.offered_pps?, f.sent_pps?, f.loss_pct?);
+    let sent_pct = percent(sent, offered);
+    (tail_ok && sent_pct < t.min_delivered_pct && 100.0 - loss >= t.min_delivered_pct).then(|| {
+        format!(
+            "the senders sent {sent_pct:.2}% of the rate offered, and {loss:.2}% of it was lost"
+        )
+    })
 }
 
 /// Where the step's diagnosis puts what failed it: its losses and hosts
@@ -421,6 +453,70 @@ mod tests {
         let none = StepFigures::default();
         assert_eq!(verdict(&none, &t, 0), Verdict::NotMeasured);
         assert!(!verdict(&none, &t, 0).held());
+    }
+
+    #[test]
+    fn a_step_short_by_its_senders_alone_is_tried_again_then_judged() {
+        let t = Thresholds {
+            min_delivered_pct: 99.9,
+            max_p99_us: None,
+        };
+        // Sent 99.79% of the offer, none of it lost.
+        let short = StepFigures {
+            sent_pps: Some(997.9),
+            loss_pct: Some(0.0),
+            wire_loss_pct: Some(0.0),
+            ..figures(99.79, 800.0)
+        };
+        let why = vec![
+            "delivered 99.79% < 99.9%".to_string(),
+            "the senders sent 99.79% of the rate offered, and 0.00% of it was lost".to_string(),
+        ];
+        for tries in 0..MAX_TRIES - 1 {
+            assert_eq!(verdict(&short, &t, tries), Verdict::Again(why.clone()));
+        }
+        assert_eq!(verdict(&short, &t, MAX_TRIES - 1), Verdict::Failed(why));
+        // Sent all it offered and lost 0.21%: the network's, judged at once.
+        let lost = StepFigures {
+            loss_pct: Some(0.21),
+            wire_loss_pct: Some(0.21),
+            ..figures(99.79, 800.0)
+        };
+        assert_eq!(
+            verdict(&lost, &t, 0),
+            Verdict::Failed(vec!["delivered 99.79% < 99.9%".to_string()])
+        );
+        // Sent short, and lost more than the bar by itself: judged at once.
+        let both = StepFigures {
+            loss_pct: Some(0.15),
+            wire_loss_pct: Some(0.15),
+            ..short.clone()
+        };
+        assert!(matches!(verdict(&both, &t, 0), Verdict::Failed(w) if w.len() == 1));
+        // Sent short with its tail over its bound: judged at once.
+        let slow = Thresholds {
+            max_p99_us: Some(500.0),
+            ..t
+        };
+        assert!(matches!(verdict(&short, &slow, 0), Verdict::Failed(_)));
+        // Sent short because a place other than a CPU held a sender back
+        // (its transmit path: a capped egress): judged at once.
+        use diagnosis::{Blame, Direction, Kind as Of, Place, Says};
+        let capped = StepFigures {
+            findings: vec![
+                Finding::new(
+                    Of::Rate,
+                    Says::MoreWorkers {
+                        host: "h2".to_string(),
+                        workers: 1,
+                        peers: 2,
+                    },
+                )
+                .blame(Blame::toward("h2", Direction::OutOf, Place::TransmitPath)),
+            ],
+            ..short.clone()
+        };
+        assert!(matches!(verdict(&capped, &t, 0), Verdict::Failed(_)));
     }
 
     #[test]
