@@ -34,13 +34,39 @@ pub enum Hop {
     Silent,
 }
 
+/// What the probes of one TTL drew: the first answer, and how many of
+/// them were answered at all. Sent over a lossy link, a share of them and
+/// of their answers is lost before or after the hop: the first hop whose
+/// probes go unanswered is where a sweep over the lossy streams starts
+/// seeing the loss (fbtracert's reading).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopCount {
+    /// The TTL, from 1.
+    pub ttl: u8,
+    /// The first answer of its probes; `Silent` when none came.
+    pub hop: Hop,
+    pub sent: u16,
+    pub answered: u16,
+}
+
+/// A TTL whose first this many probes all go unanswered is silent, and
+/// its other probes are not sent. Not fewer: over a link that drops a
+/// fifth of what crosses it, two probes in a row are lost one time in 25,
+/// and five one time in 3,125.
+pub const SILENT_AFTER: u16 = 5;
+
+/// How many TTLs in a row may go unanswered before the sweep gives up (a
+/// destination that drops what it does not expect, a router that never
+/// answers): past them, more TTLs only cost their waits.
+pub const SILENT_TTLS: usize = 3;
+
 /// ICMP's Time Exceeded.
 const TIME_EXCEEDED: u8 = 11;
 
 /// Probes from `from` (the flow's source address and port: bound here, so
 /// it must be free) to `to`, TTL 1 up to `max_ttl`, waiting up to `wait`
 /// for each answer; stops at the first hop that is not a router. Each
-/// probe is `payload`.
+/// probe is `payload`. One probe a TTL; [`trace_counted`] sends more.
 pub fn trace(
     from: SocketAddrV4,
     to: SocketAddrV4,
@@ -48,21 +74,102 @@ pub fn trace(
     wait: Duration,
     payload: &[u8],
 ) -> io::Result<Vec<Hop>> {
+    let sweep = Sweep {
+        max_ttl,
+        probes: 1,
+        wait,
+        gap: Duration::ZERO,
+    };
+    Ok(trace_counted(from, to, &sweep, payload)?
+        .into_iter()
+        .map(|h| h.hop)
+        .collect())
+}
+
+/// How a TTL sweep probes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sweep {
+    /// The highest TTL tried.
+    pub max_ttl: u8,
+    /// Probes sent at each TTL (the first [`SILENT_AFTER`] unanswered: the
+    /// TTL is silent, and the rest are not sent).
+    pub probes: u16,
+    /// The longest wait for each probe's answer.
+    pub wait: Duration,
+    /// The least time between two probes: a router's ICMP is rate-limited,
+    /// and a sweep must not be what loads it.
+    pub gap: Duration,
+}
+
+/// [`trace`] with `sweep.probes` probes at each TTL, each hop's answers
+/// counted. Stops after the first TTL the destination answered, or after
+/// [`SILENT_TTLS`] silent ones in a row. An answer that comes after its
+/// probe's wait is dropped before the next probe, not counted for it.
+pub fn trace_counted(
+    from: SocketAddrV4,
+    to: SocketAddrV4,
+    sweep: &Sweep,
+    payload: &[u8],
+) -> io::Result<Vec<HopCount>> {
     let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    // Sweeps of several streams' replies leave from one responder port at
+    // once, each connected to its own stream: the kernel hands each its own
+    // ICMP by the full 4-tuple. A port another socket holds without
+    // SO_REUSEADDR is still refused.
+    socket.set_reuse_address(true)?;
     socket.bind(&from.into())?;
     socket.connect(&to.into())?;
     setsockopt(&socket, sockopt::Ipv4RecvErr, &true)?;
     let mut hops = Vec::new();
-    for ttl in 1..=max_ttl {
+    let mut silent_in_a_row = 0;
+    for ttl in 1..=sweep.max_ttl {
         setsockopt(&socket, sockopt::Ipv4Ttl, &libc::c_int::from(ttl))?;
-        socket.send(payload)?;
-        let hop = answer(&socket, to, wait)?;
-        hops.push(hop);
-        if !matches!(hop, Hop::Router(_) | Hop::Silent) {
+        let mut count = HopCount {
+            ttl,
+            hop: Hop::Silent,
+            sent: 0,
+            answered: 0,
+        };
+        while count.sent < sweep.probes.max(1) {
+            if count.sent == SILENT_AFTER && count.answered == 0 {
+                break;
+            }
+            if count.sent > 0 || ttl > 1 {
+                std::thread::sleep(sweep.gap);
+            }
+            drain(&socket)?;
+            socket.send(payload)?;
+            count.sent += 1;
+            let hop = answer(&socket, to, sweep.wait)?;
+            if hop != Hop::Silent {
+                count.answered += 1;
+                if count.hop == Hop::Silent {
+                    count.hop = hop;
+                }
+            }
+        }
+        hops.push(count);
+        if !matches!(count.hop, Hop::Router(_) | Hop::Silent) {
+            break;
+        }
+        silent_in_a_row = if count.hop == Hop::Silent {
+            silent_in_a_row + 1
+        } else {
+            0
+        };
+        if silent_in_a_row == SILENT_TTLS {
             break;
         }
     }
     Ok(hops)
+}
+
+/// Drops what is queued on `socket` (answers that came after their wait).
+fn drain(socket: &Socket) -> io::Result<()> {
+    while queued_error(socket)?.is_some() {}
+    let mut buf = [0u8; 2048];
+    while nix::sys::socket::recv(socket.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT).is_ok() {}
+    Ok(())
 }
 
 /// The first answer to the probe just sent: an error on the socket's queue,
@@ -189,6 +296,34 @@ mod tests {
             echo.join().unwrap().port(),
             source,
             "the flow's own source port"
+        );
+    }
+
+    #[test]
+    fn each_ttl_sends_its_probes_and_counts_their_answers() {
+        let closed = UdpSocket::bind(local(0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let sweep = Sweep {
+            max_ttl: 4,
+            probes: 5,
+            wait: Duration::from_secs(2),
+            gap: Duration::from_millis(1),
+        };
+        let hops = trace_counted(local(0), local(closed), &sweep, b"probe").unwrap();
+        assert_eq!(
+            hops,
+            [HopCount {
+                ttl: 1,
+                hop: Hop::Reached {
+                    from: Ipv4Addr::LOCALHOST,
+                    icmp: (3, 3)
+                },
+                sent: 5,
+                answered: 5,
+            }]
         );
     }
 
