@@ -75,6 +75,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod paths;
 pub mod read;
 pub mod row;
 pub mod rtt;
