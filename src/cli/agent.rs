@@ -207,6 +207,23 @@ pub struct AgentArgs {
     #[arg(long)]
     pub prepare_disk: bool,
 
+    /// Sweep the TTL of each tuple SRC:SPORT>DST:DPORT (`,` between), print
+    /// its hops a line each, then exit: how `mx trace` reaches each host
+    #[arg(long, value_name = "TUPLES", hide = true)]
+    pub trace: Option<String>,
+
+    /// Probes at each TTL of a --trace sweep
+    #[arg(long, value_name = "N", hide = true,
+          default_value_t = crate::agent::trace::DEFAULT_PROBES,
+          value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub trace_probes: u16,
+
+    /// Seconds the --trace sweeps may take in all; the tuples left are said
+    /// not traced
+    #[arg(long, value_name = "SECONDS", hide = true, default_value_t = 60.0,
+          value_parser = super::values::seconds)]
+    pub trace_for: f64,
+
     #[command(flatten)]
     pub flags: AgentFlags,
 }

@@ -20,6 +20,13 @@ pub fn run(args: &AgentArgs) -> Result<u8> {
     if let Some(log) = &args.log {
         agent::log_to(log)?;
     }
+    if let Some(spec) = &args.trace {
+        let tuples = agent::trace::parse(spec)?;
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_secs_f64(args.trace_for);
+        agent::trace::run(&tuples, args.trace_probes, deadline, &mut std::io::stdout())?;
+        return Ok(0);
+    }
     let config = config(args)?;
     if args.prepare_disk {
         let prepared = agent::disk::file::prepare(&config.disk_file, config.run.disk_size)?;

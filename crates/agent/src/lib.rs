@@ -53,6 +53,7 @@ pub mod reporter;
 pub mod sequence;
 pub mod slots;
 pub mod stamp;
+pub mod trace;
 pub mod worker;
 
 /// The sockets and the wire header the agent runs on, each its own crate.

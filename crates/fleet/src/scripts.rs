@@ -305,6 +305,33 @@ pub fn prepare_disk(dir: &str, disk_size: Option<&str>) -> String {
     )
 }
 
+/// Sweeps the TTL of `tuples` (`SRC:SPORT>DST:DPORT`, `,` between) with
+/// the deployed agent, `probes` probes a TTL, for at most `seconds` in all:
+/// a line per tuple (`mx agent --trace`). The directory is judged first, as
+/// every step judges it: the agent run is the one mx put there.
+pub fn trace(dir: &str, tuples: &str, probes: u16, seconds: f64) -> String {
+    let exe = format!("{dir}/{AGENT_BIN}");
+    let (probes, seconds) = (probes.to_string(), seconds.to_string());
+    let command = [
+        exe.as_str(),
+        "agent",
+        "--trace",
+        tuples,
+        "--trace-probes",
+        &probes,
+        "--trace-for",
+        &seconds,
+    ];
+    format!(
+        "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 1; }}\n\
+         if [ -n \"$(agent_pids)\" ]; then echo 'an agent runs here: its flows hold the ports a sweep binds -- trace once the run has ended'; exit 1; fi\n\
+         {command}",
+        pids = head(dir),
+        d = q(dir),
+        command = shell_join(&command),
+    )
+}
+
 /// A control file's words: `at=<unix s>[ grace=<s>]`.
 fn instant_words(at: f64, grace: Option<f64>) -> String {
     match grace {
@@ -602,6 +629,25 @@ mod tests {
         );
         assert!(
             prepare_disk("/var/tmp/mx", None).ends_with("\n/var/tmp/mx/mx agent --prepare-disk")
+        );
+    }
+
+    #[test]
+    fn the_trace_step_judges_the_dir_then_runs_the_deployed_agent_quoted() {
+        let script = trace(
+            "/var/tmp/mx $(x)",
+            "198.18.1.1:40000>198.18.1.65:5300",
+            10,
+            60.0,
+        );
+        assert!(script.starts_with(&head("/var/tmp/mx $(x)")), "{script}");
+        assert!(
+            script.ends_with(
+                "cd '/var/tmp/mx $(x)' 2>/dev/null || { echo NOT-DEPLOYED; exit 1; }\n\
+                 if [ -n \"$(agent_pids)\" ]; then echo 'an agent runs here: its flows hold the ports a sweep binds -- trace once the run has ended'; exit 1; fi\n\
+                 '/var/tmp/mx $(x)/mx' agent --trace '198.18.1.1:40000>198.18.1.65:5300' --trace-probes 10 --trace-for 60"
+            ),
+            "{script}"
         );
     }
 
