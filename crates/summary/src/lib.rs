@@ -57,6 +57,15 @@ pub struct Options {
     pub series: bool,
 }
 
+/// One stream to sweep both ways (`mx trace`): its requests from the
+/// sender's `sport` to the responder, its replies back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamToTrace {
+    pub sender: String,
+    pub responder: String,
+    pub sport: u16,
+}
+
 /// The summary of a reports directory: the rows of its span, and every
 /// figure, computed once.
 pub struct Summary {
@@ -162,6 +171,41 @@ impl Summary {
     /// The findings WHAT TO DO NEXT says, as data.
     pub fn findings(&self) -> &[Finding] {
         &self.findings
+    }
+
+    /// The streams `mx trace` sweeps, both ways: every stream of each flow
+    /// whose loss sat on some of its paths alone (its lossy streams and its
+    /// clean ones, which clear the links they cross); with `all`, of every
+    /// flow. In the order of the flows, then of their ports.
+    pub fn streams_to_trace(&self, all: bool) -> Vec<StreamToTrace> {
+        use analysis::diagnosis::says::LegName;
+        let lossy: std::collections::BTreeSet<(&str, &str)> = self
+            .findings
+            .iter()
+            .filter_map(|f| match &f.says {
+                diagnosis::Says::PathLoss { leg, flows, .. } => Some((leg, flows)),
+                _ => None,
+            })
+            .flat_map(|(leg, flows)| {
+                flows.iter().map(move |p| match leg {
+                    LegName::Requests => (p.from.as_str(), p.to.as_str()),
+                    LegName::Replies => (p.to.as_str(), p.from.as_str()),
+                })
+            })
+            .collect();
+        self.figs
+            .flows
+            .iter()
+            .map(|f| (self.set.name(f.host), self.set.name(f.peer), f))
+            .filter(|(sender, responder, _)| all || lossy.contains(&(*sender, *responder)))
+            .flat_map(|(sender, responder, f)| {
+                f.streams.iter().map(move |s| StreamToTrace {
+                    sender: sender.to_string(),
+                    responder: responder.to_string(),
+                    sport: s.sport,
+                })
+            })
+            .collect()
     }
 
     /// Every figure as one document (`--json`, and what `compare` reads).

@@ -651,6 +651,10 @@ pub struct ReportSet {
     /// p99, so that the diagnosis can say how steady a tail was, interval
     /// by interval, and whose flows it sat on.
     pub rtt_tails: BTreeMap<(u32, u32), P99Counts>,
+    /// The streams' paths as `mx trace` swept them after these reports'
+    /// newest interval (`paths.trace` beside them); `None` when there is
+    /// none, or it is older (another run's).
+    pub traced: Option<mx_report::paths::Traced>,
     series: bool,
 }
 
@@ -733,6 +737,8 @@ impl ReportSet {
                 h.nic.shared |= h.nic.name.as_deref() == Some("lo");
             }
         }
+        set.traced = mx_report::paths::read(&dir.join(mx_report::paths::FILE))?
+            .filter(|t| t.traced_at >= set.latest);
         Ok(set)
     }
 

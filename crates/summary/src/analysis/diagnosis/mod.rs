@@ -24,6 +24,7 @@
 pub mod cells;
 pub mod departures;
 pub mod latency;
+pub mod link;
 pub mod loss;
 pub mod paths;
 pub mod pattern;
@@ -120,6 +121,10 @@ pub enum Place {
     /// take them lose, the others do not.
     #[serde(rename = "path")]
     Path,
+    /// One directed link of the fabric (or one of a few these paths cannot
+    /// tell apart): from `host` (a device) to `peer`, by the traced paths.
+    #[serde(rename = "link")]
+    Link,
     /// Past the receiver's plan: the source runs another matrix, or its
     /// address is spoofed.
     #[serde(rename = "plan")]
@@ -140,6 +145,7 @@ impl Place {
             Place::Unreachable => "unreachable",
             Place::FabricWide => "fabric-wide",
             Place::Path => "path",
+            Place::Link => "link",
             Place::Plan => "plan",
         }
     }
@@ -245,6 +251,9 @@ pub(crate) fn diagnose(
         &evidence,
     ));
     out.extend(paths::findings(set, &on_paths));
+    if !on_paths.is_empty() {
+        out.extend(link::findings(set, &figs.flows));
+    }
     out.extend(rate::findings(set, &figs.hosts, &evidence));
     out.extend(latency::findings(set, ctx, figs, &evidence));
     if !out.iter().any(|f| f.kind != Kind::Coverage) {
@@ -262,9 +271,12 @@ pub fn lost_in_hosts(findings: &[Finding]) -> f64 {
         .iter()
         .filter(|f| f.kind == Kind::Loss && !f.blames.is_empty())
         .filter(|f| {
-            f.blames
-                .iter()
-                .all(|b| !matches!(b.place, Place::Wire | Place::FabricWide | Place::Path))
+            f.blames.iter().all(|b| {
+                !matches!(
+                    b.place,
+                    Place::Wire | Place::FabricWide | Place::Path | Place::Link
+                )
+            })
         })
         .filter_map(|f| f.figures.get("lost_pkts"))
         .sum()

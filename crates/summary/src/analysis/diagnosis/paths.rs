@@ -65,7 +65,7 @@ impl PathCell {
 
 /// A stream's packets at risk on `leg` and lost there; `None` where its
 /// replies carried no count.
-fn on_leg(s: &mx_report::streams::StreamCounts, leg: Leg) -> Option<(f64, f64)> {
+pub(super) fn on_leg(s: &mx_report::streams::StreamCounts, leg: Leg) -> Option<(f64, f64)> {
     let l = s.legs?;
     let (settled, fwd, ret) = (
         l.settled as f64,

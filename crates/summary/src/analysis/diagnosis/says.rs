@@ -174,6 +174,48 @@ pub struct PathFlow {
     pub lost_pct: f64,
 }
 
+/// The link (or links) the traced paths put a loss on: one, or several the
+/// same lossy streams cross (the probes' answers singling one out where
+/// they can).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkLoss {
+    /// In path order.
+    pub links: Vec<LinkName>,
+    /// Which of `links` the probes put the loss on, where they tell.
+    pub decided_by_probes: Option<usize>,
+    /// The probes at each link's ends, as `links`.
+    pub probes: Vec<ProbeCount>,
+    /// The lossy streams crossing it (`h1:40001 -> h3` for requests,
+    /// `h3 -> h1:40001` for replies).
+    pub lossy_streams: Vec<String>,
+    /// Traced streams that lost nothing of enough packets to show it: none
+    /// crosses these links.
+    pub clean_streams: usize,
+    /// What the lossy streams lost on their legs, of what they carried.
+    pub lost: f64,
+    pub sent: f64,
+    /// Legs traced in all.
+    pub traced: usize,
+}
+
+/// A directed link of a traced path: from a device (a host by its name, a
+/// router by the address that answered) to the next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkName {
+    pub from: String,
+    pub to: String,
+}
+
+/// The probes the lossy streams' sweeps sent to a link's far end and near
+/// end, and of them, those that went unanswered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProbeCount {
+    pub far_sent: u64,
+    pub far_unanswered: u64,
+    pub near_sent: u64,
+    pub near_unanswered: u64,
+}
+
 /// One leg as the whole fabric lost it: the typical flow's loss, and
 /// every flow's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -324,6 +366,9 @@ pub enum Says {
         flows: Vec<PathFlow>,
         one_receiver: Option<String>,
     },
+    /// The link the lossy streams' traced paths share and the clean ones'
+    /// avoid (`mx trace`).
+    LinkLoss(LinkLoss),
     /// Loss everywhere, no host or pair standing out; a busy disk fits too.
     FabricLoss {
         legs: Vec<FabricLeg>,

@@ -3,7 +3,7 @@
 
 use crate::analysis::diagnosis::Direction;
 use crate::analysis::diagnosis::says::{
-    BusyDisk, FabricLeg, LegLoss, LegName, PairWay, PathFlow, RoundTrip, Why,
+    BusyDisk, FabricLeg, LegLoss, LegName, LinkLoss, LinkName, PairWay, PathFlow, RoundTrip, Why,
 };
 use crate::render::words::{count, name_list, pct, pct_range};
 
@@ -145,7 +145,7 @@ pub fn paths(leg: LegName, flows: &[PathFlow], one_receiver: Option<&str>) -> St
         .collect();
     let more = flows.len().saturating_sub(PATH_FLOWS_SHOWN);
     let mut text = format!(
-        "{what} lost on some paths alone: {}{}. A stream's port is the one its requests leave from and its replies come back to. A fabric hashes each stream's ports to one of its equal-cost paths, and every stream of a host's flow crosses that host alike: the loss sits on a link or switch port of the paths these streams take, not in the hosts -- trace one of them (by its port) to find the hop",
+        "{what} lost on some paths alone: {}{}. A stream's port is the one its requests leave from and its replies come back to. A fabric hashes each stream's ports to one of its equal-cost paths, and every stream of a host's flow crosses that host alike: the loss sits on a link or switch port of the paths these streams take, not in the hosts -- mx trace sweeps their paths and names the link they share",
         shown.join("; "),
         if more > 0 {
             format!("; and {more} more flows")
@@ -159,6 +159,98 @@ pub fn paths(leg: LegName, flows: &[PathFlow], one_receiver: Option<&str>) -> St
         ));
     }
     text
+}
+
+/// Streams named in a link's evidence; the rest are counted.
+const LINK_STREAMS_SHOWN: usize = 4;
+
+/// The link (or links) the traced paths put the loss on.
+pub fn link(l: &LinkLoss) -> String {
+    let LinkLoss {
+        links,
+        decided_by_probes: decided,
+        probes,
+        lossy_streams: lossy,
+        clean_streams: clean,
+        lost,
+        sent,
+        traced,
+    } = l;
+    let (lost, sent) = (*lost, *sent);
+    let arrow = |l: &LinkName| format!("{} -> {}", l.from, l.to);
+    let mut shown: Vec<String> = lossy.iter().take(LINK_STREAMS_SHOWN).cloned().collect();
+    if lossy.len() > LINK_STREAMS_SHOWN {
+        shown.push(format!("{} more", lossy.len() - LINK_STREAMS_SHOWN));
+    }
+    let evidence = format!(
+        "The {} lossy streams whose paths were traced ({}; {} of {} packets lost, {}%)",
+        lossy.len(),
+        shown.join(", "),
+        count(lost),
+        count(sent),
+        pct(if sent > 0.0 { lost / sent * 100.0 } else { 0.0 })
+    );
+    let clean = format!("none of the {clean} clean streams traced ({traced} legs in all)");
+    let look = |l: &LinkName| {
+        format!(
+            "look at that link: the port of {} it leaves by, the port of {} it comes in by, and the cable or optic between (their error and discard counters)",
+            l.from, l.to
+        )
+    };
+    match (links.as_slice(), *decided) {
+        ([one], _) => format!(
+            "loss on one link of the fabric: {}. {evidence} all cross it, and {clean} does -- {}",
+            arrow(one),
+            look(one)
+        ),
+        (_, Some(i)) => {
+            let (l, p) = (&links[i], &probes[i]);
+            let others: Vec<String> = links
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, l)| arrow(l))
+                .collect();
+            let near = if p.near_sent > 0 {
+                format!(
+                    "against {}% ({} of {}) of those that expired at {}",
+                    pct(share(p.near_unanswered, p.near_sent)),
+                    p.near_unanswered,
+                    p.near_sent,
+                    l.from
+                )
+            } else {
+                format!("and {} is the host they left", l.from)
+            };
+            format!(
+                "loss on one link of the fabric: {}. {evidence} cross it and {} alike, and {clean} crosses either; the probes tell them apart: {}% ({} of {}) of the probes that expired at {} went unanswered, {near} -- {}",
+                arrow(l),
+                others.join(", "),
+                pct(share(p.far_unanswered, p.far_sent)),
+                p.far_unanswered,
+                p.far_sent,
+                l.to,
+                look(l)
+            )
+        }
+        (_, None) => {
+            let names: Vec<String> = links.iter().map(arrow).collect();
+            format!(
+                "loss on one of {} links of the fabric that these paths cannot tell apart: {}. {evidence} cross all of them, and {clean} crosses any, nor do the probes single one out -- a stream that crosses one and not the others (a host behind another leaf or spine) would tell them apart, as would their ports' discard counters",
+                links.len(),
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// `part` of `whole` in percent (0 of nothing).
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64 * 100.0
+    }
 }
 
 /// Loss everywhere; a busy disk fits as well.

@@ -39,6 +39,7 @@ pub fn text(f: &Finding) -> String {
             flows,
             one_receiver,
         } => loss::paths(*leg, flows, one_receiver.as_deref()),
+        Says::LinkLoss(link) => loss::link(link),
         Says::FabricLoss { legs, disk } => loss::fabric(legs, disk.as_ref()),
         Says::RoundTrips { flows } => loss::round_trips(flows),
         Says::Short { hosts, why } => rate::short(hosts, why),
@@ -132,6 +133,10 @@ pub fn blame(b: &Blame) -> String {
         Place::Unreachable => format!("{host}, out of reach"),
         Place::FabricWide => "the fabric as a whole".to_string(),
         Place::Path => format!("a path {way}"),
+        Place::Link => format!(
+            "the link {host} -> {}",
+            b.peer.as_deref().unwrap_or("the next device")
+        ),
         Place::Plan => format!(
             "{host} sending past {}'s plan",
             b.peer.as_deref().unwrap_or("its receiver")

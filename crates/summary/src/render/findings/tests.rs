@@ -149,6 +149,7 @@ fn names(n: &[&str]) -> Vec<String> {
 fn every_finding() -> Vec<(Kind, Says)> {
     let mut out = loss_findings();
     out.extend(path_findings());
+    out.extend(link_findings());
     out.extend(rate_findings());
     out.extend(agent_findings());
     out.extend(tail_findings());
@@ -189,6 +190,67 @@ fn path_findings() -> Vec<(Kind, Says)> {
         },
     ));
     out
+}
+
+/// The link the traced paths name: one alone, one of two the probes tell
+/// apart, two they cannot.
+fn link_findings() -> Vec<(Kind, Says)> {
+    let link = |from: &str, to: &str| LinkName {
+        from: from.into(),
+        to: to.into(),
+    };
+    let probes = |far: (u64, u64), near: (u64, u64)| ProbeCount {
+        far_sent: far.0,
+        far_unanswered: far.1,
+        near_sent: near.0,
+        near_unanswered: near.1,
+    };
+    let lossy: Vec<String> = (0..6)
+        .map(|i| format!("h1:{} -> h3", 40_000 + i))
+        .chain(["h3 -> h1:40002".to_string()])
+        .collect();
+    let says = |links: Vec<LinkName>, decided, probes| {
+        Says::LinkLoss(LinkLoss {
+            links,
+            decided_by_probes: decided,
+            probes,
+            lossy_streams: lossy.clone(),
+            clean_streams: 41,
+            lost: 1_402.0,
+            sent: 14_000.0,
+            traced: 96,
+        })
+    };
+    let two = vec![
+        link("198.18.1.62", "198.18.1.131"),
+        link("198.18.1.131", "198.18.1.134"),
+    ];
+    vec![
+        (
+            Kind::Loss,
+            says(
+                vec![link("198.18.1.131", "198.18.1.134")],
+                None,
+                vec![probes((70, 7), (70, 0))],
+            ),
+        ),
+        (
+            Kind::Loss,
+            says(
+                two.clone(),
+                Some(0),
+                vec![probes((700, 71), (0, 0)), probes((700, 69), (700, 71))],
+            ),
+        ),
+        (
+            Kind::Loss,
+            says(
+                two,
+                None,
+                vec![probes((70, 2), (0, 0)), probes((70, 2), (70, 2))],
+            ),
+        ),
+    ]
 }
 
 /// Each reason, into and out of a host (both legs, or one alone), a pair,
@@ -534,6 +596,7 @@ fn variant(says: &Says) -> &'static str {
         Says::HostLoss { .. } => "host_loss",
         Says::PairLoss { .. } => "pair_loss",
         Says::PathLoss { .. } => "path_loss",
+        Says::LinkLoss(_) => "link_loss",
         Says::FabricLoss { .. } => "fabric_loss",
         Says::RoundTrips { .. } => "round_trips",
         Says::Short { .. } => "short",
@@ -549,10 +612,11 @@ fn variant(says: &Says) -> &'static str {
     }
 }
 
-const EVERY_VARIANT: [&str; 15] = [
+const EVERY_VARIANT: [&str; 16] = [
     "host_loss",
     "pair_loss",
     "path_loss",
+    "link_loss",
     "fabric_loss",
     "round_trips",
     "short",
