@@ -19,7 +19,8 @@
 # Every link is a veth pair named by its two ends (`l1-s2` on l1 faces s2);
 # a fault goes on one directed link: `drop <dir> s2 s2-l1 in 10` drops 10%
 # of what s2 receives from l1 (an nft rule on that interface, in the
-# forward hook), `out` what it sends by it. `heal` takes every fault away.
+# prerouting hook: as a bad cable drops, before any routing), `out` what it
+# sends by it (postrouting). `heal` takes every fault away.
 #
 # Addresses, all in 198.18.<net>.0/24 (RFC 2544's benchmarking range):
 # l1's hosts 198.18.<net>.1-K (/26, l1 at .62), l2's 198.18.<net>.65-(64+K)
@@ -33,7 +34,8 @@
 # 0x0037 (addresses, protocol, ports: a flow's 5-tuple always takes one
 # path, as in a switch; policy 1 would follow each socket's random hash);
 # ICMP errors from the interface the packet came in by (a TTL sweep then
-# names the link), and never rate-limited.
+# names the link), and never rate-limited (icmp_ratemask 0: neither the
+# per-destination limit nor the global one; the hosts' either).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lab/host.sh
@@ -66,7 +68,8 @@ router_up() {
     ip -n "$n" link set lo up
     for key in net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=3 \
         net.ipv4.fib_multipath_hash_fields=0x0037 \
-        net.ipv4.icmp_errors_use_inbound_ifaddr=1 net.ipv4.icmp_ratelimit=0; do
+        net.ipv4.icmp_errors_use_inbound_ifaddr=1 net.ipv4.icmp_ratelimit=0 \
+        net.ipv4.icmp_ratemask=0; do
         ip netns exec "$n" sysctl -q -w "$key"
     done
 }
@@ -118,7 +121,7 @@ up() {
         n=$(host_ns "$i")
         ip netns add "$n"
         ip -n "$n" link set lo up
-        ip netns exec "$n" sysctl -q -w net.ipv4.icmp_ratelimit=0
+        ip netns exec "$n" sysctl -q -w net.ipv4.icmp_ratelimit=0 net.ipv4.icmp_ratemask=0
         ip link add eth0 netns "$n" type veth peer name "$leaf-h$i" netns "$(router "$leaf")"
         ip -n "$(router "$leaf")" link set "$leaf-h$i" master hosts up
         ip -n "$n" addr add "$addr/26" dev eth0
@@ -148,10 +151,13 @@ drop() {
         echo "fabric: $r has no interface '$ifname' (fabric.sh links $dir)" >&2
         exit 2
     }
-    local match share
+    # At the port, as a bad cable or optic drops: what comes in by it before
+    # the router routes it (prerouting: probes that expire here too), what
+    # goes out by it after (postrouting: the router's own ICMP too).
+    local match hook share
     case $way in
-        in) match=iifname ;;
-        out) match=oifname ;;
+        in) match=iifname hook=prerouting ;;
+        out) match=oifname hook=postrouting ;;
         *) echo "fabric: in or out, not '$way'" >&2; exit 2 ;;
     esac
     # In hundredths of a percent (0.5 is 50 in 10,000); all of it is a plain
@@ -164,8 +170,8 @@ drop() {
     [ "$share" -lt 10000 ] || rule=drop
     ip netns exec "$(router "$r")" nft -f - <<EOF
 table inet $FAULTS {
-    chain forward {
-        type filter hook forward priority 0;
+    chain $hook {
+        type filter hook $hook priority 0;
         $match "$ifname" $rule
     }
 }
