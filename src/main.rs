@@ -10,7 +10,7 @@ use clap::FromArgMatches;
 use matrix_orchestrator::cli::{self, Cli, Command};
 use matrix_orchestrator::commands::{
     agent, check, clean, collect, compare, demo, doctor, export, generate, help, hints, logs,
-    manual, monitor, reload, report, run, start, status, stop, summarize,
+    manual, monitor, reload, report, run, start, status, stop, summarize, trace,
 };
 use matrix_orchestrator::error::{EXIT_REFUSED, Result};
 
@@ -55,6 +55,7 @@ fn run(command: Option<Command>, out: &mut dyn Write) -> Result<u8> {
         Some(Command::Doctor(args)) => doctor::run(&args, out),
         Some(Command::Logs(args)) => logs::run(&args, out),
         Some(Command::Collect(args)) => collect::run(&args, out),
+        Some(Command::Trace(args)) => trace::run(&args, out),
         Some(Command::Monitor(args)) => monitor::run(&args, out),
         Some(Command::Run(args)) => run::run(&args, out),
         Some(Command::Demo(args)) => demo::run(&args, out),

@@ -95,6 +95,8 @@ pub enum Command {
     Logs(LogsArgs),
     /// Fetch every host's report into --reports
     Collect(CollectArgs),
+    /// After a run: sweep the lossy streams' paths hop by hop, both ways, and name the link
+    Trace(TraceArgs),
     /// Always on: Prometheus targets, loss rules, alerts and a Grafana dashboard
     Monitor(MonitorArgs),
     /// start, hold --for S, summarize, stop: a whole run in one command

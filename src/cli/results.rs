@@ -1,5 +1,5 @@
 //! The flags of the commands that read reports: `mx summarize`, `report`,
-//! `compare` and `export`.
+//! `compare`, `export` and `trace`.
 
 use std::path::PathBuf;
 
@@ -67,6 +67,43 @@ pub struct SummarizeArgs {
     /// Over a ramp (mx run --ramp): when each step held
     #[command(flatten)]
     pub holds: super::StepHolds,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Run it once the agents have ended (mx run does, when a run's loss sat on some \
+                  paths alone): each sweep binds its stream's own ports. Writes paths.trace \
+                  beside the reports, which summarize, report and --json then read."
+)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+
+    #[command(flatten)]
+    pub reports: ReportsDir,
+
+    /// Seconds of the newest reports read for the lossy streams (0 = the whole history)
+    #[arg(long, value_name = "S", default_value_t = 60.0,
+          value_parser = super::values::seconds_or_zero, allow_negative_numbers = true)]
+    pub window: f64,
+
+    /// Sweep every stream of every flow, not only the flows whose loss sat on some paths
+    #[arg(long)]
+    pub all: bool,
+
+    /// Probes at each TTL (a link that drops a tenth of what crosses it shows over tens)
+    #[arg(long, value_name = "N", default_value_t = crate::agent::trace::DEFAULT_PROBES,
+          value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub probes: u16,
+
+    /// Seconds each host's sweeps may take; the streams left are said not traced
+    #[arg(long = "for", value_name = "S", default_value_t = 60.0,
+          value_parser = super::values::seconds, allow_negative_numbers = true)]
+    pub trace_for: f64,
+
+    /// Use the reports already in --reports; do not collect first
+    #[arg(long)]
+    pub no_collect: bool,
 }
 
 #[derive(Debug, Args)]

@@ -21,6 +21,10 @@ pub struct RunArgs {
     /// Leave the agents running afterwards
     #[arg(long)]
     pub keep: bool,
+    /// Do not sweep the paths of the streams whose loss sat on some paths
+    /// alone (mx trace) once the agents have ended
+    #[arg(long)]
+    pub no_trace: bool,
 
     #[command(flatten)]
     pub ramp: RampArgs,

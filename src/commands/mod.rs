@@ -24,6 +24,7 @@ pub mod status;
 pub mod status_fleet;
 pub mod stop;
 pub mod summarize;
+pub mod trace;
 
 use std::path::Path;
 

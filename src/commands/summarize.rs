@@ -41,6 +41,19 @@ fn collect_and_summarize(
     // A host without a report yet is said, not fatal: summarize what came,
     // say which hosts it is stale for, and exit 1.
     let missed = missed_reports(&fleet, &args.read.reports.dir, said)?;
+    summarize_collected(args, &fleet, &missed, said, document)
+}
+
+/// Summarizes the reports just collected from `fleet`, `missed` naming the
+/// hosts whose reports could not be (what [`run`] does once it has
+/// collected).
+pub(crate) fn summarize_collected(
+    args: &SummarizeArgs,
+    fleet: &crate::fleet::Fleet,
+    missed: &[Missed],
+    said: &mut dyn Write,
+    document: Option<&mut dyn Write>,
+) -> Result<u8> {
     let unreachable: Vec<String> = missed.iter().map(|m| m.host.clone()).collect();
     let summarized = match document {
         Some(out) => summarize(args, &unreachable, out),
@@ -51,7 +64,7 @@ fn collect_and_summarize(
     }
     match summarized {
         Ok(_) => {
-            stale_note(said, &missed, fleet.matrix.host_count())?;
+            stale_note(said, missed, fleet.matrix.host_count())?;
             Ok(EXIT_PROBLEMS)
         }
         // Nothing to summarize because hosts could not be reached: a problem

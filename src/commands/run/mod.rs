@@ -15,8 +15,10 @@ use self::interrupt::Interrupt;
 use self::progress::{Screen, Span};
 use crate::cli::RunArgs;
 use crate::commands::start::start_fleet;
+use crate::commands::summarize::summarize_collected;
+use crate::commands::trace;
 use crate::error::{EXIT_INTERRUPTED, Error, Result};
-use crate::fleet::collect::collect_reports;
+use crate::fleet::collect::{collect_reports, missed_reports};
 use crate::fleet::end::end_fleet;
 use crate::fleet::transport::Outcome;
 use crate::fleet::{Fleet, STEP_TIMEOUT, scripts};
@@ -123,12 +125,7 @@ fn run_saying(
     } else if let Some(end) = started.end {
         await_end(&fleet, end, started.grace, out)?;
     }
-    let mut report = args.report.clone();
-    report.window = report.window.max(hold.min(300.0).floor());
-    let summary = match document {
-        Some(document) => crate::commands::summarize::run(&report, document),
-        None => crate::commands::summarize::run(&report, out),
-    };
+    let summary = summarize_run(&fleet, args, hold, out, document);
     if !args.keep {
         say_what_stays(&fleet, out)?;
     }
@@ -145,6 +142,58 @@ fn run_saying(
         None => summary,
     }
 }
+
+/// The run's summary over its `hold` seconds (at most its last 300):
+/// collected, its lossy paths traced (unless the agents were kept, or
+/// `--no-trace`), then summarized onto `document`, or onto `out`.
+fn summarize_run(
+    fleet: &Fleet,
+    args: &RunArgs,
+    hold: f64,
+    out: &mut dyn Write,
+    document: Option<&mut dyn Write>,
+) -> Result<u8> {
+    let mut report = args.report.clone();
+    report.window = report.window.max(hold.min(300.0).floor());
+    if args.keep || args.no_trace || report.no_collect {
+        return match document {
+            Some(document) => crate::commands::summarize::run(&report, document),
+            None => crate::commands::summarize::run(&report, out),
+        };
+    }
+    collect_trace_and_summarize(fleet, &report, out, document)
+}
+
+/// Collects the reports; where a flow's loss sat on some of its paths
+/// alone, sweeps those streams' paths (`mx trace`: the agents have ended,
+/// and their ports are free) so that the summary can name the link; then
+/// summarizes.
+fn collect_trace_and_summarize(
+    fleet: &Fleet,
+    report: &crate::cli::SummarizeArgs,
+    out: &mut dyn Write,
+    document: Option<&mut dyn Write>,
+) -> Result<u8> {
+    let dir = &report.read.reports.dir;
+    let missed = missed_reports(fleet, dir, out)?;
+    let plan = trace::Plan {
+        window: report.window,
+        all: false,
+        probes: crate::agent::trace::DEFAULT_PROBES,
+        seconds: TRACE_SECONDS,
+    };
+    // A trace that cannot run is said, and the summary goes on without it.
+    if let Err(e) = trace::trace_lossy(fleet, dir, &plan, out) {
+        writeln!(out, "[mx] trace: not traced: {}", e.message())?;
+    }
+    match document {
+        Some(document) => summarize_collected(report, fleet, &missed, out, Some(document)),
+        None => summarize_collected(report, fleet, &missed, out, None),
+    }
+}
+
+/// How long a run's hosts may sweep their lossy streams' paths.
+const TRACE_SECONDS: f64 = 30.0;
 
 /// Every agent has its end instant: waits for each to exit (an agent short
 /// of CPU writes its last rows late), so that the reports are whole when
