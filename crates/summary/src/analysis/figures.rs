@@ -736,6 +736,34 @@ pub struct FlowFigures {
 }
 
 impl FlowFigures {
+    /// A flow from `host` to `peer` with these streams and no other figure
+    /// (the tests of what is read from the streams alone).
+    #[cfg(test)]
+    pub(crate) fn of_streams(
+        host: u32,
+        peer: u32,
+        streams: Vec<mx_report::streams::StreamCounts>,
+    ) -> FlowFigures {
+        FlowFigures {
+            host,
+            peer,
+            sent: 0.0,
+            back: 0.0,
+            delivery: 0.0,
+            arrived: None,
+            p99: None,
+            p50: None,
+            layer: None,
+            loss: 0.0,
+            packets: Packets::default(),
+            rtt_min: None,
+            jitter: None,
+            dup: 0.0,
+            ooo: 0.0,
+            streams,
+        }
+    }
+
     /// Percent of its requests that never reached the receiver (`None`:
     /// the receiver wrote no rx rows).
     pub fn forward_loss(&self) -> Option<f64> {

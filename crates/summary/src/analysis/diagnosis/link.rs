@@ -238,26 +238,12 @@ mod tests {
 
     #[test]
     fn a_traced_leg_is_its_links_with_what_its_stream_lost_on_that_leg() {
-        use crate::analysis::figures::Packets;
         use mx_report::paths::TracedHop;
         use mx_report::streams::{StreamCounts, StreamLegs};
-        let flow = FlowFigures {
-            host: 0,
-            peer: 1,
-            sent: 0.0,
-            back: 0.0,
-            delivery: 0.0,
-            arrived: None,
-            p99: None,
-            p50: None,
-            layer: None,
-            loss: 0.0,
-            packets: Packets::default(),
-            rtt_min: None,
-            jitter: None,
-            dup: 0.0,
-            ooo: 0.0,
-            streams: vec![StreamCounts {
+        let flow = FlowFigures::of_streams(
+            0,
+            1,
+            vec![StreamCounts {
                 sport: 40001,
                 sent: 1000,
                 replies: 880,
@@ -267,7 +253,7 @@ mod tests {
                     return_lost: 20,
                 }),
             }],
-        };
+        );
         let by_pair = HashMap::from([(("h1", "h3"), &flow)]);
         let hop = |ttl, kind| TracedHop {
             ttl,

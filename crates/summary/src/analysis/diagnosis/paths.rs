@@ -254,7 +254,6 @@ pub fn findings(set: &ReportSet, paths: &[PathCell]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::figures::Packets;
     use mx_report::streams::{StreamCounts, StreamLegs};
 
     fn stream(sport: u16, settled: u64, fwd: u64, ret: u64) -> StreamCounts {
@@ -271,24 +270,7 @@ mod tests {
     }
 
     fn flow(streams: Vec<StreamCounts>) -> FlowFigures {
-        FlowFigures {
-            host: 0,
-            peer: 1,
-            sent: 0.0,
-            back: 0.0,
-            delivery: 0.0,
-            arrived: None,
-            p99: None,
-            p50: None,
-            layer: None,
-            loss: 0.0,
-            packets: Packets::default(),
-            rtt_min: None,
-            jitter: None,
-            dup: 0.0,
-            ooo: 0.0,
-            streams,
-        }
+        FlowFigures::of_streams(0, 1, streams)
     }
 
     fn lossy_grid(leg: Leg) -> Cells {
