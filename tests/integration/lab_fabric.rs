@@ -288,3 +288,75 @@ fn agent_fabric_a_run_traces_its_lossy_streams_and_names_the_link() {
     let clean = lab.mx(&sb, &["clean", "--yes"]);
     assert_eq!(clean.code, 0, "{}", clean.stdout);
 }
+
+/// Both of leaf 1's uplinks drop 10% of what they carry to the spines:
+/// every leg from l1's hosts to l2's loses (requests of the flows that
+/// way, replies of those the other), none inside a leaf. With the leaves
+/// as the matrix's pools, the summary says it once, between pool l1 and
+/// pool l2, and blames no host.
+#[test]
+#[ignore = "needs root: a fabric of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_fabric_loss_between_two_racks_is_between_their_pools() {
+    let lab = Lab::fabric(138, 2);
+    let sb = lab.controller("1000");
+    // The leaves as pools: comment lines of the matrix, above its grid.
+    let matrix = sb.read("matrix.csv");
+    let grid_at = matrix.find("src\\dst").expect("the grid's header");
+    sb.write(
+        "matrix.csv",
+        &format!(
+            "{}# pool l1: h1 h2\n# pool l2: h3 h4\n{}",
+            &matrix[..grid_at],
+            &matrix[grid_at..]
+        ),
+    );
+    lab.fabric_drop("l1", "l1-s1", "out", 10.0);
+    lab.fabric_drop("l1", "l1-s2", "out", 10.0);
+    let run = lab.mx(
+        &sb,
+        &["run", "--for", "8", "--interval", "1", "--no-gso", "--json"],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let loss = findings_of(&doc, "loss");
+    let texts: Vec<&str> = loss.iter().map(|f| f["text"].as_str().unwrap()).collect();
+    eprintln!("{texts:#?}");
+    assert_eq!(loss.len(), 1, "{texts:#?}");
+    let blames = loss[0]["blames"].as_array().unwrap();
+    assert_eq!(blames.len(), 1, "{texts:#?}");
+    assert_eq!(
+        (
+            blames[0]["host"].as_str(),
+            blames[0]["direction"].as_str(),
+            blames[0]["peer"].as_str(),
+            blames[0]["where"].as_str()
+        ),
+        (
+            Some("l1"),
+            Some("between"),
+            Some("l2"),
+            Some("between pools")
+        )
+    );
+    let text = texts[0];
+    assert!(
+        text.starts_with(
+            "loss between pool l1 and pool l2 alone: what crosses from l1 to l2 loses "
+        ),
+        "{text}"
+    );
+    // 4 flows each way across, two legs each: the 8 legs from l1 to l2
+    // all lose, none of the 8 back; the 8 legs inside the leaves (4 flows)
+    // are spared.
+    assert!(text.contains("(8 of its 8 legs, "), "{text}");
+    assert!(
+        text.contains(", from l2 to l1 none; the 8 legs inside the pools"),
+        "{text}"
+    );
+    let detail = &loss[0]["detail"]["ways"][0];
+    let pct = detail["lost_pct"].as_f64().unwrap();
+    assert!((6.0..14.0).contains(&pct), "10% dropped: {detail}");
+    lab.fabric_heal();
+    let clean = lab.mx(&sb, &["clean", "--yes"]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+}

@@ -30,6 +30,7 @@ pub mod paths;
 pub mod pattern;
 pub mod place;
 pub mod plan;
+pub mod pools;
 pub mod rate;
 pub mod says;
 
@@ -125,6 +126,10 @@ pub enum Place {
     /// tell apart): from `host` (a device) to `peer`, by the traced paths.
     #[serde(rename = "link")]
     Link,
+    /// Between two pools (racks) of the matrix, `host` and `peer` naming
+    /// the pools: their uplinks, or the fabric between them.
+    #[serde(rename = "between pools")]
+    Pools,
     /// Past the receiver's plan: the source runs another matrix, or its
     /// address is spoofed.
     #[serde(rename = "plan")]
@@ -146,6 +151,7 @@ impl Place {
             Place::FabricWide => "fabric-wide",
             Place::Path => "path",
             Place::Link => "link",
+            Place::Pools => "between pools",
             Place::Plan => "plan",
         }
     }
@@ -245,11 +251,15 @@ pub(crate) fn diagnose(
     // Legs whose loss sits on some of their streams are a path's: the host
     // patterns read the grid without them.
     let on_paths = paths::confined(&grid, &figs.flows);
-    out.extend(loss::findings(
-        set,
-        &paths::without(&grid, &on_paths),
-        &evidence,
-    ));
+    // Legs that all cross between two pools are the racks' (read once, on
+    // the whole grid): the host patterns read the grid without them too.
+    let between_pools = pools::confined(set, ctx, &grid);
+    let mut host_grid = paths::without(&grid, &on_paths);
+    if let Some(p) = &between_pools {
+        host_grid = pools::without(&host_grid, p);
+    }
+    out.extend(loss::findings(set, &host_grid, &evidence));
+    out.extend(between_pools.as_ref().map(pools::finding));
     out.extend(paths::findings(set, &on_paths));
     if !on_paths.is_empty() {
         out.extend(link::findings(set, &figs.flows));

@@ -198,6 +198,19 @@ pub struct LinkLoss {
     pub traced: usize,
 }
 
+/// One way across between two pools: the legs whose packets travel from
+/// pool `from` to pool `to` (requests of flows that way, replies of flows
+/// the other), how many lost beyond the noise, and what they lost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PoolWay {
+    pub from: String,
+    pub to: String,
+    pub lossy_legs: usize,
+    pub legs: usize,
+    pub lost: f64,
+    pub lost_pct: f64,
+}
+
 /// A directed link of a traced path: from a device (a host by its name, a
 /// router by the address that answered) to the next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -369,6 +382,14 @@ pub enum Says {
     /// The link the lossy streams' traced paths share and the clean ones'
     /// avoid (`mx trace`).
     LinkLoss(LinkLoss),
+    /// Loss on the legs that cross between two pools (racks) alone, each
+    /// way across; the legs inside them and to other pools spared.
+    PoolLoss {
+        ways: Vec<PoolWay>,
+        /// Legs outside the two pools' crossing that carried enough to have
+        /// shown the loss, and lost none of it.
+        clean_outside: usize,
+    },
     /// Loss everywhere, no host or pair standing out; a busy disk fits too.
     FabricLoss {
         legs: Vec<FabricLeg>,

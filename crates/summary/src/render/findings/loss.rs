@@ -3,7 +3,8 @@
 
 use crate::analysis::diagnosis::Direction;
 use crate::analysis::diagnosis::says::{
-    BusyDisk, FabricLeg, LegLoss, LegName, LinkLoss, LinkName, PairWay, PathFlow, RoundTrip, Why,
+    BusyDisk, FabricLeg, LegLoss, LegName, LinkLoss, LinkName, PairWay, PathFlow, PoolWay,
+    RoundTrip, Why,
 };
 use crate::render::words::{count, name_list, pct, pct_range};
 
@@ -242,6 +243,36 @@ pub fn link(l: &LinkLoss) -> String {
             )
         }
     }
+}
+
+/// Loss between two pools alone.
+pub fn pools(ways: &[PoolWay], clean_outside: usize) -> String {
+    let (a, b) = match ways {
+        [first, ..] => (first.from.as_str(), first.to.as_str()),
+        [] => ("?", "?"),
+    };
+    let parts: Vec<String> = ways
+        .iter()
+        .map(|w| {
+            if w.lossy_legs == 0 {
+                format!("from {} to {} none", w.from, w.to)
+            } else {
+                format!(
+                    "what crosses from {} to {} loses {}% ({} of its {} legs, {} packets)",
+                    w.from,
+                    w.to,
+                    pct(w.lost_pct),
+                    w.lossy_legs,
+                    w.legs,
+                    count(w.lost)
+                )
+            }
+        })
+        .collect();
+    format!(
+        "loss between pool {a} and pool {b} alone: {}; the {clean_outside} legs inside the pools or to others, carrying enough to have shown it, lose none. It spans the hosts of both pools and spares what stays inside them: the loss sits between the racks -- their uplinks, the fabric ports they cross, or the fabric between them (with --streams, mx trace names the link)",
+        parts.join(", ")
+    )
 }
 
 /// `part` of `whole` in percent (0 of nothing).

@@ -40,6 +40,10 @@ pub fn text(f: &Finding) -> String {
             one_receiver,
         } => loss::paths(*leg, flows, one_receiver.as_deref()),
         Says::LinkLoss(link) => loss::link(link),
+        Says::PoolLoss {
+            ways,
+            clean_outside,
+        } => loss::pools(ways, *clean_outside),
         Says::FabricLoss { legs, disk } => loss::fabric(legs, disk.as_ref()),
         Says::RoundTrips { flows } => loss::round_trips(flows),
         Says::Short { hosts, why } => rate::short(hosts, why),
@@ -133,6 +137,10 @@ pub fn blame(b: &Blame) -> String {
         Place::Unreachable => format!("{host}, out of reach"),
         Place::FabricWide => "the fabric as a whole".to_string(),
         Place::Path => format!("a path {way}"),
+        Place::Pools => format!(
+            "between pool {host} and pool {}",
+            b.peer.as_deref().unwrap_or("another")
+        ),
         Place::Link => format!(
             "the link {host} -> {}",
             b.peer.as_deref().unwrap_or("the next device")

@@ -150,6 +150,7 @@ fn every_finding() -> Vec<(Kind, Says)> {
     let mut out = loss_findings();
     out.extend(path_findings());
     out.extend(link_findings());
+    out.extend(pool_findings());
     out.extend(rate_findings());
     out.extend(agent_findings());
     out.extend(tail_findings());
@@ -249,6 +250,37 @@ fn link_findings() -> Vec<(Kind, Says)> {
                 None,
                 vec![probes((70, 2), (0, 0)), probes((70, 2), (70, 2))],
             ),
+        ),
+    ]
+}
+
+/// Loss between two pools: one way across, and both.
+fn pool_findings() -> Vec<(Kind, Says)> {
+    let way = |from: &str, to: &str, lossy_legs, lost: f64| PoolWay {
+        from: from.into(),
+        to: to.into(),
+        lossy_legs,
+        legs: 8,
+        lost,
+        lost_pct: lost / 400.0,
+    };
+    vec![
+        (
+            Kind::Loss,
+            Says::PoolLoss {
+                ways: vec![way("tor1", "tor2", 8, 4_040.0), way("tor2", "tor1", 0, 0.0)],
+                clean_outside: 8,
+            },
+        ),
+        (
+            Kind::Loss,
+            Says::PoolLoss {
+                ways: vec![
+                    way("tor1", "tor2", 8, 4_040.0),
+                    way("tor2", "tor1", 6, 1_980.0),
+                ],
+                clean_outside: 12,
+            },
         ),
     ]
 }
@@ -597,6 +629,7 @@ fn variant(says: &Says) -> &'static str {
         Says::PairLoss { .. } => "pair_loss",
         Says::PathLoss { .. } => "path_loss",
         Says::LinkLoss(_) => "link_loss",
+        Says::PoolLoss { .. } => "pool_loss",
         Says::FabricLoss { .. } => "fabric_loss",
         Says::RoundTrips { .. } => "round_trips",
         Says::Short { .. } => "short",
@@ -612,11 +645,12 @@ fn variant(says: &Says) -> &'static str {
     }
 }
 
-const EVERY_VARIANT: [&str; 16] = [
+const EVERY_VARIANT: [&str; 17] = [
     "host_loss",
     "pair_loss",
     "path_loss",
     "link_loss",
+    "pool_loss",
     "fabric_loss",
     "round_trips",
     "short",
