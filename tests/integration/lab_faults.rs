@@ -488,6 +488,15 @@ fn silent_listener(lab: &Lab, i: usize) -> Child {
         .unwrap()
 }
 
+/// Whether something listens on TCP port 22 in host `i`'s namespace.
+fn listens_on_22(lab: &Lab, i: usize) -> bool {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.netns(i), "ss", "-Hltn", "sport = :22"])
+        .output()
+        .unwrap();
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
 /// An sshd on host `i` that knows no key: every login is refused.
 fn refusing_sshd(lab: &Lab, i: usize) -> Child {
     let config = lab.dir.join(format!("h{i}/sshd_config"));
@@ -527,7 +536,16 @@ fn agent_lab_refused_auth_and_a_hung_ssh_get_their_own_lines_in_bounded_time() {
     lab.cut(3);
     let mut refusing = refusing_sshd(&lab, 2);
     let mut silent = silent_listener(&lab, 3);
-    std::thread::sleep(Duration::from_millis(500));
+    // Until both listen (under CI's load a fixed half second was not
+    // enough: h3's port was still closed, and refused rather than hung).
+    crate::util::wait_for(
+        "h2's and h3's new port 22",
+        Duration::from_secs(20),
+        || match [2, 3].iter().find(|&&i| !listens_on_22(&lab, i)) {
+            Some(i) => Err(format!("h{i} does not listen yet")),
+            None => Ok(()),
+        },
+    );
     let t0 = Instant::now();
     let stop = lab.mx(&sb, &["stop"]);
     let took = t0.elapsed();
