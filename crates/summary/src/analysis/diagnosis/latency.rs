@@ -146,10 +146,12 @@ fn is_fleet_wide(tailed: usize, hosts: usize) -> bool {
 }
 
 /// A host that ran its agent late: behind its schedule by as much as the
-/// tail (`behind_ms` in ms, `p99` in µs), throttled, or with its CPU taken
-/// by the hypervisor.
+/// tail (`behind_ms` in ms, `p99` in µs), starved (far behind, or
+/// throttled: a starved agent's reads wait longer than its sends, so its
+/// round trips' tail can run seconds past how far its sends fell behind),
+/// or with its CPU taken by the hypervisor.
 fn ran_late(e: &HostEvidence, p99: f64) -> bool {
-    e.behind_ms * 1000.0 >= p99 || e.throttled_ms > 0.0 || e.steal_pct >= STEAL_PCT
+    e.behind_ms * 1000.0 >= p99 || e.starved() || e.steal_pct >= STEAL_PCT
 }
 
 /// The whole fabric, no host in particular.
@@ -296,8 +298,21 @@ mod tests {
         assert!(ran_late(&throttled, 2_001.0));
         let robbed = HostEvidence {
             steal_pct: STEAL_PCT,
-            ..on_time
+            ..on_time.clone()
         };
         assert!(ran_late(&robbed, 2_001.0));
+        // Starved (1.3 s behind, no quota): a 7 s tail is still its agent's,
+        // its reads waiting longer than its sends.
+        let starved = HostEvidence {
+            behind_ms: 1_299.0,
+            ..on_time.clone()
+        };
+        assert!(ran_late(&starved, 7_000_000.0));
+        // 19 ms behind is not starved: a 30 ms tail is not its agent's.
+        let behind = HostEvidence {
+            behind_ms: 19.0,
+            ..on_time
+        };
+        assert!(!ran_late(&behind, 30_000.0));
     }
 }
