@@ -313,7 +313,24 @@ fn agent_lab_diagnosis_a_host_starved_of_cpu_is_its_cpu() {
         starved = Some(Starved::hold(&agent, "mx-lab-starved-128"));
     });
     drop(starved);
-    let all = blames_of(&doc, &["loss", "agent", "rate", "disk", "coverage"]);
+    // One loss finding, into h1, its CPU: what its agent did not read in
+    // time, and what it answered late, are one cause.
+    let loss: Vec<serde_json::Value> = findings(&doc)
+        .into_iter()
+        .filter(|f| f["kind"] == "loss")
+        .collect();
+    assert_eq!(loss.len(), 1, "{}", advice_text(&doc));
+    assert_eq!(
+        blames(&serde_json::json!({ "findings": loss })),
+        ["h1 into - cpu"],
+        "{}",
+        advice_text(&doc)
+    );
+    // And the tail it made is its CPU's: no link, switch port or queue.
+    let all = blames_of(
+        &doc,
+        &["loss", "agent", "rate", "disk", "coverage", "latency"],
+    );
     assert!(!all.is_empty(), "{}", advice_text(&doc));
     for b in &all {
         assert!(

@@ -21,7 +21,7 @@ pub fn findings(
 ) -> Vec<Finding> {
     let empty = HostEvidence::default();
     let of = |id: u32| evidence.get(&id).unwrap_or(&empty);
-    let mut out: Vec<Finding> = pattern::read(grid)
+    let out: Vec<Finding> = pattern::read(grid)
         .iter()
         .map(|p| match p {
             Pattern::Host {
@@ -42,6 +42,7 @@ pub fn findings(
             Pattern::Pair { a, b, .. } => pair_finding(set, grid, p, (*a, *b), of),
         })
         .collect();
+    let mut out = super::starved::joined(out);
     let unresolved = unresolved_senders(set, grid, evidence);
     if unresolved.is_empty() {
         out.extend(fabric_finding(set, grid, evidence));

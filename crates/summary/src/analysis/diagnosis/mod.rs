@@ -33,6 +33,7 @@ pub mod plan;
 pub mod pools;
 pub mod rate;
 pub mod says;
+pub mod starved;
 
 use std::collections::BTreeMap;
 

@@ -364,6 +364,9 @@ pub enum Says {
         place_tells_legs: bool,
         why: Why,
     },
+    /// A starved agent's loss into its host and out of it (two
+    /// `host_loss`), one cause said once.
+    StarvedHost { into: Box<Says>, out_of: Box<Says> },
     /// Packets lost between two hosts alone, each way.
     PairLoss {
         a: String,

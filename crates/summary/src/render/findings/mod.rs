@@ -13,7 +13,12 @@ use crate::document::FindingDoc;
 
 /// The finding's sentence.
 pub fn text(f: &Finding) -> String {
-    match &f.says {
+    said(&f.says)
+}
+
+/// What `says` says, in words.
+fn said(says: &Says) -> String {
+    match says {
         Says::HostLoss {
             host,
             direction,
@@ -32,6 +37,11 @@ pub fn text(f: &Finding) -> String {
             *lost,
             *place_tells_legs,
             why,
+        ),
+        Says::StarvedHost { into, out_of } => format!(
+            "{}. The same agent lost what went out of its host too: {}",
+            said(into),
+            said(out_of)
         ),
         Says::PairLoss { a, b, ways } => loss::pair(a, b, ways),
         Says::PathLoss {

@@ -148,6 +148,7 @@ fn names(n: &[&str]) -> Vec<String> {
 /// One of each thing a finding can say, with each of its variants.
 fn every_finding() -> Vec<(Kind, Says)> {
     let mut out = loss_findings();
+    out.extend(starved_host_findings());
     out.extend(path_findings());
     out.extend(link_findings());
     out.extend(pool_findings());
@@ -283,6 +284,44 @@ fn pool_findings() -> Vec<(Kind, Says)> {
             },
         ),
     ]
+}
+
+/// A starved agent's loss into its host and out of it, said once.
+fn starved_host_findings() -> Vec<(Kind, Says)> {
+    let host_loss = |direction, why| Says::HostLoss {
+        host: "h1".into(),
+        direction,
+        requests: leg(&["h2", "h3", "h4"], &[7.1, 6.8, 7.3]),
+        replies: leg(&["h2", "h3", "h4"], &[3.2, 3.0, 3.3]),
+        lossy_requests: true,
+        lossy_replies: true,
+        lost: 9_800.0,
+        place_tells_legs: true,
+        why,
+    };
+    vec![(
+        Kind::Loss,
+        Says::StarvedHost {
+            into: Box::new(host_loss(
+                Direction::Into,
+                Why::StarvedReader {
+                    host: "h1".into(),
+                    starved: starved(),
+                    dropped: 2_100.0,
+                    late: 7_700.0,
+                    disk_busy_pct: None,
+                },
+            )),
+            out_of: Box::new(host_loss(
+                Direction::OutOf,
+                Why::AnsweredLate {
+                    host: "h1".into(),
+                    starved: starved(),
+                    late_answers: 4_400.0,
+                },
+            )),
+        },
+    )]
 }
 
 /// Each reason, into and out of a host (both legs, or one alone), a pair,
@@ -627,6 +666,7 @@ fn variant(says: &Says) -> &'static str {
     match says {
         Says::HostLoss { .. } => "host_loss",
         Says::PairLoss { .. } => "pair_loss",
+        Says::StarvedHost { .. } => "starved_host",
         Says::PathLoss { .. } => "path_loss",
         Says::LinkLoss(_) => "link_loss",
         Says::PoolLoss { .. } => "pool_loss",
@@ -645,8 +685,9 @@ fn variant(says: &Says) -> &'static str {
     }
 }
 
-const EVERY_VARIANT: [&str; 17] = [
+const EVERY_VARIANT: [&str; 18] = [
     "host_loss",
+    "starved_host",
     "pair_loss",
     "path_loss",
     "link_loss",
