@@ -37,7 +37,9 @@ pub fn chip(b: &Blame) -> String {
         (Some(h), Some(Direction::Into), Some(p)) => format!("{h} into (from {p})"),
         (Some(h), Some(Direction::OutOf), Some(p)) => format!("{h} out of (to {p})"),
         (Some(h), Some(d), _) => format!("{h} {}", d.as_str()),
-        (Some(h), None, _) => h.clone(),
+        // A link, from one device to the next.
+        (Some(h), None, Some(p)) => format!("{h} -> {p}"),
+        (Some(h), None, None) => h.clone(),
     };
     let place = b.place.as_str();
     if who.is_empty() {

@@ -7,13 +7,15 @@
 //! to do next, each with the hosts it blames), then the run, the summary's
 //! text (the same words as `summarize`), the heatmaps (loss by leg and round
 //! trip side by side, delivered against the target, RTT p99, coverage on a
-//! layered run; the findings' hosts marked in each), the fleet over time
+//! layered run; the findings' hosts marked in each), the traced paths with
+//! the link a finding names (after `mx trace`), the fleet over time
 //! (sent and back against the target, loss by leg, the worst hosts apart,
 //! RTT), and the RTT distribution.
 
 pub mod findings;
 pub mod heatmap;
 pub mod maps;
+pub mod paths;
 pub mod series;
 pub mod svg;
 pub mod timeline;
@@ -47,6 +49,10 @@ pub fn page(summary: &Summary, made_at: &str, before: Option<&Comparison>) -> Pa
     let doc = summary.document();
     let mut pictures = maps::heatmaps(summary);
     pictures.extend(timeline::pictures(summary, &doc));
+    pictures.extend(paths::picture(
+        summary.set.traced.as_ref(),
+        summary.findings(),
+    ));
     let rtt = summary.set.fleet_rtt();
     if let Some(h) = rtt.filter(|h| h.count() > 0) {
         pictures.push(Picture {
@@ -183,6 +189,13 @@ fn html(
             "coverage_heatmap.svg",
         ]),
     );
+    section(
+        &mut h,
+        pictures,
+        "Traced paths",
+        Some(HOW_TO_READ_PATHS),
+        &|p| p.file == "paths.svg",
+    );
     section(&mut h, pictures, "Over time", None, &|p| {
         p.file.ends_with("_over_time.svg")
     });
@@ -199,6 +212,9 @@ const MAX_GROWTH: f64 = 1.25;
 
 /// How to read the three loss heatmaps, said above them.
 const HOW_TO_READ_LOSS: &str = "Packets lost on their way into a host darken its column in the forward leg and its row in the return leg; out of a host, its row forward and its column back; between one pair, one cell of each. The round trip holds both. Outlined in blue: what the findings above point at.";
+
+/// How to read the traced paths, said above them.
+const HOW_TO_READ_PATHS: &str = "Each lossy flow's streams, swept hop by hop both ways once the run ended (mx trace): the host a leg left on the left, then each router by the address that answered, then the host it reached. A link is as wide as the legs that crossed it; red: the link a finding names.";
 
 /// The run: its shape, its span, and which mx made the page when.
 fn run_table(h: &mut String, doc: &Document, made_at: &str) {
