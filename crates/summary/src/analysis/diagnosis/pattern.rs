@@ -155,35 +155,9 @@ pub(crate) fn on_leg<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::cells::Cell;
     use super::*;
 
-    /// A full mesh of `n` hosts, 100,000 requests a flow, losing `drop(from,
-    /// to, leg)` of the packets crossing from `from` to `to`.
-    fn mesh(n: u32, drop: impl Fn(u32, u32, Leg) -> f64) -> Cells {
-        let mut cells = Vec::new();
-        for s in 0..n {
-            for d in (0..n).filter(|&d| d != s) {
-                let sent = 100_000.0;
-                let fwd = drop(s, d, Leg::Requests);
-                let arrived = sent * (1.0 - fwd);
-                let ret = drop(d, s, Leg::Replies);
-                for (leg, at_risk, rate) in
-                    [(Leg::Requests, sent, fwd), (Leg::Replies, arrived, ret)]
-                {
-                    cells.push(Cell {
-                        src: s,
-                        dst: d,
-                        leg,
-                        at_risk,
-                        lost: (at_risk * rate).round(),
-                        lossy: false,
-                    });
-                }
-            }
-        }
-        Cells::judged(cells, Vec::new())
-    }
+    use super::super::cells::mesh;
 
     fn hosts(patterns: &[Pattern]) -> Vec<(u32, Direction, bool, bool)> {
         patterns

@@ -182,34 +182,12 @@ pub fn finding(pools: &PoolCells) -> Finding {
 
 #[cfg(test)]
 mod tests {
-    use super::super::cells::Leg;
     use super::*;
 
-    /// Hosts 0-2 in pool A, 3-5 in pool B, a full mesh of 100,000 requests a
-    /// flow, losing `drop(from, to)` of the packets crossing from `from` to
-    /// `to` on either leg.
+    /// Hosts 0-2 in pool A, 3-5 in pool B, a full mesh losing `drop(from,
+    /// to)` of the packets crossing from `from` to `to` on either leg.
     fn mesh(drop: impl Fn(u32, u32) -> f64) -> Cells {
-        let mut cells = Vec::new();
-        for s in 0..6 {
-            for d in (0..6).filter(|&d| d != s) {
-                let sent = 100_000.0;
-                let arrived = sent * (1.0 - drop(s, d));
-                for (leg, at_risk, rate) in [
-                    (Leg::Requests, sent, drop(s, d)),
-                    (Leg::Replies, arrived, drop(d, s)),
-                ] {
-                    cells.push(Cell {
-                        src: s,
-                        dst: d,
-                        leg,
-                        at_risk,
-                        lost: (at_risk * rate).round(),
-                        lossy: false,
-                    });
-                }
-            }
-        }
-        Cells::judged(cells, Vec::new())
+        super::super::cells::mesh(6, |from, to, _| drop(from, to))
     }
 
     fn pools() -> (HashMap<u32, usize>, Vec<String>) {
