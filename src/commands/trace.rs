@@ -85,6 +85,27 @@ fn options(window: f64) -> Options {
     }
 }
 
+/// The most streams one trace sweeps: at 10,000 hosts a lossy link can sit
+/// on the paths of thousands of flows, and a few hundred of its streams,
+/// with the clean streams of their flows, name it. Each is swept twice.
+pub const MAX_STREAMS: usize = 1024;
+
+/// `streams` (in flows, each flow's streams together), whole flows from the
+/// first until the next would pass `cap` (the first always, cut to `cap`).
+fn whole_flows_up_to(streams: &[StreamToTrace], cap: usize) -> Vec<StreamToTrace> {
+    let mut kept: Vec<StreamToTrace> = Vec::new();
+    for flow in streams.chunk_by(|a, b| (&a.sender, &a.responder) == (&b.sender, &b.responder)) {
+        if kept.len() + flow.len() > cap {
+            if kept.is_empty() {
+                kept.extend_from_slice(&flow[..cap]);
+            }
+            break;
+        }
+        kept.extend_from_slice(flow);
+    }
+    kept
+}
+
 /// One leg to sweep: from which host, the tuple, and what it is.
 struct Sweep {
     host: usize,
@@ -103,9 +124,18 @@ pub fn trace_lossy(
     out: &mut dyn Write,
 ) -> Result<Option<u8>> {
     let summary = Summary::read(dir, Some(fleet.matrix.clone()), options(plan.window))?;
-    let streams = summary.streams_to_trace(plan.all);
-    if streams.is_empty() {
+    let every = summary.streams_to_trace(plan.all);
+    if every.is_empty() {
         return Ok(None);
+    }
+    let streams = whole_flows_up_to(&every, MAX_STREAMS);
+    if streams.len() < every.len() {
+        writeln!(
+            out,
+            "[mx] trace: {} of the {} streams, whole flows up to {MAX_STREAMS}: a link shows in a few hundred",
+            streams.len(),
+            every.len()
+        )?;
     }
     let (sweeps, skipped) = sweeps_of(fleet, &streams);
     for why in &skipped {
@@ -137,17 +167,25 @@ pub fn trace_lossy(
         return Ok(Some(0));
     }
     let file = dir.join(paths::FILE);
-    paths::write(&file, wall_now().ceil() as i64, &traced)?;
     let whole = traced.iter().filter(|p| p.hops.is_ok()).count();
+    // Nothing swept writes nothing: an earlier trace stays as it was.
+    let written = if whole > 0 {
+        paths::write(&file, wall_now().ceil() as i64, &traced)?;
+        format!(", written to {}", file.display())
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "[mx] trace: {whole} of {} legs swept, written to {}",
-        traced.len(),
-        file.display()
+        "[mx] trace: {whole} of {} legs swept{written}",
+        traced.len()
     )?;
     for why in traced.iter().filter_map(|p| p.hops.as_ref().err()).take(3) {
         writeln!(out, "[mx] trace: not swept: {why}")?;
     }
+    // A host that failed both rounds is named once.
+    let mut named = std::collections::BTreeSet::new();
+    failed.retain(|f| named.insert(f.split(" (").next().unwrap_or(f).to_string()));
     if !failed.is_empty() {
         writeln!(out, "[mx] trace: FAILED on {}", failed.join(", "))?;
     }
@@ -286,4 +324,36 @@ fn ipv4_of(host: &Host) -> Option<Ipv4Addr> {
             std::net::SocketAddr::V4(v4) => Some(*v4.ip()),
             std::net::SocketAddr::V6(_) => None,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(sender: &str, responder: &str, ports: std::ops::Range<u16>) -> Vec<StreamToTrace> {
+        ports
+            .map(|sport| StreamToTrace {
+                sender: sender.into(),
+                responder: responder.into(),
+                sport,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_trace_takes_whole_flows_up_to_its_cap() {
+        let streams = [
+            flow("h1", "h3", 40_000..40_016),
+            flow("h2", "h3", 40_000..40_016),
+            flow("h1", "h4", 40_000..40_016),
+        ]
+        .concat();
+        assert_eq!(whole_flows_up_to(&streams, 1024).len(), 48);
+        // 40 holds two whole flows of 16, not a third cut short.
+        let two = whole_flows_up_to(&streams, 40);
+        assert_eq!(two.len(), 32);
+        assert_eq!(two[16].sender, "h2");
+        // A first flow past the cap alone is cut to it.
+        assert_eq!(whole_flows_up_to(&streams, 10).len(), 10);
+    }
 }
