@@ -49,4 +49,5 @@ mod schedule;
 mod slices;
 mod streams;
 mod summarize;
+mod trace;
 mod values;

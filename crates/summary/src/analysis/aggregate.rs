@@ -596,6 +596,16 @@ pub struct Starvation {
     pub throttled_ms: f64,
 }
 
+/// A trace of the run whose newest interval is `latest`: one traced after
+/// it (`mx trace` runs once the agents have ended). One traced before it
+/// is an earlier run's, and its paths are not this run's.
+fn of_this_run(
+    traced: Option<mx_report::paths::Traced>,
+    latest: i64,
+) -> Option<mx_report::paths::Traced> {
+    traced.filter(|t| t.traced_at >= latest)
+}
+
 /// Everything summarize and export need from a report set.
 #[derive(Debug, Default)]
 pub struct ReportSet {
@@ -737,8 +747,10 @@ impl ReportSet {
                 h.nic.shared |= h.nic.name.as_deref() == Some("lo");
             }
         }
-        set.traced = mx_report::paths::read(&dir.join(mx_report::paths::FILE))?
-            .filter(|t| t.traced_at >= set.latest);
+        set.traced = of_this_run(
+            mx_report::paths::read(&dir.join(mx_report::paths::FILE))?,
+            set.latest,
+        );
         Ok(set)
     }
 
@@ -1188,6 +1200,19 @@ impl ReportSet {
 mod tests {
     use super::*;
     use mx_base::units::Ip;
+
+    #[test]
+    fn a_trace_is_this_run_s_only_when_traced_after_its_newest_interval() {
+        let traced = |at| mx_report::paths::Traced {
+            traced_at: at,
+            paths: Vec::new(),
+        };
+        assert_eq!(of_this_run(Some(traced(1_000)), 999), Some(traced(1_000)));
+        assert_eq!(of_this_run(Some(traced(1_000)), 1_000), Some(traced(1_000)));
+        // Traced before this run's last interval: an earlier run's.
+        assert_eq!(of_this_run(Some(traced(998)), 999), None);
+        assert_eq!(of_this_run(None, 999), None);
+    }
 
     #[test]
     fn a_coalesced_interfaces_datagrams_are_its_payload_bytes_in_the_agents_sizes() {
