@@ -883,3 +883,66 @@ fn agent_an_end_inside_an_interval_reads_at_the_rate_sent() {
         "the last rx row reads {pps} pps"
     );
 }
+
+/// A receiver held off the CPU across a tick (stopped here, as a loaded box
+/// holds it) closes that interval late, after the run's end. The requests it
+/// counts for an interval are those its peer sent in it, by the tag they
+/// carry, so their rate is over the interval's own span: not over the time
+/// the receiver took to close it (too long: the late interval read slow),
+/// nor over what was left of the run after (nothing: the short last one read
+/// 1,000 times the rate sent).
+#[test]
+fn agent_held_off_the_cpu_across_a_tick_reads_its_rx_at_the_rate_sent() {
+    let net = 47;
+    let mut fleet = Fleet::new(&mesh(net, 2, "200", (64, 64)));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    // Flows begin on a tick at least 2 s away and end 3 s later: a whole
+    // interval, then one the end cuts to its first second.
+    let start = ((now as u64 + 4) / 2 * 2) as f64;
+    let args = [
+        "--interval",
+        "2",
+        "--duration",
+        "3",
+        "--start-at",
+        &format!("{start}"),
+    ];
+    fleet.start("h1", &args);
+    let h2 = fleet.spawn("h2", &args);
+    // h2 is stopped from 0.2 s before the first tick to 0.4 s past the end.
+    let at = |t: f64| {
+        let wait = t - std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        std::thread::sleep(Duration::from_secs_f64(wait.max(0.0)));
+    };
+    let signal = |sig: nix::sys::signal::Signal| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(h2 as i32), sig).unwrap()
+    };
+    at(start + 1.8);
+    signal(nix::sys::signal::Signal::SIGSTOP);
+    at(start + 3.4);
+    signal(nix::sys::signal::Signal::SIGCONT);
+    fleet.wait_ok();
+    let rows = fleet.report("h2");
+    let rx: Vec<&crate::agents::Row> = rows.iter().filter(|r| r.s("dir") == "rx").collect();
+    assert_eq!(rx.len(), 2, "{}", fleet.report_text("h2"));
+    for (row, seconds) in rx.iter().zip([2.0, 1.0]) {
+        let (pkts, pps) = (row.f("pkts").unwrap(), row.f("pps").unwrap());
+        assert!(
+            (0.9 * 200.0 * seconds..=1.1 * 200.0 * seconds).contains(&pkts),
+            "h2 counted {pkts} requests in a {seconds} s interval at 200 pps\n{}",
+            fleet.report_text("h2")
+        );
+        assert!(
+            (180.0..=220.0).contains(&pps),
+            "h2's rx row at {} reads {pps} pps of h1's 200\n{}",
+            row.s("ts"),
+            fleet.report_text("h2")
+        );
+    }
+}

@@ -117,6 +117,14 @@ pub struct Batch {
     /// replies. Rates are per second of sending, so a run that ends inside
     /// an interval does not read as a slower one.
     pub sending: f64,
+    /// Seconds of the interval's own span in the run: from its start (the
+    /// previous tick, or the flows' start) to its tick or the run's end. The
+    /// requests a responder counts for an interval are those their sender
+    /// sent in it, by the interval each carries, so their rates are over
+    /// this span, not over the worker's own time: a worker held off its core
+    /// across a tick closes the interval late, and the next one (the last,
+    /// when the end came first) has that much less time, or none.
+    pub span: f64,
     /// CPU seconds the worker thread used in that time.
     pub cpu: f64,
     pub flows: Vec<FlowReport>,

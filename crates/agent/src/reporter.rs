@@ -408,8 +408,11 @@ impl Reporter {
             }
             for (peer, counts) in &batch.rx {
                 let row = m.rx.entry(self.names[*peer as usize].clone()).or_default();
-                let (pps, mbps) = rates(counts.requests, counts.request_bytes, sending);
-                let (rep_pps, rep_mbps) = rates(counts.replies, counts.reply_bytes, sending);
+                // Over the interval's span: each request is counted in the
+                // interval its sender sent it in.
+                let span = batch.span;
+                let (pps, mbps) = rates(counts.requests, counts.request_bytes, span);
+                let (rep_pps, rep_mbps) = rates(counts.replies, counts.reply_bytes, span);
                 row.pps += pps;
                 row.mbps += mbps;
                 row.rep_pps += rep_pps;

@@ -106,6 +106,7 @@ impl Worker {
         self.number = slots::interval_number(start.first_tick, interval);
         self.tick_at = start.at + Duration::from_secs_f64((start.first_tick - start.wall).max(0.0));
         self.began_ns = start.at_ns;
+        self.opened_at = start.at;
         self.last_report = start.at;
         self.last_cpu_ns = udp::thread_cpu_ns();
         self.stray = 0;

@@ -6,6 +6,7 @@
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use super::super::clock::instant_of;
 use super::super::counters::{Batch, SocketDrops};
 use super::super::disk::engine::Disk;
 use super::super::disk::stats::DiskStats;
@@ -28,6 +29,7 @@ pub(super) struct Pending {
     pub(super) report_at: Instant,
     elapsed: f64,
     sending: f64,
+    span: f64,
     cpu: f64,
     stray: u64,
     drops: SocketDrops,
@@ -71,6 +73,7 @@ impl Worker {
             self.report(pending);
         }
         let (elapsed, sending) = self.interval_seconds(now);
+        let span = self.span_until(self.tick_at);
         let cpu_ns = udp::thread_cpu_ns();
         let cpu = cpu_ns.saturating_sub(self.last_cpu_ns) as f64 / 1e9;
         self.last_report = now;
@@ -84,6 +87,7 @@ impl Worker {
             report_at: now + hold(self.plan.interval),
             elapsed,
             sending,
+            span,
             cpu,
             stray: std::mem::take(&mut self.stray),
             drops,
@@ -97,6 +101,7 @@ impl Worker {
         self.number += 1;
         self.forget_silent_senders();
         self.began_ns = udp::monotonic_ns();
+        self.opened_at = self.tick_at;
         self.tick = tick + self.plan.interval;
         // The next tick one interval on, on the monotonic clock: a wall clock
         // stepped by hand or by NTP neither stalls the reports (a step back)
@@ -126,6 +131,19 @@ impl Worker {
         (elapsed.max(1e-3), (elapsed - after_end).max(1e-3))
     }
 
+    /// Seconds from the interval's start by the clock to `until` or the
+    /// run's end, whichever came first (see [`Batch::span`]).
+    fn span_until(&self, until: Instant) -> f64 {
+        let until = match self.clock.end_ns() {
+            Some(end) => until.min(instant_of(end)),
+            None => until,
+        };
+        until
+            .saturating_duration_since(self.opened_at)
+            .as_secs_f64()
+            .max(1e-3)
+    }
+
     /// Hands the reporter the batch of a closed interval: the requests each
     /// flow sent in it and the replies to them, the requests its peers sent in
     /// it that arrived. Flows of a finished layer close now.
@@ -146,6 +164,7 @@ impl Worker {
             tick: p.tick,
             elapsed: p.elapsed,
             sending: p.sending,
+            span: p.span,
             cpu: p.cpu,
             flows,
             rx,
@@ -179,7 +198,13 @@ impl Worker {
     /// The worker's last batch: the interval in progress, partial (nothing when
     /// the run never started, or the interval began after the planned end).
     pub(super) fn finish(&mut self, now: Instant) {
-        let began_after_end = self.clock.end_ns().is_some_and(|end| self.began_ns >= end);
+        // By the clock: a worker that closed the interval before this one
+        // late, past the end, still reports the requests its peers sent in
+        // this one before the end.
+        let began_after_end = self
+            .clock
+            .end_ns()
+            .is_some_and(|end| self.opened_at >= instant_of(end));
         let (flows, rx) = if self.start.is_none() || began_after_end {
             (Vec::new(), Vec::new())
         } else {
@@ -193,6 +218,7 @@ impl Worker {
             (flows, take_rx(&mut self.rx[slots::rx_slot(self.number)]))
         };
         let (elapsed, sending) = self.interval_seconds(now);
+        let span = self.span_until(now.min(self.tick_at));
         let cpu = udp::thread_cpu_ns().saturating_sub(self.last_cpu_ns) as f64 / 1e9;
         let drops = self.read_drops();
         let _ = self.out.send(Batch {
@@ -200,6 +226,7 @@ impl Worker {
             tick: self.tick,
             elapsed,
             sending,
+            span,
             cpu,
             flows,
             rx,

@@ -99,11 +99,15 @@ pub struct Worker {
     scale: Option<f64>,
     /// The interval in progress: its number (tick / interval), its tick (the
     /// wall-clock label of its end), when the tick is due on the monotonic
-    /// clock, and when the interval began (monotonic ns).
+    /// clock, when the worker began it (monotonic ns: the send that followed
+    /// its close), and when it began by the clock (the previous tick's due
+    /// instant, or the flows' start), which a worker held off its core
+    /// passes late.
     number: u64,
     tick: f64,
     tick_at: Instant,
     began_ns: u64,
+    opened_at: Instant,
     pending: Option<Pending>,
     last_report: Instant,
     last_cpu_ns: u64,
@@ -184,6 +188,7 @@ impl Worker {
             tick: 0.0,
             tick_at: Instant::now(),
             began_ns: 0,
+            opened_at: Instant::now(),
             pending: None,
             last_report: Instant::now(),
             last_cpu_ns: udp::thread_cpu_ns(),
