@@ -248,8 +248,8 @@ SAME_SEARCH = (("B", "S"), ("C", "S"), ("E", "R"))
 
 def forgiven_ms():
     """How late an agent's loop may wake and lose no tokens, in ms: read from
-    its one definition, src/report/mod.rs (FORGIVEN_BEHIND_MS)."""
-    text = open(os.path.join(ROOT, "src", "report", "mod.rs")).read()
+    its one definition, crates/report/src/lib.rs (FORGIVEN_BEHIND_MS)."""
+    text = open(os.path.join(ROOT, "crates", "report", "src", "lib.rs")).read()
     return float(re.search(r"pub const FORGIVEN_BEHIND_MS: f64 = ([0-9.]+);", text).group(1))
 
 
