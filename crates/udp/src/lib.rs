@@ -28,7 +28,8 @@ pub mod trace;
 pub use recv::{Datagram, Datagrams, Message, RECV_COPY, RecvBatch};
 pub use send::{CONTIGUOUS_MAX, SendBatch, Sent, padding};
 pub use socket::{
-    Buffers, client_socket, enable_gro, kernel_coalesces, mark, responder_socket, socket_drops,
+    Buffers, INITIAL_TTL, client_socket, count_hops, enable_gro, hops_of_ttl, kernel_coalesces,
+    mark, responder_socket, socket_drops,
 };
 
 use nix::time::{ClockId, clock_gettime};

@@ -40,6 +40,10 @@ pub struct Datagram<'a> {
     /// super-datagram cut apart) come from the same sender: what is looked
     /// up per sender is looked up here.
     pub starts_message: bool,
+    /// The TTL (IPv4) or hop limit (IPv6) it arrived with, the same for
+    /// every datagram of a message; 0 on a socket that did not ask for it
+    /// ([`count_hops`](super::count_hops)).
+    pub ttl: u8,
 }
 
 /// Buffers for one recvmmsg call, reused call after call.
@@ -92,8 +96,7 @@ impl RecvBatch {
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let count = self.raw.recv(fd)?;
         for i in 0..count {
-            // Only a GRO message carries control data.
-            if let Some(segment) = self.raw.gro_segment(i).filter(|&s| s > 0) {
+            if let Some(segment) = self.raw.said(i).segment.filter(|&s| s > 0) {
                 let len = self.raw.len(i);
                 if len > segment {
                     self.read_coalesced += len.div_ceil(segment) as u64;
@@ -119,6 +122,7 @@ impl RecvBatch {
             from: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
             len: 0,
             segment: 1,
+            ttl: 0,
             at: 0,
             end: 0,
         }
@@ -131,11 +135,12 @@ impl RecvBatch {
 pub struct Datagrams<'a> {
     raw: &'a RecvSlots,
     next_message: usize,
-    /// The current message's slot, sender, length and segment size.
+    /// The current message's slot, sender, length, segment size and TTL.
     slot: &'a [u8],
     from: SocketAddr,
     len: usize,
     segment: usize,
+    ttl: u8,
     /// Offset of the next datagram in the message, and where they end (an
     /// empty message still yields one, empty, datagram: a stray).
     at: usize,
@@ -148,6 +153,8 @@ pub struct Message<'a> {
     pub bytes: &'a [u8],
     pub segment: usize,
     pub count: usize,
+    /// The TTL it arrived with ([`Datagram::ttl`]).
+    pub ttl: u8,
 }
 
 impl<'a> Datagrams<'a> {
@@ -164,6 +171,7 @@ impl<'a> Datagrams<'a> {
             bytes: &self.slot[..len],
             segment,
             count: len / segment,
+            ttl: self.ttl,
         })
     }
 
@@ -189,7 +197,9 @@ impl<'a> Iterator for Datagrams<'a> {
             // With MSG_TRUNC, the length is the real one even when only part
             // of it was copied.
             self.len = raw.len(i);
-            self.segment = raw.gro_segment(i).unwrap_or(self.len).max(1);
+            let said = raw.said(i);
+            self.segment = said.segment.unwrap_or(self.len).max(1);
+            self.ttl = said.ttl;
             self.slot = raw.slot(i);
             self.from = raw.sender(i);
             self.at = 0;
@@ -205,6 +215,7 @@ impl<'a> Iterator for Datagrams<'a> {
             len,
             from: self.from,
             starts_message,
+            ttl: self.ttl,
         })
     }
 }
@@ -262,6 +273,61 @@ mod tests {
         let (got, calls) = receive(&rx, &mut RecvBatch::coalesced(), sizes.len());
         assert_eq!(got.len(), 64);
         assert_eq!(calls, 1);
+    }
+
+    /// Every datagram's TTL, read beside it: the sender's (mx's own, set by
+    /// [`count_hops`](super::super::count_hops)) on loopback, where no
+    /// router counts it down; and in a GRO read, beside the segment size,
+    /// both in one control buffer. A socket that did not ask reads 0.
+    #[test]
+    fn a_socket_counting_hops_reads_each_datagram_s_ttl_beside_its_segment_size() {
+        use super::super::{INITIAL_TTL, count_hops, hops_of_ttl};
+        for at in ["127.0.0.1:0", "[::1]:0"] {
+            let rx = UdpSocket::bind(at).unwrap();
+            let rx_ref = socket2::SockRef::from(&rx);
+            count_hops(&rx_ref).unwrap();
+            enable_gro(&rx_ref).unwrap();
+            // What it sends leaves with the TTL it counts from.
+            let sends_with = if at.starts_with('[') {
+                rx_ref.unicast_hops_v6().unwrap()
+            } else {
+                rx_ref.ttl_v4().unwrap()
+            };
+            assert_eq!(sends_with, u32::from(INITIAL_TTL));
+            let mut sizes = vec![64usize; 60];
+            sizes.extend([100, 1000]);
+            assert!(send_requests(bound(&rx), &sizes, true), "GSO stays on");
+            let mut batch = RecvBatch::coalesced();
+            let mut got = Vec::new();
+            while got.len() < sizes.len() {
+                batch.recv(std::os::fd::AsRawFd::as_raw_fd(&rx)).unwrap();
+                got.extend(batch.datagrams().map(|d| (d.len, d.ttl)));
+            }
+            let want: Vec<_> = sizes.iter().map(|&s| (s, INITIAL_TTL)).collect();
+            assert_eq!(got, want, "{at}");
+            assert_eq!(hops_of_ttl(got[0].1), 0);
+            // Asked for nothing: no TTL.
+            let plain = UdpSocket::bind(at).unwrap();
+            send_requests(bound(&plain), &[64, 64], false);
+            let mut headers = RecvBatch::headers();
+            let mut ttls = Vec::new();
+            while ttls.len() < 2 {
+                headers
+                    .recv(std::os::fd::AsRawFd::as_raw_fd(&plain))
+                    .unwrap();
+                ttls.extend(headers.datagrams().map(|d| d.ttl));
+            }
+            assert_eq!(ttls, [0, 0], "{at}");
+        }
+    }
+
+    #[test]
+    fn hops_count_down_from_the_initial_ttl_systems_use() {
+        use super::super::hops_of_ttl;
+        assert_eq!(
+            [64, 61, 1, 128, 120, 255, 250].map(hops_of_ttl),
+            [0, 3, 63, 0, 8, 0, 5]
+        );
     }
 
     #[test]

@@ -45,6 +45,40 @@ pub fn mark(socket: &Socket, tos: u8, label: &str) -> io::Result<()> {
     })
 }
 
+/// The TTL (IPv4) or hop limit (IPv6) every datagram of the agent's
+/// leaves with, whatever the host's default (`net.ipv4.ip_default_ttl`):
+/// what arrives with TTL `t` crossed `INITIAL_TTL - t` routers.
+pub const INITIAL_TTL: u8 = 64;
+
+/// Sends with [`INITIAL_TTL`], and asks the kernel for the TTL (IPv4) or
+/// hop limit (IPv6) of every datagram `socket` receives, in a control
+/// message beside it ([`super::Datagram::ttl`]): how many routers the
+/// path it came by crossed, read where it arrives, at no cost to the
+/// packets.
+pub fn count_hops(socket: &Socket) -> io::Result<()> {
+    let ttl = libc::c_int::from(INITIAL_TTL);
+    if socket.domain()? == Domain::IPV6 {
+        setsockopt(socket, sockopt::Ipv6Ttl, &ttl)?;
+        setsockopt(socket, sockopt::Ipv6RecvHopLimit, &true)?;
+    } else {
+        setsockopt(socket, sockopt::Ipv4Ttl, &ttl)?;
+        setsockopt(socket, sockopt::Ipv4RecvTtl, &true)?;
+    }
+    Ok(())
+}
+
+/// The routers a datagram that arrived with TTL `ttl` (non-zero) crossed:
+/// counted down from [`INITIAL_TTL`] where it is at most that (mx's own
+/// agents), else from the next initial TTL systems use (128, 255).
+pub fn hops_of_ttl(ttl: u8) -> u8 {
+    let initial = match ttl {
+        0..=INITIAL_TTL => INITIAL_TTL,
+        65..=128 => 128,
+        _ => 255,
+    };
+    initial - ttl
+}
+
 /// Whether this kernel has UDP GSO (Linux 4.18) and GRO (5.0). Asked of a
 /// throwaway socket: a kernel without UDP_SEGMENT would not refuse the control
 /// message, it would ignore it and send each run as one big datagram.

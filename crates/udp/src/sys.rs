@@ -47,6 +47,26 @@ struct Control {
 
 const CONTROL_LEN: usize = std::mem::size_of::<Control>();
 
+/// Room for the control messages one read may carry: UDP_GRO's segment size
+/// and the TTL (IP_TTL) or hop limit (IPV6_HOPLIMIT), an int each, and
+/// CMSG_SPACE(4) (24 bytes on 64-bit Linux) apiece. A read with less room
+/// than its messages need loses the ones that do not fit (MSG_CTRUNC).
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct RecvControl([u8; 2 * CONTROL_LEN]);
+
+const RECV_CONTROL_LEN: usize = std::mem::size_of::<RecvControl>();
+
+/// What the control messages of one received message said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Said {
+    /// The segment size of a coalesced (GRO) message; `None` for a plain one.
+    pub segment: Option<usize>,
+    /// The TTL (IPv4) or hop limit (IPv6) it arrived with; 0 when the
+    /// socket did not ask for it.
+    pub ttl: u8,
+}
+
 /// A recvmmsg/sendmmsg return value: datagrams moved, 0 for "would block".
 fn batch_result(n: libc::c_int) -> io::Result<usize> {
     if n >= 0 {
@@ -76,7 +96,7 @@ pub(crate) struct RecvSlots {
     pointed_at: usize,
     addrs: [libc::sockaddr_storage; BATCH],
     iovs: [libc::iovec; BATCH],
-    controls: [Control; BATCH],
+    controls: [RecvControl; BATCH],
     hdrs: [libc::mmsghdr; BATCH],
 }
 
@@ -120,7 +140,7 @@ impl RecvSlots {
             };
             let name: *mut libc::sockaddr_storage = &mut self.addrs[i];
             let iov: *mut libc::iovec = &mut self.iovs[i];
-            let control: *mut Control = &mut self.controls[i];
+            let control: *mut RecvControl = &mut self.controls[i];
             let entry = &mut self.hdrs[i];
             entry.msg_len = 0;
             let hdr = &mut entry.msg_hdr;
@@ -129,7 +149,7 @@ impl RecvSlots {
             hdr.msg_iov = iov;
             hdr.msg_iovlen = 1;
             hdr.msg_control = control.cast();
-            hdr.msg_controllen = CONTROL_LEN;
+            hdr.msg_controllen = RECV_CONTROL_LEN;
             hdr.msg_flags = 0;
         }
         self.pointed_at = self as *const RecvSlots as usize;
@@ -144,7 +164,7 @@ impl RecvSlots {
             // msg_controllen and msg_flags: reset them where it wrote.
             for hdr in &mut self.hdrs[..self.count] {
                 hdr.msg_hdr.msg_namelen = SOCKADDR_LEN;
-                hdr.msg_hdr.msg_controllen = CONTROL_LEN;
+                hdr.msg_hdr.msg_controllen = RECV_CONTROL_LEN;
                 hdr.msg_hdr.msg_flags = 0;
                 hdr.msg_len = 0;
             }
@@ -201,28 +221,40 @@ impl RecvSlots {
         read_sockaddr(&self.addrs[i])
     }
 
-    /// The segment size the kernel reported for a coalesced (GRO) message
-    /// `i`; `None` for a plain one.
+    /// What the control messages of message `i` said: its GRO segment size
+    /// and the TTL it arrived with, each where the socket asked for it.
     #[inline]
-    pub(crate) fn gro_segment(&self, i: usize) -> Option<usize> {
+    pub(crate) fn said(&self, i: usize) -> Said {
         let hdr = &self.hdrs[i].msg_hdr;
+        let mut said = Said::default();
         if hdr.msg_controllen == 0 {
-            // The common case, and every one on a socket without UDP_GRO.
-            return None;
+            // A socket that asked for neither.
+            return said;
         }
         // SAFETY: the CMSG_* helpers read within msg_control..+msg_controllen,
-        // which the kernel filled (or left at zero length) in the last call.
+        // which the kernel filled (or left at zero length) in the last call;
+        // an int is read only from a message long enough to hold one.
         unsafe {
+            let whole = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
             let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
             while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
-                    let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
-                    return usize::try_from(data.read_unaligned()).ok();
+                let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+                let holds_int = (*cmsg).cmsg_len as usize >= whole;
+                match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                    _ if !holds_int => {}
+                    (libc::SOL_UDP, UDP_GRO) => {
+                        said.segment = usize::try_from(data.read_unaligned()).ok();
+                    }
+                    (libc::IPPROTO_IP, libc::IP_TTL)
+                    | (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
+                        said.ttl = u8::try_from(data.read_unaligned()).unwrap_or(0);
+                    }
+                    _ => {}
                 }
                 cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
             }
         }
-        None
+        said
     }
 }
 
@@ -487,6 +519,6 @@ mod tests {
         assert_eq!(moved.len(0), 100);
         assert_eq!(moved.slot(0), [2u8; 64]);
         assert_eq!(moved.sender(0), tx.local_addr().unwrap());
-        assert_eq!(moved.gro_segment(0), None);
+        assert_eq!(moved.said(0).segment, None);
     }
 }
