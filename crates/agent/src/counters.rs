@@ -8,6 +8,46 @@
 use super::legs::LegCounts;
 use mx_report::rtt::Compact;
 
+/// The TTLs datagrams arrived with in an interval: the fewest and the most
+/// routers the paths they came by crossed ([`Ttls::hops`]). Counted once a
+/// message (a GRO message's datagrams share one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ttls {
+    /// The lowest and highest TTL seen; 0 and 0 when none was read.
+    low: u8,
+    high: u8,
+}
+
+impl Ttls {
+    /// A datagram arrived with `ttl` (0: not read, and not counted).
+    #[inline]
+    pub fn saw(&mut self, ttl: u8) {
+        if ttl == 0 {
+            return;
+        }
+        if self.low == 0 || ttl < self.low {
+            self.low = ttl;
+        }
+        self.high = self.high.max(ttl);
+    }
+
+    pub fn add(&mut self, other: &Ttls) {
+        self.saw(other.low);
+        self.saw(other.high);
+    }
+
+    /// The fewest and the most routers crossed (`None`: no TTL read).
+    pub fn hops(&self) -> Option<(u8, u8)> {
+        (self.high > 0).then(|| {
+            let (a, b) = (
+                mx_udp::hops_of_ttl(self.high),
+                mx_udp::hops_of_ttl(self.low),
+            );
+            (a.min(b), a.max(b))
+        })
+    }
+}
+
 /// One flow socket's traffic in an interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxCounts {
@@ -30,6 +70,8 @@ pub struct TxCounts {
     /// Replies that came back after the interval of their request had been
     /// reported: counted as lost there, and here (not in `replies`).
     pub late: u64,
+    /// The TTLs the replies arrived with: the path back from the peer.
+    pub ttls: Ttls,
 }
 
 /// Requests from one peer and the replies sent back to it, in an interval.
@@ -49,6 +91,8 @@ pub struct RxCounts {
     /// Requests left unanswered because their source had spent its budget
     /// (agent::budget): counted in `requests` (or `late`), never replied to.
     pub over_plan: u64,
+    /// The TTLs the requests arrived with: the path from the peer.
+    pub ttls: Ttls,
 }
 
 impl RxCounts {
@@ -69,6 +113,7 @@ impl RxCounts {
         self.ooo += o.ooo;
         self.late += o.late;
         self.over_plan += o.over_plan;
+        self.ttls.add(&o.ttls);
     }
 }
 

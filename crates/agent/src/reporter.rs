@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::clock::{RunClock, phase_of};
-use super::counters::{Batch, RxCounts, SocketDrops};
+use super::counters::{Batch, RxCounts, SocketDrops, Ttls};
 use super::cpu::{CpuSampler, CpuShares};
 use super::disk::stats::DiskStats;
 use super::host_counters::{HostCounters, HostDelta};
@@ -48,6 +48,8 @@ struct TxRow {
     rep_pkts: u64,
     late: u64,
     send_errors: u64,
+    /// The TTLs its replies arrived with.
+    ttls: Ttls,
     /// Both legs as the flows' replies told them; `None`: no flow could.
     legs: Option<LegCounts>,
     /// The same figures per stream (flow socket), for the `streams` cell.
@@ -132,6 +134,15 @@ struct Totals {
 /// and replies counted in the same interval it cannot go below 0.
 fn loss_pct(sent: u64, back: u64) -> Option<f64> {
     (sent > 0).then(|| 100.0 - back as f64 / sent as f64 * 100.0)
+}
+
+/// The `hops` and `hops_max` cells of a row whose datagrams (replies on a
+/// tx row, requests on an rx row: both came from the peer) arrived with
+/// `ttls`; blank when none was read.
+fn hops(ttls: &Ttls) -> (Option<u32>, Option<u32>) {
+    ttls.hops().map_or((None, None), |(few, most)| {
+        (Some(few.into()), Some(most.into()))
+    })
 }
 
 /// A tick's key: its label in whole milliseconds (labels of sub-second
@@ -387,6 +398,7 @@ impl Reporter {
                 row.rep_pkts += f.counts.replies;
                 row.late += f.counts.late;
                 row.send_errors += f.counts.send_errors;
+                row.ttls.add(&f.counts.ttls);
                 row.rtt_sum_ns += f.counts.rtt_sum_ns;
                 row.rtt_count += f.counts.rtt_count;
                 row.rtt.add(&f.rtt);
@@ -453,6 +465,7 @@ impl Reporter {
             r.rep_pkts = Some(row.rep_pkts);
             r.late_pkts = Some(row.late);
             r.send_errors = Some(row.send_errors);
+            (r.hops, r.hops_max) = hops(&row.ttls);
             r.rate_scale = m.rate_scale;
             if let Some(legs) = row.legs {
                 r.settled_pkts = Some(legs.settled);
@@ -500,6 +513,7 @@ impl Reporter {
             r.rep_pkts = Some(row.counts.replies);
             r.late_pkts = Some(row.counts.late);
             r.over_plan = Some(row.counts.over_plan);
+            (r.hops, r.hops_max) = hops(&row.counts.ttls);
             r.write_csv(out);
             if let Some(metrics) = &self.metrics {
                 metrics.server_row(&r);

@@ -240,4 +240,6 @@ columns! {
     Streams = "streams",
     NeighTableFulls = "neigh_table_fulls",
     NeighResFailed = "neigh_res_failed",
+    Hops = "hops",
+    HopsMax = "hops_max",
 }

@@ -107,6 +107,11 @@ pub struct ReportRow {
     /// full, and the resolutions that got no answer, over the interval.
     pub neigh_table_fulls: Option<u64>,
     pub neigh_res_failed: Option<u64>,
+    /// Per-peer rows: the fewest and the most routers the datagrams that
+    /// came from the peer crossed (the replies on a tx row, the requests on
+    /// an rx row), from the TTL each arrived with.
+    pub hops: Option<u32>,
+    pub hops_max: Option<u32>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -213,6 +218,8 @@ impl ReportRow {
             C::Streams => out.push_str(self.streams.as_deref().unwrap_or("")),
             C::NeighTableFulls => int(out, self.neigh_table_fulls),
             C::NeighResFailed => int(out, self.neigh_res_failed),
+            C::Hops => int(out, self.hops.map(u64::from)),
+            C::HopsMax => int(out, self.hops_max.map(u64::from)),
         }
     }
 }
@@ -252,19 +259,21 @@ mod tests {
             rtt_p999_us: Some(110.4),
             pkts: Some(1000),
             rep_pkts: Some(999),
+            hops: Some(3),
+            hops_max: Some(4),
             ..ReportRow::default()
         };
         let mut line = String::new();
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,3,4\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 70);
+        assert_eq!(header_line().trim_end().split(',').count(), 72);
     }
 
     #[test]

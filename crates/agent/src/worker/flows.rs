@@ -135,6 +135,8 @@ impl Worker {
                     })?;
             let dscp = self.plan.matrix.config.dscp;
             udp::mark(&socket, dscp.tos(), &dscp.label())?;
+            // The replies' TTL: the hops of the path back from the peer.
+            udp::count_hops(&socket)?;
             if self.plan.gso
                 && udp::coalescible(self.plan.matrix.config.rx_size as usize)
                 && let Err(e) = udp::enable_gro(&socket)
@@ -325,7 +327,9 @@ impl Worker {
                     let n = m.count as u64;
                     flow.legs.replies(first.seq, n, first.tally());
                     let (at, late) = intervals.of(first.t_send);
-                    count_replies(&mut flow.slots[at].counts, late, n, n * m.segment as u64);
+                    let counts = &mut flow.slots[at].counts;
+                    counts.ttls.saw(m.ttl);
+                    count_replies(counts, late, n, n * m.segment as u64);
                     flow.time(at, now_ns, first.t_send, n, &mut run, &mut self.rtts);
                     datagrams.skip_message();
                     continue;
@@ -336,6 +340,8 @@ impl Worker {
                 };
                 let (at, late) = intervals.of(reply.t_send);
                 let counts = &mut flow.slots[at].counts;
+                // Even a duplicate came by the path: its TTL counts its hops.
+                counts.ttls.saw(d.ttl);
                 let arrival = flow.replies_seen.observe(reply.seq);
                 if !count_order(arrival, &mut counts.dup, &mut counts.ooo) {
                     continue;

@@ -136,6 +136,8 @@ impl Worker {
             Ok(socket) => {
                 // The replies carry the run's class too.
                 udp::mark(&socket, config.dscp.tos(), &config.dscp.label())?;
+                // The requests' TTL: the hops of the path from each peer.
+                udp::count_hops(&socket)?;
                 if gro_requests && let Err(e) = udp::enable_gro(&socket) {
                     warn!("mx agent: worker {id}: no UDP_GRO on this kernel ({e})");
                 }

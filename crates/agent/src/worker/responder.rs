@@ -21,7 +21,7 @@ use super::super::counters::RxCounts;
 use super::super::disk::engine::{Answer, Disk};
 use super::super::sequence::SeqWindow;
 use super::super::slots::{self, RX_SLOTS};
-use super::super::udp::{self, BATCH, Datagrams, Message, SendBatch};
+use super::super::udp::{self, BATCH, Datagram, Datagrams, Message, SendBatch};
 use super::super::wire::{self, HEADER_LEN, Header, KIND_REQUEST};
 use super::counting::{
     count_answers, count_order, count_requests, counted_interval, request_header, request_slot,
@@ -216,7 +216,7 @@ impl Serving<'_> {
                 budget,
             ) {
                 (Some(request), Some(window), Some(budget)) => {
-                    self.one(&request, d.len, d.from, window, budget, &mut joined);
+                    self.one(&request, &d, window, budget, &mut joined);
                 }
                 _ => *self.stray += 1,
             }
@@ -258,6 +258,7 @@ impl Serving<'_> {
         header.encode(&mut reply);
         let reply_size = header.packet_len as usize;
         let counts = &mut self.rx[slot][peer];
+        counts.ttls.saw(m.ttl);
         count_requests(counts, late, n, n * m.segment as u64);
         count_answers(counts, n, answered, reply_size, !late);
         if answered > 0 {
@@ -283,22 +284,24 @@ impl Serving<'_> {
         true
     }
 
-    /// One request of `len` bytes from `from`: ordered in its sender's
-    /// window, counted, and answered if the budget allows.
+    /// One request, datagram `d`: ordered in its sender's window, counted,
+    /// and answered if the budget allows.
     #[inline]
     fn one(
         &mut self,
         request: &Header,
-        len: usize,
-        from: SocketAddr,
+        d: &Datagram<'_>,
         flow: &mut RequestFlow,
         budget: &Budget,
         joined: &mut bool,
     ) {
+        let (len, from) = (d.len, d.from);
         let peer = usize::from(request.src_index);
         flow.renumber_if(request.seq);
         let (slot, late) = request_slot(request.interval_tag(), self.number, self.pending);
         let counts = &mut self.rx[slot][peer];
+        // Even a duplicate came by the path: its TTL counts its hops.
+        counts.ttls.saw(d.ttl);
         // A duplicated request is not answered: it is the forward leg's
         // doing, and stays counted on this side alone.
         if !count_order(
