@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
+use super::routes::{Hops, Route};
 use super::span::{self, Counted, Mark, Span, Timeline};
 use mx_base::error::Result;
 use mx_report::read::{RowView, for_each_row, report_files};
@@ -665,6 +666,9 @@ pub struct ReportSet {
     /// newest interval (`paths.trace` beside them); `None` when there is
     /// none, or it is older (another run's).
     pub traced: Option<mx_report::paths::Traced>,
+    /// Per way (from, to), over the span: how many routers its datagrams
+    /// crossed, interval by interval, as the receiver's rows say.
+    pub routes: BTreeMap<(u32, u32), Route>,
     series: bool,
 }
 
@@ -736,6 +740,7 @@ impl ReportSet {
         for file in &files {
             for_each_row(file, |row| set.add(row))?;
         }
+        set.routes.values_mut().for_each(Route::close);
         // Hosts on one machine's loopback count each other's packets there.
         let on_lo = set
             .hosts
@@ -953,6 +958,21 @@ impl ReportSet {
             Dir::Tx => self.add_tx(row, host, layer),
             Dir::Rx => self.add_rx(row, host),
             Dir::Host => self.add_host(row, host, layer),
+        }
+        if dir != Dir::Host
+            && let Some(fewest) = row.num(Column::Hops)
+        {
+            // Replies (tx) and requests (rx) alike came from the peer.
+            let most = row.num(Column::HopsMax).unwrap_or(fewest);
+            let peer = self.id(row.peer());
+            let hops = Hops {
+                fewest: fewest as u32,
+                most: most as u32,
+            };
+            self.routes
+                .entry((peer, host))
+                .or_default()
+                .saw(row.ts, hops);
         }
     }
 

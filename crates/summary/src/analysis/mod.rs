@@ -6,7 +6,8 @@
 //! fleet's, each host's and each flow's figures once, with [`spread`] for
 //! the flows' delivered rates; [`coverage`] says how much of a layered
 //! cycle was measured; [`diagnosis`] reads the figures into findings (WHAT
-//! TO DO NEXT); [`bootstrap`] gives a change between two runs its interval.
+//! TO DO NEXT); [`bootstrap`] gives a change between two runs its interval;
+//! [`routes`] follows each way's length in routers, interval by interval.
 
 pub mod aggregate;
 pub mod bootstrap;
@@ -14,5 +15,6 @@ pub mod coverage;
 pub mod diagnosis;
 pub mod figures;
 pub mod links;
+pub mod routes;
 pub mod span;
 pub mod spread;

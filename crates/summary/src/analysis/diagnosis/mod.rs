@@ -19,7 +19,8 @@
 //!   loss on the wire or in the host;
 //! - [`paths`]: legs whose loss sits on some of their streams (source
 //!   ports), sparing the rest: one path of an ECMP fabric, no host's;
-//! - [`loss`], [`rate`], [`latency`], [`departures`], [`plan`]: the findings.
+//! - [`loss`], [`rate`], [`latency`], [`departures`], [`plan`], [`routes`]:
+//!   the findings.
 
 pub mod cells;
 pub mod departures;
@@ -32,6 +33,7 @@ pub mod place;
 pub mod plan;
 pub mod pools;
 pub mod rate;
+pub mod routes;
 pub mod says;
 pub mod starved;
 
@@ -61,6 +63,8 @@ pub enum Kind {
     Latency,
     /// Requests a receiver refused: their source sent past its plan there.
     Plan,
+    /// A route that changed its length mid-run.
+    Route,
     /// Nothing to fix.
     Clear,
 }
@@ -135,6 +139,9 @@ pub enum Place {
     /// address is spoofed.
     #[serde(rename = "plan")]
     Plan,
+    /// The route from `host` to `peer`: it changed its length mid-run.
+    #[serde(rename = "route")]
+    Route,
 }
 
 impl Place {
@@ -154,6 +161,7 @@ impl Place {
             Place::Link => "link",
             Place::Pools => "between pools",
             Place::Plan => "plan",
+            Place::Route => "route",
         }
     }
 }
@@ -267,9 +275,13 @@ pub(crate) fn diagnose(
     }
     out.extend(rate::findings(set, &figs.hosts, &evidence));
     out.extend(latency::findings(set, ctx, figs, &evidence));
+    // A route that changed is worth saying, not a fault by itself: the
+    // all-clear still stands beside it.
+    let routes = routes::findings(set);
     if !out.iter().any(|f| f.kind != Kind::Coverage) {
         out.push(rate::all_clear(&figs.fleet, &grid));
     }
+    out.extend(routes);
     out
 }
 

@@ -211,6 +211,13 @@ pub struct PoolWay {
     pub lost_pct: f64,
 }
 
+/// A way whose route changed: from one host to another.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RouteWay {
+    pub from: String,
+    pub to: String,
+}
+
 /// A directed link of a traced path: from a device (a host by its name, a
 /// router by the address that answered) to the next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -458,6 +465,16 @@ pub enum Says {
         back_pps: f64,
         headroom_pct: f64,
         refused: f64,
+    },
+    /// Ways whose datagrams crossed another number of routers from
+    /// interval `at` (epoch seconds) on: `hops` the ranges they went
+    /// through, in order (from the first to the last), changing `changes`
+    /// times at most (a route that flaps).
+    RouteChange {
+        ways: Vec<RouteWay>,
+        hops: Vec<crate::analysis::routes::Hops>,
+        at: i64,
+        changes: u32,
     },
     /// The round trip's tail: p50 and p99, where it sits, what it fits.
     Tail {

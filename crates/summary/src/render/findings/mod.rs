@@ -7,6 +7,7 @@ mod latency;
 mod loss;
 mod place;
 mod rate;
+mod routes;
 
 use crate::analysis::diagnosis::{Blame, Direction, Finding, Place, Says};
 use crate::document::FindingDoc;
@@ -109,6 +110,12 @@ fn said(says: &Says) -> String {
             spread,
             cause,
         } => latency::tail(*p50_us, *p99_us, spread, cause),
+        Says::RouteChange {
+            ways,
+            hops,
+            at,
+            changes,
+        } => routes::changed(ways, hops, *at, *changes),
     }
 }
 
@@ -158,6 +165,10 @@ pub fn blame(b: &Blame) -> String {
         Place::Plan => format!(
             "{host} sending past {}'s plan",
             b.peer.as_deref().unwrap_or("its receiver")
+        ),
+        Place::Route => format!(
+            "the route from {host} to {}",
+            b.peer.as_deref().unwrap_or("its peer")
         ),
     }
 }

@@ -155,7 +155,41 @@ fn every_finding() -> Vec<(Kind, Says)> {
     out.extend(rate_findings());
     out.extend(agent_findings());
     out.extend(tail_findings());
+    out.extend(route_findings());
     out
+}
+
+/// A route that changed once for one way, and one that flapped for many.
+fn route_findings() -> Vec<(Kind, Says)> {
+    use crate::analysis::routes::Hops;
+    let way = |from: &str, to: &str| RouteWay {
+        from: from.into(),
+        to: to.into(),
+    };
+    let hops = |fewest, most| Hops { fewest, most };
+    vec![
+        (
+            Kind::Route,
+            Says::RouteChange {
+                ways: vec![way("h1", "h3")],
+                hops: vec![hops(2, 2), hops(2, 3), hops(3, 3)],
+                at: 1_700_000_000,
+                changes: 2,
+            },
+        ),
+        (
+            Kind::Route,
+            Says::RouteChange {
+                ways: ["h1", "h2", "h3", "h4", "h5", "h6"]
+                    .iter()
+                    .map(|h| way(h, "h9"))
+                    .collect(),
+                hops: vec![hops(3, 3), hops(5, 5), hops(3, 3)],
+                at: 1_700_000_000,
+                changes: 14,
+            },
+        ),
+    ]
 }
 
 /// Loss on some of each flow's paths: on the requests, and on the replies
@@ -682,10 +716,11 @@ fn variant(says: &Says) -> &'static str {
         Says::NeverHeard { .. } => "never_heard",
         Says::Refused { .. } => "refused",
         Says::Tail { .. } => "tail",
+        Says::RouteChange { .. } => "route_change",
     }
 }
 
-const EVERY_VARIANT: [&str; 18] = [
+const EVERY_VARIANT: [&str; 19] = [
     "host_loss",
     "starved_host",
     "pair_loss",
@@ -704,6 +739,7 @@ const EVERY_VARIANT: [&str; 18] = [
     "never_heard",
     "refused",
     "tail",
+    "route_change",
 ];
 
 #[test]

@@ -81,6 +81,7 @@ fn kind_class(kind: Kind) -> &'static str {
         Kind::Coverage => "coverage",
         Kind::Latency => "latency",
         Kind::Plan => "plan",
+        Kind::Route => "route",
         Kind::Clear => "clear",
     }
 }
