@@ -301,21 +301,25 @@ impl Fleet {
 
     /// `host`'s report rows.
     pub fn report(&self, host: &str) -> Vec<Row> {
-        let text = self.report_text(host);
-        let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
-        lines
-            .map(|line| {
-                let cells: Vec<&str> = line.split(',').collect();
-                assert_eq!(cells.len(), header.len(), "row width: {line}");
-                header
-                    .iter()
-                    .zip(cells)
-                    .map(|(h, c)| (h.to_string(), c.to_string()))
-                    .collect()
-            })
-            .collect()
+        rows_of(&self.report_text(host))
     }
+}
+
+/// The rows of a report's text (no cell of ours holds a comma).
+pub fn rows_of(text: &str) -> Vec<Row> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    lines
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            assert_eq!(cells.len(), header.len(), "row width: {line}");
+            header
+                .iter()
+                .zip(cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
 }
 
 impl Drop for Fleet {

@@ -61,6 +61,13 @@ impl Lab {
         self.fabric_script(&["drop", router, interface, way, &pct.to_string()]);
     }
 
+    /// Joins the fabric's leaves by a link of their own, which what crosses
+    /// between them takes (`up`), or cuts it (the traffic goes back over
+    /// the spines, a router longer).
+    pub fn fabric_shortcut(&self, up: bool) {
+        self.fabric_script(&["shortcut", if up { "up" } else { "down" }]);
+    }
+
     /// Takes every fault of the fabric away.
     pub fn fabric_heal(&self) {
         self.fabric_script(&["heal"]);

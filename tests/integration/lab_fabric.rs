@@ -432,3 +432,139 @@ fn agent_fabric_one_stream_a_flow_says_how_far_it_can_tell_and_suggests_streams(
     let clean = lab.mx(&sb, &["clean", "--yes"]);
     assert_eq!(clean.code, 0, "{}", clean.stdout);
 }
+
+/// A route that changes mid-run: the leaves joined by a link of their own
+/// (more specific routes than the spines'), cut in the middle of a run.
+/// Every way between the leaves crossed 2 routers (l1, l2), then 3 (a
+/// spine between): the receivers' rows read it from the TTL of what
+/// arrived, the summary names the route change of each of those 8 ways
+/// and of no other, and a trace after the run finds them over a spine.
+#[test]
+#[ignore = "needs root: a fabric of network namespaces with sshd (CI runs it: --run-ignored all)"]
+fn agent_fabric_a_link_cut_mid_run_is_a_route_change_of_the_ways_that_crossed_it() {
+    use crate::agents::{RowExt, rows_of};
+    use matrix_orchestrator::report::paths::{self, HopKind};
+    let lab = Lab::fabric(140, 2);
+    let sb = lab.controller("1000");
+    lab.fabric_shortcut(true);
+    let run = std::thread::scope(|s| {
+        let running = s.spawn(|| {
+            lab.mx(
+                &sb,
+                &[
+                    "run",
+                    "--for",
+                    "12",
+                    "--interval",
+                    "1",
+                    "--no-trace",
+                    "--json",
+                ],
+            )
+        });
+        // Three whole intervals over the shortcut, then the cut: the run
+        // has about eight more.
+        wait_for_steady(&lab.reports(), 3);
+        lab.fabric_shortcut(false);
+        running.join().expect("mx run")
+    });
+    assert!(run.code <= 1, "{}{}", run.stdout, run.stderr);
+    // Each receiver's rows: h1's replies from h3 (tx) and requests from h3
+    // (rx) crossed 2 routers in the first whole intervals, 3 in the last;
+    // h2's from h1, on its own leaf, none throughout.
+    let rows = rows_of(&sb.read("reports/h1.csv"));
+    for dir in ["tx", "rx"] {
+        let hops: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.s("dir") == dir && r.s("peer") == "h3")
+            .filter_map(|r| Some((r.f("hops")?, r.f("hops_max")?)))
+            .collect();
+        assert!(hops.len() >= 8, "h1's {dir} rows from h3: {hops:?}");
+        assert_eq!(hops[1], (2.0, 2.0), "{dir} before the cut: {hops:?}");
+        assert_eq!(hops[hops.len() - 2], (3.0, 3.0), "{dir} after: {hops:?}");
+    }
+    let rows = rows_of(&sb.read("reports/h2.csv"));
+    let same_leaf: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.s("dir") != "host" && r.s("peer") == "h1")
+        .filter_map(|r| r.f("hops_max"))
+        .collect();
+    assert!(
+        !same_leaf.is_empty() && same_leaf.iter().all(|&h| h == 0.0),
+        "{same_leaf:?}"
+    );
+    // The summary: the route changes of the 8 ways between the leaves,
+    // from 2 routers to 3, and no other way's.
+    let doc: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", run.stdout, run.stderr));
+    let routes = findings_of(&doc, "route");
+    let texts: Vec<&str> = routes.iter().map(|f| f["text"].as_str().unwrap()).collect();
+    eprintln!("{texts:#?}");
+    let mut ways: Vec<(String, String)> = Vec::new();
+    for f in &routes {
+        let hops = f["detail"]["hops"].as_array().unwrap();
+        let (first, last) = (&hops[0], &hops[hops.len() - 1]);
+        assert_eq!(
+            (first["fewest"].as_u64(), first["most"].as_u64()),
+            (Some(2), Some(2)),
+            "{f}"
+        );
+        assert_eq!(
+            (last["fewest"].as_u64(), last["most"].as_u64()),
+            (Some(3), Some(3)),
+            "{f}"
+        );
+        for b in f["blames"].as_array().unwrap() {
+            assert_eq!(b["where"], "route", "{f}");
+            ways.push((
+                b["host"].as_str().unwrap().into(),
+                b["peer"].as_str().unwrap().into(),
+            ));
+        }
+        assert!(
+            f["text"]
+                .as_str()
+                .unwrap()
+                .contains(" (by the TTL they arrived with). "),
+            "{f}"
+        );
+    }
+    ways.sort();
+    let mut between: Vec<(String, String)> = Vec::new();
+    for a in ["h1", "h2", "h3", "h4"] {
+        for b in ["h1", "h2", "h3", "h4"] {
+            if a != b && leaf(a) != leaf(b) {
+                between.push((a.into(), b.into()));
+            }
+        }
+    }
+    assert_eq!(ways, between, "{texts:#?}");
+    // The paths now: every way between the leaves over a spine.
+    let trace = lab.mx(&sb, &["trace", "--all", "--no-collect"]);
+    assert_eq!(trace.code, 0, "{}{}", trace.stdout, trace.stderr);
+    let traced = paths::read(&sb.file("reports").join(paths::FILE))
+        .unwrap()
+        .expect("paths.trace beside the reports");
+    let at = |last: u8| HopKind::Router(format!("198.18.140.{last}"));
+    let mut crossing = 0;
+    for p in &traced.paths {
+        let Some(to) = Some(p.to.as_str()).filter(|to| leaf(to) != leaf(&p.from)) else {
+            continue;
+        };
+        crossing += 1;
+        let hops = p.hops.as_ref().unwrap();
+        let spines = if leaf(&p.from) == 1 {
+            [at(129), at(131)]
+        } else {
+            [at(133), at(135)]
+        };
+        assert_eq!(hops.len(), 4, "{} -> {to}: {p:?}", p.from);
+        assert!(spines.contains(&hops[1].kind), "over a spine: {p:?}");
+    }
+    assert_eq!(
+        crossing, 16,
+        "8 ways between the leaves, each flow's two legs"
+    );
+    let clean = lab.mx(&sb, &["clean", "--yes"]);
+    assert_eq!(clean.code, 0, "{}", clean.stdout);
+}

@@ -9,6 +9,7 @@
 #   tests/lab/fabric.sh drop  <dir> <router> <interface> in|out <pct>
 #   tests/lab/fabric.sh heal  <dir>
 #   tests/lab/fabric.sh links <dir>
+#   tests/lab/fabric.sh shortcut <dir> up|down
 #
 #                 s1                 s2            spines
 #        s1-l1 /     \ s1-l2  s2-l1 /     \ s2-l2
@@ -21,6 +22,13 @@
 # of what s2 receives from l1 (an nft rule on that interface, in the
 # prerouting hook: as a bad cable drops, before any routing), `out` what it
 # sends by it (postrouting). `heal` takes every fault away.
+#
+# `shortcut up` joins the leaves by a link of their own (`l1-l2`, /31 at
+# .136), its routes to the other leaf's hosts more specific (two /27s)
+# than the spines' /26: what crosses between the leaves takes it, one
+# router fewer. `shortcut down` takes both its ends down, as a cut cable
+# does: the kernel drops the routes by it, and the traffic goes back over
+# the spines (a route change, one router longer).
 #
 # Addresses, all in 198.18.<net>.0/24 (RFC 2544's benchmarking range):
 # l1's hosts 198.18.<net>.1-K (/26, l1 at .62), l2's 198.18.<net>.65-(64+K)
@@ -41,7 +49,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lab/host.sh
 . "$here/host.sh"
 
-cmd=${1:?up, down, drop, heal or links}
+cmd=${1:?up, down, drop, heal, links or shortcut}
 
 router() { echo "mx${net}$1"; }
 host_ns() { echo "mx${net}h$1"; }
@@ -192,8 +200,36 @@ links() {
     done
 }
 
+shortcut() {
+    local way=${1:?up or down} p="198.18.$net" l1 l2
+    l1=$(router l1) l2=$(router l2)
+    case $way in
+        up)
+            if ! ip -n "$l1" link show l1-l2 > /dev/null 2>&1; then
+                ip link add l1-l2 netns "$l1" type veth peer name l2-l1 netns "$l2"
+                ip -n "$l1" addr add "$p.136/31" dev l1-l2
+                ip -n "$l2" addr add "$p.137/31" dev l2-l1
+            fi
+            ip -n "$l1" link set l1-l2 up
+            ip -n "$l2" link set l2-l1 up
+            local half
+            for half in 64 96; do
+                ip -n "$l1" route replace "$p.$half/27" via "$p.137" dev l1-l2
+            done
+            for half in 0 32; do
+                ip -n "$l2" route replace "$p.$half/27" via "$p.136" dev l2-l1
+            done
+            ;;
+        down)
+            ip -n "$l1" link set l1-l2 down
+            ip -n "$l2" link set l2-l1 down
+            ;;
+        *) echo "fabric: shortcut up or down, not '$way'" >&2; exit 2 ;;
+    esac
+}
+
 usage() {
-    sed -n '7,11p' "$0" | sed 's/^# *//' >&2
+    sed -n '7,12p' "$0" | sed 's/^# *//' >&2
     exit 2
 }
 
@@ -203,7 +239,7 @@ case "$cmd" in
         [ "$per_leaf" -ge 1 ] && [ "$per_leaf" -le 61 ] || usage
         "$cmd"
         ;;
-    drop | heal | links)
+    drop | heal | links | shortcut)
         dir=${2:?dir}
         net=$(cat "$dir/net") per_leaf=$(cat "$dir/per_leaf")
         shift 2
