@@ -43,11 +43,12 @@ pub(crate) fn file_sd(matrix: &Matrix, port: u16) -> String {
 }
 
 /// Series an agent serves: per peer it sends to, 9 counters (3 of them the
-/// legs it tells from its replies' counts), a target gauge and a 12-series
-/// histogram (10 bounds, +Inf, sum and count: 13 with the count); per peer
-/// it hears from, 6 counters.
-const PER_PEER_SENT_TO: usize = 9 + 1 + 13;
-const PER_PEER_HEARD_FROM: usize = 6;
+/// legs it tells from its replies' counts), a target gauge, the replies'
+/// hop count and a 12-series histogram (10 bounds, +Inf, sum and count: 13
+/// with the count); per peer it hears from, 6 counters and the requests'
+/// hop count.
+const PER_PEER_SENT_TO: usize = 9 + 1 + 1 + 13;
+const PER_PEER_HEARD_FROM: usize = 6 + 1;
 /// Its own: 12 interface and socket counters, 5 CPU gauges (5 more in a
 /// disk run), strays, the host histogram (19 bounds, +Inf, sum, count),
 /// the interval and its end; and the 5 series Prometheus adds per target

@@ -166,6 +166,9 @@ fn agent_metrics_count_what_the_report_rows_count_per_peer_and_host() {
                 0.0
             );
             assert_eq!(at("mx_target_requests_per_second"), 200.0);
+            // On loopback no router counts a TTL down: 0 routers each way.
+            assert_eq!(at("mx_reply_hops"), 0.0);
+            assert_eq!(at("mx_request_hops"), 0.0);
             // At 200 a second for a few seconds, every request back.
             assert!(at("mx_requests_sent_total") >= 400.0, "{host} -> {peer}");
             assert_eq!(
@@ -315,7 +318,7 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
         .collect();
     assert_eq!(targets, serde_json::Value::Array(want));
     // Each host sends to 2 peers and hears from 2.
-    let per_host = 47 + 2 * 23 + 2 * 6;
+    let per_host = 47 + 2 * 24 + 2 * 7;
     assert!(
         run.stdout.contains(&format!(
             "series: at most {per_host} a host, {} in all",

@@ -10,11 +10,12 @@
 //!
 //! Every series carries `host` (and `pool`, `dscp` where the matrix has
 //! them); a peer's add `peer` (and `peer_pool`). Per host: as a client, per
-//! peer it sends to, 9 counters, the target rate and a 13-series RTT
-//! histogram; as a server, per peer it hears from, 6 counters; and about 40
-//! series of its own (the interface, the sockets, the CPU, the host
-//! histogram; 5 more in a disk run). With `--peers 8` that is about 280
-//! series a host with Prometheus's own: 2.8 million at 10,000 hosts, which
+//! peer it sends to, 9 counters, the target rate, the replies' hop count
+//! and a 13-series RTT histogram; as a server, per peer it hears from, 6
+//! counters and the requests' hop count; and about 40 series of its own
+//! (the interface, the sockets, the CPU, the host histogram; 5 more in a
+//! disk run). With `--peers 8` that is about 300 series a host with
+//! Prometheus's own: 3 million at 10,000 hosts, which
 //! one Prometheus holds (docs/always-on.md; `mx monitor` counts them for a
 //! matrix).
 //!
@@ -70,11 +71,15 @@ struct Client {
     counters: Vec<(CountOf, PerPeer)>,
     target: PeerGauge,
     rtt: Family<PeerLabels, RttHistogram>,
+    /// The most routers the peer's replies crossed, newest interval.
+    hops: PeerGauge,
 }
 
 /// As a server: per peer whose requests it answers.
 struct Server {
     counters: Vec<(CountOf, PerPeer)>,
+    /// The most routers the peer's requests crossed, newest interval.
+    hops: PeerGauge,
 }
 
 /// A tx row's counts, per peer: name, help, the row's interval count. The
@@ -337,9 +342,11 @@ impl Metrics {
             counters: families(&CLIENT_COUNTERS),
             target: PeerGauge::default(),
             rtt: Family::default(),
+            hops: PeerGauge::default(),
         };
         let server = Server {
             counters: families(&SERVER_COUNTERS),
+            hops: PeerGauge::default(),
         };
         let host = Host {
             rtt: RttHistogram::host(),
@@ -382,12 +389,15 @@ impl Metrics {
         if let Some(target) = row.target_pps {
             c.target.get_or_create(&peer).set(target);
         }
+        set_hops(&c.hops, row, &peer);
         c.rtt.get_or_create(&peer).add(rtt);
     }
 
     /// Adds an rx row (this host as a server for its `peer`).
     pub(crate) fn server_row(&self, row: &ReportRow) {
-        add_counts(&self.server.counters, row, &self.peer(&row.peer));
+        let peer = self.peer(&row.peer);
+        add_counts(&self.server.counters, row, &peer);
+        set_hops(&self.server.hops, row, &peer);
     }
 
     /// Adds the host row of an interval, and the host's round trips of it.
@@ -437,6 +447,14 @@ fn add_counts(counters: &[(CountOf, PerPeer)], row: &ReportRow, peer: &PeerLabel
 }
 
 /// Registers every metric under its name and help.
+/// A row's `hops_max` into its peer's gauge; a row that read no TTL (none
+/// arrived) leaves the gauge as it was: no series until one did.
+fn set_hops(gauge: &PeerGauge, row: &ReportRow, peer: &PeerLabels) {
+    if let Some(hops) = row.hops_max {
+        gauge.get_or_create(peer).set(f64::from(hops));
+    }
+}
+
 fn register(registry: &mut Registry, c: &Client, s: &Server, h: &Host, interval: f64) {
     let tables = [
         (&CLIENT_COUNTERS[..], &c.counters),
@@ -456,6 +474,16 @@ fn register(registry: &mut Registry, c: &Client, s: &Server, h: &Host, interval:
         "mx_peer_rtt_seconds",
         "Round trips of this host's requests to the peer",
         c.rtt.clone(),
+    );
+    registry.register(
+        "mx_reply_hops",
+        "The most routers the peer's replies crossed on their way here, newest interval (by the TTL they arrived with)",
+        c.hops.clone(),
+    );
+    registry.register(
+        "mx_request_hops",
+        "The most routers the peer's requests crossed on their way here, newest interval (by the TTL they arrived with)",
+        s.hops.clone(),
     );
     for ((name, help, _), (_, counter)) in HOST_COUNTERS.iter().zip(&h.counters) {
         registry.register(*name, *help, counter.clone());
