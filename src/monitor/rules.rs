@@ -214,10 +214,22 @@ fn count_of(record: &str, selector: &[(&str, &str)]) -> String {
 }
 
 fn alert(name: &str, expr: String, s: &Settings, summary: String, description: String) -> Yaml {
+    alert_after(name, expr, &s.alert_for, summary, description)
+}
+
+/// An alert that fires once `expr` has held for `after` (`0s`: an event,
+/// firing as soon as it is seen).
+fn alert_after(
+    name: &str,
+    expr: String,
+    after: &str,
+    summary: String,
+    description: String,
+) -> Yaml {
     Yaml::Map(vec![
         ("alert", Yaml::str(name)),
         ("expr", Yaml::Str(expr)),
-        ("for", Yaml::str(s.alert_for.clone())),
+        ("for", Yaml::str(after.to_string())),
         (
             "labels",
             Yaml::Map(vec![("severity", Yaml::str("warning"))]),
@@ -351,6 +363,18 @@ fn alerts(s: &Settings) -> Vec<Yaml> {
             units::g(s.rtt_p99_seconds * 1e3) + " ms"
         ),
         format!("the p99 of every round trip its requests made over the last {}", s.window),
+    ));
+    // A route that changed length: an event, said while it is inside the
+    // window (waiting `for` on it would outlast a window shorter than it).
+    let w = &s.window;
+    rules.push(alert_after(
+        "MxRouteChanged",
+        format!("changes(mx_reply_hops[{w}]) > 0 or changes(mx_request_hops[{w}]) > 0"),
+        "0s",
+        "the route from {{ $labels.peer }} to {{ $labels.host }} changed its length".to_string(),
+        format!(
+            "the most routers the datagrams from {{{{ $labels.peer }}}} crossed to {{{{ $labels.host }}}} changed {{{{ $value }}}} time(s) over the last {w}: a link or router on the way went down or came back, or a route was moved; a loss then fits the change as well -- `mx trace` shows each stream's path now"
+        ),
     ));
     rules
 }

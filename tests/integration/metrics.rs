@@ -486,3 +486,65 @@ fn agent_metrics_reload_of_an_edited_matrix_rewrites_the_targets() {
     assert_eq!(http_get("127.82.0.3:19482", "/metrics").0, 200);
     assert_eq!(sb.mx(&["stop", "--local", "hosts"]).code, 0);
 }
+
+/// The route-change alert as Prometheus evaluates it (`promtool test
+/// rules` on the rules `mx monitor` writes): a way whose replies crossed 2
+/// routers, then 3, fires from the first evaluation that sees the change
+/// and stops once it has left the window; a way that held its length, and
+/// one whose requests held theirs, never fire.
+#[test]
+fn monitor_s_route_change_alert_fires_on_a_changed_length_and_only_then() {
+    let sb = fleet_dir_with(86, &["h1", "h2", "h3"], &["--pps", "10"]);
+    let run = sb.mx(&["monitor", "--metrics", "9464"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let description = "the most routers the datagrams from h3 crossed to h1 changed 1 time(s) over the last 5m: a link or router on the way went down or came back, or a route was moved; a loss then fits the change as well -- `mx trace` shows each stream's path now";
+    let fired = format!(
+        "          - exp_labels: {{severity: warning, host: h1, peer: h3}}
+            exp_annotations:
+              summary: the route from h3 to h1 changed its length
+              description: \"{}\"
+",
+        description.replace('"', "\\\"")
+    );
+    // Scrapes every 15 s: 2 routers for 5 minutes, then 3.
+    let tests = format!(
+        "rule_files:
+  - rules.yml
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+      - series: 'mx_reply_hops{{host=\"h1\",peer=\"h3\"}}'
+        values: '2x20 3x40'
+      - series: 'mx_reply_hops{{host=\"h1\",peer=\"h2\"}}'
+        values: '0x60'
+      - series: 'mx_request_hops{{host=\"h1\",peer=\"h3\"}}'
+        values: '2x60'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: MxRouteChanged
+        exp_alerts: []
+      - eval_time: 5m30s
+        alertname: MxRouteChanged
+        exp_alerts:
+{fired}      - eval_time: 9m
+        alertname: MxRouteChanged
+        exp_alerts:
+{fired}      - eval_time: 11m
+        alertname: MxRouteChanged
+        exp_alerts: []
+"
+    );
+    std::fs::write(sb.file("monitor/route_test.yml"), tests).unwrap();
+    let out = std::process::Command::new("promtool")
+        .args(["test", "rules", "route_test.yml"])
+        .current_dir(sb.file("monitor"))
+        .output()
+        .expect("promtool (tests/run installs Debian's prometheus)");
+    assert!(
+        out.status.success(),
+        "promtool test rules: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
