@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::agents::PORT;
 use crate::lab::Lab;
 use crate::metrics::http_get;
-use crate::util::Sandbox;
+use crate::util::{Sandbox, promtool};
 
 /// A Prometheus on a loopback port, with `config`; killed when dropped.
 struct Prometheus {
@@ -105,17 +105,6 @@ fn encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-fn promtool(args: &[&str]) -> String {
-    let out = Command::new("promtool").args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "promtool {args:?}: {text}");
-    text
 }
 
 /// One alert as Prometheus holds it: its name, labels, state and description.
@@ -241,7 +230,7 @@ fn agent_lab_prometheus_at_the_always_on_rate_is_quiet_when_clean_and_names_the_
     let dir = sb.file("monitor");
     let rules = dir.join("rules.yml");
     assert!(
-        promtool(&["check", "rules", rules.to_str().unwrap()]).contains("SUCCESS"),
+        promtool(&["check", "rules", rules.to_str().unwrap()], &dir).contains("SUCCESS"),
         "promtool passes the rules"
     );
     let rule_text = std::fs::read_to_string(&rules).unwrap();
@@ -253,11 +242,14 @@ fn agent_lab_prometheus_at_the_always_on_rate_is_quiet_when_clean_and_names_the_
         rtt_line.trim_end_matches(['"', '\'']).ends_with("> 1"),
         "the RTT line as given: {rtt_line}"
     );
-    promtool(&[
-        "check",
-        "config",
-        dir.join("prometheus.yml").to_str().unwrap(),
-    ]);
+    promtool(
+        &[
+            "check",
+            "config",
+            dir.join("prometheus.yml").to_str().unwrap(),
+        ],
+        &dir,
+    );
     // mx's config, with the control's rules beside mx's.
     std::fs::write(dir.join("control.yml"), control_rules("1m")).unwrap();
     let config = std::fs::read_to_string(dir.join("prometheus.yml")).unwrap();

@@ -328,20 +328,7 @@ fn monitor_writes_targets_rules_a_config_and_a_dashboard_promtool_passes() {
         run.stdout
     );
     for (what, file) in [("rules", "rules.yml"), ("config", "prometheus.yml")] {
-        let out = std::process::Command::new("promtool")
-            .args([
-                "check",
-                what,
-                sb.file(&format!("monitor/{file}")).to_str().unwrap(),
-            ])
-            .output()
-            .expect("promtool (tests/run installs Debian's prometheus)");
-        assert!(
-            out.status.success(),
-            "promtool check {what}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::util::promtool(&["check", what, file], &sb.file("monitor"));
     }
     let dashboard: serde_json::Value =
         serde_json::from_str(&sb.read("monitor/dashboard.json")).unwrap();
@@ -536,15 +523,5 @@ tests:
 "
     );
     std::fs::write(sb.file("monitor/route_test.yml"), tests).unwrap();
-    let out = std::process::Command::new("promtool")
-        .args(["test", "rules", "route_test.yml"])
-        .current_dir(sb.file("monitor"))
-        .output()
-        .expect("promtool (tests/run installs Debian's prometheus)");
-    assert!(
-        out.status.success(),
-        "promtool test rules: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::util::promtool(&["test", "rules", "route_test.yml"], &sb.file("monitor"));
 }

@@ -366,3 +366,20 @@ pub fn findings_of<'a>(doc: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_
         .filter(|f| f["kind"] == kind)
         .collect()
 }
+
+/// Runs Debian's `promtool` with `args` in `dir`, and asserts it passed;
+/// what it printed.
+pub fn promtool(args: &[&str], dir: &Path) -> String {
+    let out = std::process::Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("promtool (tests/run installs Debian's prometheus)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?}: {text}");
+    text
+}
