@@ -962,6 +962,72 @@ fn a_loss_the_host_counted_itself_is_its_own_not_a_cables() {
 }
 
 #[test]
+fn a_starved_hosts_tail_in_every_hosts_flows_is_its_cpu_not_the_fabrics() {
+    // d's agent fell 4.6 s behind: every flow to or from d has a 4 s p99.
+    // Every other host sends to d and hears from it, so the tail reaches
+    // all four hosts; the flows between a, b and c have a busy box's 3 ms,
+    // far below the tail. That tail is d's CPU, not queues in the network.
+    let sb = Sandbox::new();
+    let hosts = ["a", "b", "c", "d"];
+    let p99 = |src: &str, dst: &str| {
+        if src == "d" || dst == "d" {
+            4_000_000.0
+        } else {
+            3_000.0
+        }
+    };
+    mesh_reports_timed(
+        &[100, 101, 102],
+        &hosts,
+        |_, _| 1.0,
+        |_, _| 1.0,
+        p99,
+        |host, row| {
+            row.behind_ms = Some(if host == "d" { 4_600.0 } else { 1.0 });
+            row.throttled_ms = Some(if host == "d" { 900.0 } else { 0.0 });
+        },
+    )
+    .write(&sb);
+    let doc = summary_doc(&sb);
+    let tail: Vec<&serde_json::Value> = doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["kind"] == "latency")
+        .collect();
+    assert_eq!(tail.len(), 1, "{doc}");
+    assert_eq!(
+        blames(&serde_json::json!({ "findings": tail })),
+        ["d - - cpu"],
+        "{doc}"
+    );
+    let text = tail[0]["text"].as_str().expect("text");
+    assert!(
+        text.contains("the tail sits on the flows to and from d: in most of their intervals, and not the others'. d's agent fell up to 4600 ms behind its send schedule, held off by a CPU quota"),
+        "{text}"
+    );
+    // Where the flows between the others reach the tail too, both fit.
+    let sb = Sandbox::new();
+    mesh_reports_timed(
+        &[100, 101, 102],
+        &hosts,
+        |_, _| 1.0,
+        |_, _| 1.0,
+        |_, _| 4_000_000.0,
+        |host, row| {
+            row.behind_ms = Some(if host == "d" { 4_600.0 } else { 1.0 });
+            row.throttled_ms = Some(if host == "d" { 900.0 } else { 0.0 });
+        },
+    )
+    .write(&sb);
+    let both: Vec<String> = blames(&summary_doc(&sb))
+        .into_iter()
+        .filter(|b| b.ends_with("fabric-wide") || b == "d - - cpu")
+        .collect();
+    assert_eq!(both, ["- - - fabric-wide", "d - - cpu"]);
+}
+
+#[test]
 fn spread_across_flows_is_mean_sd_min_median_max_and_jains_index() {
     // 12 flows: 9 deliver 1000 pps, the 3 into d deliver 800 (both legs of
     // them lose nothing else). Mean 950, population sd sqrt(7500) = 86.6,

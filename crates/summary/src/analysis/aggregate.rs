@@ -98,7 +98,7 @@ impl P99Counts {
     pub const FIRST_US: f64 = 250.0;
     const BOUNDS: usize = 15;
 
-    fn add(&mut self, p99: f64) {
+    pub(crate) fn add(&mut self, p99: f64) {
         self.intervals += 1;
         for (k, n) in self.over.iter_mut().enumerate() {
             if p99 > Self::FIRST_US * f64::from(1u32 << k) {

@@ -5,7 +5,9 @@
 //!
 //! Where it sits says much: on most hosts' flows it is the fleet's (queues
 //! in a shared fabric, or every host's scheduling); on a few hosts' flows
-//! (the flows to and from them) it is theirs. A disk run's responders put
+//! (the flows to and from them) it is theirs. A late agent is in every
+//! host's flows, so its tail reaches most hosts: where the flows between
+//! the others hold none near it, it is that agent's alone. A disk run's responders put
 //! their disk's own p99 into every round trip; an agent short of CPU
 //! answers late; a host whose agent fell behind its schedule by as much as
 //! the tail, or whose hypervisor took its CPU (steal), ran its agent late,
@@ -14,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::aggregate::{ReportSet, TAIL_FLOOR_US, TAIL_RATIO, is_tail};
+use super::super::aggregate::{P99Counts, ReportSet, TAIL_FLOOR_US, TAIL_RATIO, is_tail};
 use super::super::figures::{Context, Figures};
 use super::place::HostEvidence;
 use super::says::{self, Says, TailCause};
@@ -41,12 +43,28 @@ pub fn findings(
     if !is_tail(p50, p99) {
         return None;
     }
-    let spread = TailSpread::of(set, (TAIL_RATIO * p50).max(TAIL_FLOOR_US));
-    let tailed = persisting(&spread.by_host);
+    let bound = (TAIL_RATIO * p50).max(TAIL_FLOOR_US);
+    let spread = TailSpread::of(&set.rtt_tails, bound, &[]);
+    let mut tailed = persisting(&spread.by_host);
     if tailed.is_empty() {
         return None;
     }
-    let fleet_wide = is_fleet_wide(tailed.len(), spread.by_host.len());
+    let mut fleet_wide = is_fleet_wide(tailed.len(), spread.by_host.len());
+    // A few late agents are in every host's flows (each host sends to them
+    // and hears from them): their tail can reach half the hosts or more.
+    // Where the flows between the other hosts hold no tail near the
+    // fleet's p99 (within TAIL_RATIO of it: a busy box's few ms beside an
+    // agent's seconds make none of it), it is theirs.
+    let late_ids: Vec<u32> = evidence
+        .values()
+        .filter(|e| ran_late(e, p99))
+        .map(|e| e.id)
+        .collect();
+    let near_the_tail = bound.max(p99 / TAIL_RATIO);
+    if fleet_wide && theirs_alone(&set.rtt_tails, near_the_tail, &late_ids) {
+        fleet_wide = false;
+        tailed = late_ids;
+    }
     let where_ = if fleet_wide {
         says::TailSpread::Fleet {
             tail_intervals: spread.tail_intervals,
@@ -109,13 +127,18 @@ struct TailSpread {
 }
 
 impl TailSpread {
-    fn of(set: &ReportSet, bound: f64) -> TailSpread {
+    /// Over the flows `rtt_tails` holds (keyed by (host, peer)), leaving
+    /// out every flow to or from a host in `without`.
+    fn of(rtt_tails: &BTreeMap<(u32, u32), P99Counts>, bound: f64, without: &[u32]) -> TailSpread {
         let mut spread = TailSpread {
             by_host: BTreeMap::new(),
             tail_intervals: 0,
             intervals: 0,
         };
-        for (&(src, dst), counts) in &set.rtt_tails {
+        for (&(src, dst), counts) in rtt_tails {
+            if without.contains(&src) || without.contains(&dst) {
+                continue;
+            }
             let (tail, all) = (counts.over(bound), counts.intervals);
             spread.tail_intervals += tail;
             spread.intervals += all;
@@ -143,6 +166,20 @@ fn persisting(by_host: &BTreeMap<u32, (u64, u64)>) -> Vec<u32> {
 /// A tail on half the hosts or more is the fleet's, not theirs.
 fn is_fleet_wide(tailed: usize, hosts: usize) -> bool {
     2 * tailed >= hosts
+}
+
+/// Whether a tail is the `late` hosts' alone: they are fewer than half the
+/// hosts, and the flows between the others were measured and hold no
+/// persisting tail over `bound` (us). (Were the late hosts half the fleet
+/// or more, or were no flow left to read, queues in the network would fit
+/// as well.)
+fn theirs_alone(rtt_tails: &BTreeMap<(u32, u32), P99Counts>, bound: f64, late: &[u32]) -> bool {
+    let hosts = TailSpread::of(rtt_tails, bound, &[]).by_host.len();
+    if late.is_empty() || is_fleet_wide(late.len(), hosts) {
+        return false;
+    }
+    let others = TailSpread::of(rtt_tails, bound, late);
+    others.intervals > 0 && persisting(&others.by_host).is_empty()
 }
 
 /// A host that ran its agent late: behind its schedule by as much as the
@@ -271,6 +308,53 @@ mod tests {
     fn a_tail_persists_on_a_host_in_half_its_intervals_or_more() {
         let by_host = BTreeMap::from([(1, (5, 10)), (2, (4, 10)), (3, (0, 0)), (4, (1, 1))]);
         assert_eq!(persisting(&by_host), vec![1, 4]);
+    }
+
+    /// Flows (host, peer) with `tail` of `all` intervals whose p99 is 10 ms
+    /// (the rest 100 us).
+    fn flows(each: &[((u32, u32), u32, u32)]) -> BTreeMap<(u32, u32), P99Counts> {
+        each.iter()
+            .map(|&(flow, tail, all)| {
+                let mut c = P99Counts::default();
+                (0..all).for_each(|i| c.add(if i < tail { 10_000.0 } else { 100.0 }));
+                (flow, c)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_late_hosts_tail_in_every_hosts_flows_is_its_alone() {
+        // A 4-host mesh where every flow to and from host 1 holds the tail:
+        // each other host has 2 of its 6 flows tailed, and host 1 all of
+        // its own. The flows between 2, 3 and 4 are clean.
+        let mut each = vec![];
+        for a in 1..=4u32 {
+            for b in (1..=4u32).filter(|&b| b != a) {
+                let tail = if a == 1 || b == 1 { 3 } else { 0 };
+                each.push(((a, b), tail, 3));
+            }
+        }
+        let mesh = flows(&each);
+        assert!(theirs_alone(&mesh, 1_000.0, &[1]));
+        // Not so where the flows between the others hold it too.
+        let mut queued = each.clone();
+        for f in queued.iter_mut().filter(|f| f.0 == (2, 3) || f.0 == (3, 2)) {
+            f.1 = 3;
+        }
+        assert!(!theirs_alone(&flows(&queued), 1_000.0, &[1]));
+        // A tail between the others far below the bound is none.
+        assert!(theirs_alone(&flows(&queued), 1_000_000.0, &[1]));
+        // Nor where the late hosts are half the fleet, or none.
+        assert!(!theirs_alone(&mesh, 1_000.0, &[1, 2]));
+        assert!(!theirs_alone(&mesh, 1_000.0, &[]));
+        // Nor where no flow is left to read beside theirs.
+        let star = flows(&[
+            ((1, 2), 3, 3),
+            ((2, 1), 3, 3),
+            ((1, 3), 3, 3),
+            ((3, 1), 3, 3),
+        ]);
+        assert!(!theirs_alone(&star, 1_000.0, &[1]));
     }
 
     #[test]
