@@ -29,7 +29,7 @@ pub use recv::{Datagram, Datagrams, Message, RECV_COPY, RecvBatch};
 pub use send::{CONTIGUOUS_MAX, SendBatch, Sent, padding};
 pub use socket::{
     Buffers, INITIAL_TTL, client_socket, count_hops, enable_gro, hops_of_ttl, kernel_coalesces,
-    mark, responder_socket, socket_drops,
+    mark, responder_socket, socket_drops, stamp_arrivals,
 };
 
 use nix::time::{ClockId, clock_gettime};

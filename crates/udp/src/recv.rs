@@ -44,6 +44,10 @@ pub struct Datagram<'a> {
     /// every datagram of a message; 0 on a socket that did not ask for it
     /// ([`count_hops`](super::count_hops)).
     pub ttl: u8,
+    /// When its message reached the host (CLOCK_REALTIME, ns since the
+    /// Unix epoch), the same for every datagram of a message; 0 on a
+    /// socket that did not ask for it ([`stamp_arrivals`](super::stamp_arrivals)).
+    pub arrived_ns: u64,
 }
 
 /// Buffers for one recvmmsg call, reused call after call.
@@ -123,6 +127,7 @@ impl RecvBatch {
             len: 0,
             segment: 1,
             ttl: 0,
+            arrived_ns: 0,
             at: 0,
             end: 0,
         }
@@ -135,12 +140,14 @@ impl RecvBatch {
 pub struct Datagrams<'a> {
     raw: &'a RecvSlots,
     next_message: usize,
-    /// The current message's slot, sender, length, segment size and TTL.
+    /// The current message's slot, sender, length, segment size, TTL and
+    /// arrival time.
     slot: &'a [u8],
     from: SocketAddr,
     len: usize,
     segment: usize,
     ttl: u8,
+    arrived_ns: u64,
     /// Offset of the next datagram in the message, and where they end (an
     /// empty message still yields one, empty, datagram: a stray).
     at: usize,
@@ -155,6 +162,8 @@ pub struct Message<'a> {
     pub count: usize,
     /// The TTL it arrived with ([`Datagram::ttl`]).
     pub ttl: u8,
+    /// When it reached the host ([`Datagram::arrived_ns`]).
+    pub arrived_ns: u64,
 }
 
 impl<'a> Datagrams<'a> {
@@ -172,6 +181,7 @@ impl<'a> Datagrams<'a> {
             segment,
             count: len / segment,
             ttl: self.ttl,
+            arrived_ns: self.arrived_ns,
         })
     }
 
@@ -200,6 +210,7 @@ impl<'a> Iterator for Datagrams<'a> {
             let said = raw.said(i);
             self.segment = said.segment.unwrap_or(self.len).max(1);
             self.ttl = said.ttl;
+            self.arrived_ns = said.arrived_ns;
             self.slot = raw.slot(i);
             self.from = raw.sender(i);
             self.at = 0;
@@ -216,6 +227,7 @@ impl<'a> Iterator for Datagrams<'a> {
             from: self.from,
             starts_message,
             ttl: self.ttl,
+            arrived_ns: self.arrived_ns,
         })
     }
 }
@@ -318,6 +330,57 @@ mod tests {
                 ttls.extend(headers.datagrams().map(|d| d.ttl));
             }
             assert_eq!(ttls, [0, 0], "{at}");
+        }
+    }
+
+    /// Every datagram's arrival time, read beside its TTL and segment size
+    /// (the three in one control buffer): when it reached the host, not
+    /// when it was read, 300 ms later. A socket that did not ask reads 0.
+    #[test]
+    fn a_socket_stamping_arrivals_reads_when_each_datagram_came_not_when_it_was_read() {
+        use super::super::{INITIAL_TTL, count_hops, stamp_arrivals};
+        let wall_ns = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        };
+        for at in ["127.0.0.1:0", "[::1]:0"] {
+            let rx = UdpSocket::bind(at).unwrap();
+            let rx_ref = socket2::SockRef::from(&rx);
+            count_hops(&rx_ref).unwrap();
+            enable_gro(&rx_ref).unwrap();
+            stamp_arrivals(&rx_ref).unwrap();
+            let mut sizes = vec![64usize; 60];
+            sizes.extend([100, 1000]);
+            let before = wall_ns();
+            assert!(send_requests(bound(&rx), &sizes, true), "GSO stays on");
+            let after = wall_ns();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let mut batch = RecvBatch::coalesced();
+            let mut got = Vec::new();
+            while got.len() < sizes.len() {
+                batch.recv(std::os::fd::AsRawFd::as_raw_fd(&rx)).unwrap();
+                got.extend(batch.datagrams().map(|d| (d.len, d.ttl, d.arrived_ns)));
+            }
+            for &(len, ttl, arrived) in &got {
+                assert_eq!(ttl, INITIAL_TTL, "{at}");
+                assert!(
+                    (before..=after).contains(&arrived),
+                    "{at}: a {len}-byte datagram stamped {arrived}, sent in {before}..={after}"
+                );
+            }
+            // Asked for nothing: no time.
+            let plain = UdpSocket::bind(at).unwrap();
+            send_requests(bound(&plain), &[64], false);
+            let mut headers = RecvBatch::headers();
+            while headers
+                .recv(std::os::fd::AsRawFd::as_raw_fd(&plain))
+                .unwrap()
+                == 0
+            {}
+            let stamps: Vec<u64> = headers.datagrams().map(|d| d.arrived_ns).collect();
+            assert_eq!(stamps, [0], "{at}");
         }
     }
 

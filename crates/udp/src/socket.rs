@@ -67,6 +67,15 @@ pub fn count_hops(socket: &Socket) -> io::Result<()> {
     Ok(())
 }
 
+/// Asks the kernel to stamp every datagram `socket` receives with the time
+/// it reached the host (SO_TIMESTAMPNS: CLOCK_REALTIME, taken as the packet
+/// came in, before it waited in the socket's queue), in a control message
+/// beside it ([`super::Datagram::arrived_ns`]): when it arrived, however
+/// late the agent read it.
+pub fn stamp_arrivals(socket: &Socket) -> io::Result<()> {
+    setsockopt(socket, sockopt::ReceiveTimestampns, &true).map_err(io::Error::from)
+}
+
 /// The routers a datagram that arrived with TTL `ttl` (non-zero) crossed:
 /// counted down from [`INITIAL_TTL`] where it is at most that (mx's own
 /// agents), else from the next initial TTL systems use (128, 255).

@@ -47,13 +47,19 @@ struct Control {
 
 const CONTROL_LEN: usize = std::mem::size_of::<Control>();
 
+/// CMSG_SPACE(sizeof(struct timespec)) on 64-bit Linux: a header of 16
+/// bytes and the 16 of a timespec.
+const TIMESPEC_CONTROL_LEN: usize =
+    std::mem::size_of::<libc::cmsghdr>() + std::mem::size_of::<libc::timespec>();
+
 /// Room for the control messages one read may carry: UDP_GRO's segment size
 /// and the TTL (IP_TTL) or hop limit (IPV6_HOPLIMIT), an int each, and
-/// CMSG_SPACE(4) (24 bytes on 64-bit Linux) apiece. A read with less room
-/// than its messages need loses the ones that do not fit (MSG_CTRUNC).
+/// CMSG_SPACE(4) (24 bytes on 64-bit Linux) apiece; and the arrival time
+/// (SCM_TIMESTAMPNS, a timespec). A read with less room than its messages
+/// need loses the ones that do not fit (MSG_CTRUNC).
 #[repr(C, align(8))]
 #[derive(Clone, Copy)]
-struct RecvControl([u8; 2 * CONTROL_LEN]);
+struct RecvControl([u8; 2 * CONTROL_LEN + TIMESPEC_CONTROL_LEN]);
 
 const RECV_CONTROL_LEN: usize = std::mem::size_of::<RecvControl>();
 
@@ -65,6 +71,9 @@ pub(crate) struct Said {
     /// The TTL (IPv4) or hop limit (IPv6) it arrived with; 0 when the
     /// socket did not ask for it.
     pub ttl: u8,
+    /// When it reached the host (the kernel's CLOCK_REALTIME stamp, ns
+    /// since the Unix epoch); 0 when the socket did not ask for it.
+    pub arrived_ns: u64,
 }
 
 /// A recvmmsg/sendmmsg return value: datagrams moved, 0 for "would block".
@@ -233,14 +242,27 @@ impl RecvSlots {
         }
         // SAFETY: the CMSG_* helpers read within msg_control..+msg_controllen,
         // which the kernel filled (or left at zero length) in the last call;
-        // an int is read only from a message long enough to hold one.
+        // an int (a timespec) is read only from a message long enough to
+        // hold one.
         unsafe {
             let whole = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
+            let whole_timespec =
+                libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize;
             let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
             while !cmsg.is_null() {
                 let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
                 let holds_int = (*cmsg).cmsg_len as usize >= whole;
                 match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                    (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS)
+                        if (*cmsg).cmsg_len as usize >= whole_timespec =>
+                    {
+                        let ts = libc::CMSG_DATA(cmsg)
+                            .cast::<libc::timespec>()
+                            .read_unaligned();
+                        said.arrived_ns = (ts.tv_sec as u64)
+                            .saturating_mul(1_000_000_000)
+                            .saturating_add(ts.tv_nsec as u64);
+                    }
                     _ if !holds_int => {}
                     (libc::SOL_UDP, UDP_GRO) => {
                         said.segment = usize::try_from(data.read_unaligned()).ok();
