@@ -946,3 +946,48 @@ fn agent_held_off_the_cpu_across_a_tick_reads_its_rx_at_the_rate_sent() {
         );
     }
 }
+
+/// Two agents started by hand a second apart, without `--start-at`: each
+/// begins its flows at once and ends them `--duration` later. h1 starts
+/// 1.8 s before a tick; h2 starts 0.8 s before it, under half an interval,
+/// so its first interval runs to the tick after (2.8 s), and it ends a
+/// second after h1. h1 counts each of h2's requests in the interval h2
+/// sent it in, so their rate is over the time they arrived in: h2's first
+/// interval, wider than h1's; h1's last, cut by h1's end while h2 still
+/// sends. Over h1's own spans they read 1.4 times the rate sent, and the
+/// last several times it.
+#[test]
+fn agents_started_by_hand_apart_read_their_rx_at_the_rate_sent() {
+    let net = 48;
+    let mut fleet = Fleet::new(&mesh(net, 2, "1000", (64, 64)));
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let at = |t: f64| std::thread::sleep(Duration::from_secs_f64((t - wall()).max(0.0)));
+    let tick = (wall() / 2.0).ceil() * 2.0 + 2.0;
+    let args = ["--interval", "2", "--duration", "7", "--workers", "2"];
+    at(tick - 1.8);
+    fleet.start("h1", &args);
+    at(tick - 0.8);
+    fleet.start("h2", &args);
+    fleet.wait_ok();
+    let rows = fleet.report("h1");
+    let rx: Vec<&crate::agents::Row> = rows
+        .iter()
+        .filter(|r| r.s("dir") == "rx" && r.f("pkts").unwrap() >= 100.0)
+        .collect();
+    // h2's first interval, two whole ones, and h1's last (1.2 s long).
+    assert!(rx.len() >= 3, "{}", fleet.report_text("h1"));
+    for row in rx {
+        let pps = row.f("pps").unwrap();
+        assert!(
+            (900.0..=1100.0).contains(&pps),
+            "h1's rx row at {} reads {pps} pps of h2's 1000\n{}",
+            row.s("ts"),
+            fleet.report_text("h1")
+        );
+    }
+}

@@ -108,6 +108,19 @@ pub(crate) fn instant_of(ns: u64) -> Instant {
     }
 }
 
+/// What the wall clock read (or will read) at `at`, in ns since the Unix
+/// epoch, by the offset between the two clocks now.
+pub(crate) fn wall_ns_of(at: Instant) -> u64 {
+    let now = Instant::now();
+    let wall = (wall_now() * 1e9) as i128;
+    let off = if at >= now {
+        at.duration_since(now).as_nanos() as i128
+    } else {
+        -(now.duration_since(at).as_nanos() as i128)
+    };
+    (wall + off).max(0) as u64
+}
+
 /// The monotonic ns at which the wall clock will read (or read) `wall`.
 pub(crate) fn ns_of_wall(wall: f64) -> u64 {
     let ahead = wall - wall_now();

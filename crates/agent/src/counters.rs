@@ -48,6 +48,64 @@ impl Ttls {
     }
 }
 
+/// When the requests counted in an interval reached the host, by the
+/// kernel's stamp on each (CLOCK_REALTIME ns): the first and the last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrivals {
+    /// 0 and 0 when none was stamped.
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Arrivals {
+    /// A request arrived at `ns` (0: not stamped, and not counted).
+    #[inline]
+    pub fn saw(&mut self, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        if self.first_ns == 0 || ns < self.first_ns {
+            self.first_ns = ns;
+        }
+        self.last_ns = self.last_ns.max(ns);
+    }
+
+    pub fn add(&mut self, other: &Arrivals) {
+        self.saw(other.first_ns);
+        self.saw(other.last_ns);
+    }
+}
+
+/// An interval's span in the run on the wall clock (ns since the Unix
+/// epoch): from its start (the previous tick, or the flows' start) to its
+/// tick or the run's end, whichever came first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+impl Span {
+    /// Seconds over which the requests of one peer counted in the interval
+    /// arrived: the span, widened to their first and last arrival, by at
+    /// most `slack_ns` either way. The requests counted are those their
+    /// sender sent in the interval (by the interval each carries), and a
+    /// sender's interval can be wider than this host's: its first, after a
+    /// start of its own, runs up to 1.5 intervals; its last ends at its own
+    /// end, later than this one's for an agent started (and so ended) after
+    /// this one. Never narrowed: requests that stopped coming mid-interval
+    /// read as the slower rate they came at. The slack bounds what a wall
+    /// clock stepped mid-interval can move an edge.
+    pub fn seconds_arriving(&self, arrivals: &Arrivals, slack_ns: u64) -> f64 {
+        let (mut from, mut to) = (self.from_ns, self.to_ns.max(self.from_ns));
+        if arrivals.last_ns > 0 {
+            from = from.min(arrivals.first_ns.max(from.saturating_sub(slack_ns)));
+            to = to.max(arrivals.last_ns.min(to.saturating_add(slack_ns)));
+        }
+        ((to - from) as f64 / 1e9).max(1e-3)
+    }
+}
+
 /// One flow socket's traffic in an interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxCounts {
@@ -93,6 +151,8 @@ pub struct RxCounts {
     pub over_plan: u64,
     /// The TTLs the requests arrived with: the path from the peer.
     pub ttls: Ttls,
+    /// When the requests counted in `requests` arrived.
+    pub arrivals: Arrivals,
 }
 
 impl RxCounts {
@@ -114,6 +174,7 @@ impl RxCounts {
         self.late += o.late;
         self.over_plan += o.over_plan;
         self.ttls.add(&o.ttls);
+        self.arrivals.add(&o.arrivals);
     }
 }
 
@@ -162,14 +223,14 @@ pub struct Batch {
     /// replies. Rates are per second of sending, so a run that ends inside
     /// an interval does not read as a slower one.
     pub sending: f64,
-    /// Seconds of the interval's own span in the run: from its start (the
-    /// previous tick, or the flows' start) to its tick or the run's end. The
-    /// requests a responder counts for an interval are those their sender
-    /// sent in it, by the interval each carries, so their rates are over
-    /// this span, not over the worker's own time: a worker held off its core
-    /// across a tick closes the interval late, and the next one (the last,
-    /// when the end came first) has that much less time, or none.
-    pub span: f64,
+    /// The interval's own span in the run. The requests a responder counts
+    /// for an interval are those their sender sent in it, by the interval
+    /// each carries, so their rates are over the time they arrived in
+    /// ([`Span::seconds_arriving`]), not over the worker's own time: a
+    /// worker held off its core across a tick closes the interval late, and
+    /// the next one (the last, when the end came first) has that much less
+    /// time, or none.
+    pub span: Span,
     /// CPU seconds the worker thread used in that time.
     pub cpu: f64,
     pub flows: Vec<FlowReport>,
@@ -195,4 +256,48 @@ pub struct Batch {
     pub gro_pkts: u64,
     /// The worker's last batch (stop, exit): a partial interval.
     pub last: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn arrived(at: &[u64]) -> Arrivals {
+        let mut a = Arrivals::default();
+        at.iter().for_each(|&ns| a.saw(ns));
+        a
+    }
+
+    #[test]
+    fn a_span_widens_to_its_requests_arrivals_by_at_most_the_slack() {
+        let span = Span {
+            from_ns: 100 * S,
+            to_ns: 102 * S,
+        };
+        // None stamped, or all inside: the span itself.
+        assert_eq!(span.seconds_arriving(&Arrivals::default(), 2 * S), 2.0);
+        assert_eq!(span.seconds_arriving(&arrived(&[101 * S]), 2 * S), 2.0);
+        // A sender's interval that began 0.8 s before this one's.
+        let earlier = arrived(&[99 * S + S / 5, 101 * S]);
+        assert_eq!(span.seconds_arriving(&earlier, 2 * S), 2.8);
+        // One that ended 0.5 s after this one's end.
+        let later = arrived(&[100 * S, 102 * S + S / 2]);
+        assert_eq!(span.seconds_arriving(&later, 2 * S), 2.5);
+        // A stamp far off (a wall clock stepped): the slack at most.
+        let stepped = arrived(&[90 * S, 101 * S]);
+        assert_eq!(span.seconds_arriving(&stepped, 2 * S), 4.0);
+        // Never narrowed by requests that came for part of it.
+        assert_eq!(span.seconds_arriving(&arrived(&[101 * S]), 0), 2.0);
+    }
+
+    #[test]
+    fn arrivals_merge_to_the_first_and_the_last() {
+        let mut a = arrived(&[5, 3]);
+        a.add(&arrived(&[7]));
+        a.add(&Arrivals::default());
+        assert_eq!(a, arrived(&[3, 7]));
+        assert_eq!(arrived(&[0]), Arrivals::default());
+    }
 }

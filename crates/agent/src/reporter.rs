@@ -355,6 +355,8 @@ impl Reporter {
 
     /// The workers' batches of one tick, merged per peer (and layer).
     fn merge(&self, batches: &[Batch]) -> Merged {
+        // How far a peer's requests may widen an interval's span, either way.
+        let interval_ns = (self.interval * 1e9) as u64;
         let mut m = Merged {
             rate_scale: one_scale(batches),
             ..Merged::default()
@@ -420,9 +422,9 @@ impl Reporter {
             }
             for (peer, counts) in &batch.rx {
                 let row = m.rx.entry(self.names[*peer as usize].clone()).or_default();
-                // Over the interval's span: each request is counted in the
-                // interval its sender sent it in.
-                let span = batch.span;
+                // Over the time they arrived in: each request is counted in
+                // the interval its sender sent it in.
+                let span = batch.span.seconds_arriving(&counts.arrivals, interval_ns);
                 let (pps, mbps) = rates(counts.requests, counts.request_bytes, span);
                 let (rep_pps, rep_mbps) = rates(counts.replies, counts.reply_bytes, span);
                 row.pps += pps;

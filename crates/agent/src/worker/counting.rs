@@ -112,15 +112,23 @@ pub(crate) fn request_slot(tag: Option<u8>, current: u64, pending: Option<u64>) 
     }
 }
 
-/// `n` requests of one peer that arrived, `bytes` in all: counted as
-/// requests, or as late when their interval was reported already.
+/// `n` requests of one peer that arrived at `arrived_ns` (the kernel's
+/// stamp; 0 for none), `bytes` in all: counted as requests, or as late
+/// when their interval was reported already.
 #[inline]
-pub(crate) fn count_requests(counts: &mut RxCounts, late: bool, n: u64, bytes: u64) {
+pub(crate) fn count_requests(
+    counts: &mut RxCounts,
+    late: bool,
+    n: u64,
+    bytes: u64,
+    arrived_ns: u64,
+) {
     if late {
         counts.late += n;
     } else {
         counts.requests += n;
         counts.request_bytes += bytes;
+        counts.arrivals.saw(arrived_ns);
     }
 }
 
@@ -323,8 +331,8 @@ mod tests {
     #[test]
     fn requests_count_as_requests_or_as_late_never_both() {
         let mut c = RxCounts::default();
-        count_requests(&mut c, false, 3, 300);
-        count_requests(&mut c, true, 2, 200);
+        count_requests(&mut c, false, 3, 300, 0);
+        count_requests(&mut c, true, 2, 200, 0);
         assert_eq!((c.requests, c.request_bytes, c.late), (3, 300, 2));
     }
 

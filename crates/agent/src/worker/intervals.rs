@@ -6,8 +6,8 @@
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::super::clock::instant_of;
-use super::super::counters::{Batch, SocketDrops};
+use super::super::clock::{instant_of, wall_ns_of};
+use super::super::counters::{Batch, SocketDrops, Span};
 use super::super::disk::engine::Disk;
 use super::super::disk::stats::DiskStats;
 use super::super::slots;
@@ -29,7 +29,7 @@ pub(super) struct Pending {
     pub(super) report_at: Instant,
     elapsed: f64,
     sending: f64,
-    span: f64,
+    span: Span,
     cpu: f64,
     stray: u64,
     drops: SocketDrops,
@@ -131,17 +131,17 @@ impl Worker {
         (elapsed.max(1e-3), (elapsed - after_end).max(1e-3))
     }
 
-    /// Seconds from the interval's start by the clock to `until` or the
+    /// The interval's span from its start by the clock to `until` or the
     /// run's end, whichever came first (see [`Batch::span`]).
-    fn span_until(&self, until: Instant) -> f64 {
+    fn span_until(&self, until: Instant) -> Span {
         let until = match self.clock.end_ns() {
             Some(end) => until.min(instant_of(end)),
             None => until,
         };
-        until
-            .saturating_duration_since(self.opened_at)
-            .as_secs_f64()
-            .max(1e-3)
+        Span {
+            from_ns: wall_ns_of(self.opened_at),
+            to_ns: wall_ns_of(until.max(self.opened_at)),
+        }
     }
 
     /// Hands the reporter the batch of a closed interval: the requests each

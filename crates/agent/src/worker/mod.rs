@@ -138,6 +138,9 @@ impl Worker {
                 udp::mark(&socket, config.dscp.tos(), &config.dscp.label())?;
                 // The requests' TTL: the hops of the path from each peer.
                 udp::count_hops(&socket)?;
+                // When each request came: the time its interval's requests
+                // arrived in, however late this worker reads them.
+                udp::stamp_arrivals(&socket)?;
                 if gro_requests && let Err(e) = udp::enable_gro(&socket) {
                     warn!("mx agent: worker {id}: no UDP_GRO on this kernel ({e})");
                 }

@@ -259,7 +259,7 @@ impl Serving<'_> {
         let reply_size = header.packet_len as usize;
         let counts = &mut self.rx[slot][peer];
         counts.ttls.saw(m.ttl);
-        count_requests(counts, late, n, n * m.segment as u64);
+        count_requests(counts, late, n, n * m.segment as u64, m.arrived_ns);
         count_answers(counts, n, answered, reply_size, !late);
         if answered > 0 {
             self.replies.answer(
@@ -316,7 +316,7 @@ impl Serving<'_> {
             Header::reply_to(request, self.me, self.most).counting(flow.arrived, flow.refused);
         let reply_size = reply.packet_len as usize;
         let answered = budget.take(self.now_ns, 1, self.scale);
-        count_requests(counts, late, 1, len as u64);
+        count_requests(counts, late, 1, len as u64, d.arrived_ns);
         // Counted as sent now, taken back by the flush if the kernel
         // refuses it: no second pass per datagram.
         count_answers(counts, 1, answered, reply_size, !late && !self.answers_wait);
