@@ -116,6 +116,16 @@ pub struct AgentFlags {
     /// written once, reused by later runs)
     #[arg(long, value_name = "SIZE")]
     pub disk_size: Option<String>,
+
+    /// Disk operations each worker keeps in flight in a disk run: a pool of N
+    /// I/O threads per worker, so a host's queue depth is --workers x N (1..256)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
+    pub disk_depth: i64,
 }
 
 impl AgentFlags {
@@ -149,6 +159,9 @@ impl AgentFlags {
         }
         if let Some(size) = &self.disk_size {
             flags.extend(["--disk-size".to_string(), size.clone()]);
+        }
+        if self.disk_depth != 1 {
+            flags.extend(["--disk-depth".to_string(), self.disk_depth.to_string()]);
         }
         if self.keep_report != crate::agent::report_keep::DEFAULT {
             flags.extend(["--keep-report".to_string(), self.keep_report.clone()]);

@@ -108,6 +108,7 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
         None => disk::file::DEFAULT_SIZE,
         Some(text) => disk::file::parse_size(text).map_err(Error::refused)?,
     };
+    let disk_depth = disk_depth(flags.disk_depth)?;
     Ok(RunSettings {
         interval: flags.interval,
         duration: flags.duration,
@@ -119,10 +120,23 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
         no_gso: flags.no_gso,
         bind: flags.bind.clone(),
         disk_size,
+        disk_depth,
         keep: agent::report_keep::parse(&flags.keep_report).map_err(Error::refused)?,
         metrics: flags.metrics.as_deref().map(metrics_addr).transpose()?,
         stamp_words: flags.to_args(),
     })
+}
+
+/// `--disk-depth`: disk operations in flight per worker, 1 to
+/// [`disk::engine::MAX_DEPTH`].
+pub(crate) fn disk_depth(depth: i64) -> Result<usize> {
+    match usize::try_from(depth) {
+        Ok(n) if (1..=disk::engine::MAX_DEPTH).contains(&n) => Ok(n),
+        _ => Err(Error::refused(format!(
+            "--disk-depth must be 1 to {} disk operations in flight per worker (got {depth})",
+            disk::engine::MAX_DEPTH
+        ))),
+    }
 }
 
 /// `--metrics`: a port (on the host's own address) or ADDR:PORT.
@@ -191,6 +205,15 @@ mod tests {
         assert_eq!(config.run.streams, 1);
         assert_eq!((config.run.sndbuf, config.run.rcvbuf), (0, 0));
         assert_eq!(config.run.stamp_words, ["--interval", "5"]);
+        // One disk operation in flight per worker, as before the flag.
+        assert_eq!(config.run.disk_depth, 1);
+        let deep = super::config(&args(&["--disk-depth", "8"])).unwrap();
+        assert_eq!(deep.run.disk_depth, 8);
+        // Stamped for reload, which passes it on.
+        assert_eq!(
+            deep.run.stamp_words,
+            ["--interval", "5", "--disk-depth", "8"]
+        );
     }
 
     #[test]
@@ -215,6 +238,12 @@ mod tests {
                 "--rcvbuf must be 0 (sized for the packets)",
             ),
             (&["--grace", "-1"], "--grace must be 0 or a number"),
+            (
+                &["--disk-depth", "0"],
+                "--disk-depth must be 1 to 256 disk operations in flight per worker (got 0)",
+            ),
+            (&["--disk-depth", "1000"], "--disk-depth must be 1 to 256"),
+            (&["--disk-depth", "-2"], "(got -2)"),
         ] {
             assert!(
                 refusal(words).contains(says),

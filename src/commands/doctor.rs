@@ -46,14 +46,19 @@ fn on_path(command: &str) -> bool {
 }
 
 /// Descriptors the agent on host `index` needs, for its busiest layer (one
-/// stream per pair).
-fn fds_needed(fleet: &Fleet, index: u32) -> u64 {
+/// stream per pair); in a disk run (`disk_depth` given) with the handles of
+/// its disk threads too, for the workers `mx start` runs on its `cores`.
+fn fds_needed(fleet: &Fleet, index: u32, cores: usize, disk_depth: Option<usize>) -> u64 {
     let schedule = Schedule::new(&fleet.matrix);
     let flows = (0..schedule.layer_count())
         .map(|l| schedule.layer_flows(index, l).count())
         .max()
         .unwrap_or(0);
-    crate::agent::limits::fds_needed(flows, fleet.matrix.config.rotation.is_some())
+    let disk = disk_depth.map_or(0, |depth| {
+        let workers = crate::agent::worker_count(None, flows, cores);
+        crate::agent::limits::disk_handles(workers, depth)
+    });
+    crate::agent::limits::fds_needed(flows, fleet.matrix.config.rotation.is_some(), disk)
 }
 
 /// What the host checks found, gathered as the hosts answer.
@@ -71,6 +76,7 @@ struct Findings {
 }
 
 pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
+    let depth = super::agent::disk_depth(args.disk_depth)?;
     let fleet = super::open_fleet(&args.fleet)?;
     fleet.matrix.print_warnings();
     let binary = args.agent.resolve()?;
@@ -87,7 +93,7 @@ pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
         format!("checking hosts ({reach} + architecture + fd limit + clock)")
     };
     let ok = fleet.step(out, &label, &all, false, |host| {
-        check_host(&fleet, host, arch, disk, &findings)
+        check_host(&fleet, host, arch, disk.then_some(depth), &findings)
     })?;
     let wrong_arch = findings.wrong_arch.into_inner().expect("unpoisoned");
     let low_fds = findings.low_fds.into_inner().expect("unpoisoned");
@@ -325,9 +331,16 @@ fn disk_free(text: &str) -> (String, bool) {
 }
 
 /// Probes one host: its line (architecture, cores, fd limit, agent, clock,
-/// and with `disk` the room for a data file), with what is wrong noted in
-/// `findings`.
-fn check_host(fleet: &Fleet, host: &Host, arch: &str, disk: bool, findings: &Findings) -> Outcome {
+/// and in a disk run, `disk_depth` given, the room for a data file), with
+/// what is wrong noted in `findings`.
+fn check_host(
+    fleet: &Fleet,
+    host: &Host,
+    arch: &str,
+    disk_depth: Option<usize>,
+    findings: &Findings,
+) -> Outcome {
+    let disk = disk_depth.is_some();
     let probe = fleet
         .transport
         .run(host, &scripts::doctor(&fleet.dir(host), disk), LOOK_TIMEOUT);
@@ -364,7 +377,8 @@ fn check_host(fleet: &Fleet, host: &Host, arch: &str, disk: bool, findings: &Fin
     }
     line.push_str(&format!("; cores={cores}; nofile_hard={hard}"));
     let index = fleet.matrix.index_of(&host.name).expect("a matrix host");
-    let need = fds_needed(fleet, index);
+    let cores_n = cores.parse::<usize>().unwrap_or(1);
+    let need = fds_needed(fleet, index, cores_n, disk_depth);
     if hard != "unlimited" && hard.parse::<u64>().is_ok_and(|h| h < need) {
         line.push_str(&format!(" FDS-TOO-LOW(need>{need})"));
         let mut low = findings.low_fds.lock().expect("unpoisoned");

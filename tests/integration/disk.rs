@@ -487,3 +487,209 @@ fn agent_disk_a_small_tmpfs_takes_a_small_file_refuses_a_big_one_and_is_called_o
         "the refused size left the old file"
     );
 }
+
+/// A slow device that serves many operations at once: a FUSE filesystem
+/// (tests/lab/slowfs.py, Debian's python3-fusepy) at `mount` whose every
+/// read and write takes `delay_ms`, each in a thread of its own, over the
+/// directory `backing`. It counts the reads it served per wall-clock
+/// second. Unmounted on drop.
+struct SlowFs {
+    backing: std::path::PathBuf,
+    mount: std::path::PathBuf,
+    counts: std::path::PathBuf,
+    server: std::process::Child,
+}
+
+impl SlowFs {
+    fn new(dir: &Path, delay_ms: u32) -> SlowFs {
+        let (backing, mount) = (dir.join("backing"), dir.join("slow"));
+        for d in [&backing, &mount] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let counts = dir.join("slowfs-counts.json");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/slowfs.py");
+        let log = std::fs::File::create(dir.join("slowfs.log")).unwrap();
+        let server = Command::new("/usr/bin/python3")
+            .arg(script)
+            .args([&backing, &mount])
+            .arg(delay_ms.to_string())
+            .arg(&counts)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("/usr/bin/python3 runs tests/lab/slowfs.py (python3-fusepy)");
+        let fs = SlowFs {
+            backing,
+            mount,
+            counts,
+            server,
+        };
+        let mounted = || {
+            std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .contains(&format!(" {} ", fs.mount.display()))
+        };
+        let waited = std::time::Instant::now();
+        while !mounted() {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(10),
+                "slowfs did not mount: {}",
+                std::fs::read_to_string(dir.join("slowfs.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        fs
+    }
+
+    /// The reads it served, per wall-clock second (Unix seconds).
+    fn reads(&self) -> std::collections::BTreeMap<i64, f64> {
+        let text = std::fs::read_to_string(&self.counts).unwrap_or_else(|_| "{}".into());
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        doc["reads"]
+            .as_object()
+            .map(|per| {
+                per.iter()
+                    .map(|(s, n)| (s.parse().unwrap(), n.as_f64().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for SlowFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mount).status();
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// `--disk-depth`: each worker keeps that many disk operations in flight.
+/// The responder's disk is a device whose every read takes 20 ms but that
+/// serves many at once; one worker answers 100 requests/s, each after a
+/// read. One read in flight does 50 a second and falls behind; eight hold
+/// the rate. Either way every read the device served is counted, in the
+/// interval it was done in, and the rows and the status line say the depth.
+#[test]
+#[ignore = "needs root: a FUSE filesystem (CI runs it: --run-ignored all)"]
+fn agent_disk_depth_8_holds_the_rate_one_read_in_flight_does_not() {
+    crate::util::require_root("a FUSE filesystem");
+    for (depth, reads, replies) in [
+        (1, 40.0..=52.0, 0.0..=60.0),
+        (8, 90.0..=110.0, 90.0..=110.0),
+    ] {
+        let mut fleet = Fleet::new(&one_way(89, 100, (64, 4096), "replies"));
+        let slow = SlowFs::new(fleet.sandbox.path(), 20);
+        // Written where it is fast, read where it is slow: only the run's
+        // own reads go through the slow device.
+        let written = slow.backing.join("h2.dat").display().to_string();
+        let out = fleet.agent_here(&[
+            "--prepare-disk",
+            "--disk-file",
+            &written,
+            "--disk-size",
+            "2M",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        let slow_file = slow.mount.join("h2.dat").display().to_string();
+        let fast_file = fleet.sandbox.path().join("h1.dat").display().to_string();
+        let start = crate::agents::start_soon();
+        let depth_text = depth.to_string();
+        for (host, file) in [("h2", &slow_file), ("h1", &fast_file)] {
+            let flags = [
+                &RUN[..],
+                &["--start-at", &start, "--workers", "1", "--disk-file", file],
+                &["--disk-depth", &depth_text],
+            ]
+            .concat();
+            fleet.start(host, &flags);
+        }
+        fleet.wait_ok();
+        let log = fleet.log("h2");
+        assert!(log.contains("O_DIRECT"), "one device read per read\n{log}");
+        let rows = steady_host_rows(&fleet, "h2");
+        let served = slow.reads();
+        for row in &rows {
+            assert_eq!(row.f("disk_depth"), Some(f64::from(depth)), "{log}");
+            // The interval ending at `ts` is the wall-clock second before it.
+            let ts = row.f("ts").unwrap() as i64;
+            let (counted, done) = (row.f("disk_rd_iops").unwrap(), served[&(ts - 1)]);
+            assert!(
+                (counted - done).abs() <= 3.0 + 0.05 * done,
+                "depth {depth}: the interval to {ts} counted {counted} reads, the device served {done}\n{served:?}\n{}",
+                fleet.report_text("h2")
+            );
+            assert!(
+                reads.contains(&counted),
+                "depth {depth}: {counted} reads/s\n{}",
+                fleet.report_text("h2")
+            );
+        }
+        assert!(log.contains(&format!("% depth={depth}")), "{log}");
+        // What came back to the requester: the rate, or what one read in
+        // flight allows.
+        let back: Vec<f64> = steady_host_rows(&fleet, "h1")
+            .iter()
+            .map(|r| r.f("rep_pps").unwrap())
+            .collect();
+        let mean_back = back.iter().sum::<f64>() / back.len() as f64;
+        assert!(
+            replies.contains(&mean_back),
+            "depth {depth}: {mean_back} replies/s of 100\n{}",
+            fleet.report_text("h1")
+        );
+    }
+}
+
+/// The agent's own raise of its open-file limit counts its disk threads'
+/// handles: two each (the data file, the responder socket) and an eventfd
+/// per worker. Under a hard limit of 200, 2 workers at depth 64 need 258
+/// for the disk alone: refused before anything runs, the disk named, with
+/// the fix; at depth 1 the same run needs 71, and raises its soft limit of
+/// 50 to that.
+#[test]
+fn agent_counts_its_disk_threads_handles_against_the_open_file_limit() {
+    use std::os::unix::process::CommandExt;
+    let fleet = Fleet::new(&one_way(87, 100, (64, 4096), "replies"));
+    let file = fleet.sandbox.path().join("h1.dat").display().to_string();
+    let run = |depth: &str| {
+        let flags = [
+            &RUN[..],
+            &[
+                "--workers",
+                "2",
+                "--disk-depth",
+                depth,
+                "--disk-file",
+                &file,
+            ],
+        ]
+        .concat();
+        let mut cmd = fleet.command_from("h1", "../matrix.csv", &flags);
+        // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 50,
+                    rlim_max: 200,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let status = cmd.status().unwrap();
+        (status.code(), fleet.log("h1"))
+    };
+    let (code, log) = run("64");
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains("this run needs ~323 file descriptors (1 flows, each a socket, and 258 disk handles: two per disk thread, --workers x --disk-depth of them) but the hard limit is 200"),
+        "{log}"
+    );
+    assert!(log.contains("a lower --disk-depth"), "{log}");
+    let (code, log) = run("1");
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("fd limit: soft 50 -> 71"), "{log}");
+}

@@ -714,19 +714,20 @@ fn agent_fleet_start_refuses_a_dwell_off_the_interval_and_resolves_names_first()
     assert_eq!(sb.mx(&["clean", "--local", "hosts", "-y"]).code, 0);
 }
 
-#[test]
-fn doctor_flags_a_hard_fd_limit_below_the_run() {
+/// `mx doctor --local hosts` with `args`, its hard (and soft) open-file
+/// limit `limit`, as every host it probes then has: exit code and stdout.
+fn doctor_under_fd_limit(sb: &Sandbox, limit: u64, args: &[&str]) -> (Option<i32>, String) {
     use std::os::unix::process::CommandExt;
-    let sb = fleet_dir(58, &["h1", "h2", "h3"]);
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mx"));
     cmd.current_dir(sb.path())
-        .args(["doctor", "--local", "hosts"]);
+        .args(["doctor", "--local", "hosts"])
+        .args(args);
     // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             let limit = libc::rlimit {
-                rlim_cur: 60,
-                rlim_max: 60,
+                rlim_cur: limit,
+                rlim_max: limit,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -735,12 +736,17 @@ fn doctor_flags_a_hard_fd_limit_below_the_run() {
         });
     }
     let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
+    (
         out.status.code(),
-        Some(0),
-        "markers do not fail doctor: {text}"
-    );
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn doctor_flags_a_hard_fd_limit_below_the_run() {
+    let sb = fleet_dir(58, &["h1", "h2", "h3"]);
+    let (code, text) = doctor_under_fd_limit(&sb, 60, &[]);
+    assert_eq!(code, Some(0), "markers do not fail doctor: {text}");
     // 2 flows + 64 spare descriptors > 60.
     assert!(text.contains("  h1  arch=x86_64; cores="), "{text}");
     assert!(
@@ -748,6 +754,37 @@ fn doctor_flags_a_hard_fd_limit_below_the_run() {
         "{text}"
     );
     assert!(text.contains("have a hard open-file limit below the run's need"));
+}
+
+#[test]
+fn doctor_counts_the_disk_threads_handles_at_the_depth_given() {
+    let sb = fleet_dir_with(88, &["h1", "h2"], &DISK_GEN);
+    let line = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("  h1  arch="))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    };
+    // One flow a host, so min(cores, 2) workers (mx start's default), each
+    // with 2 handles per disk thread and an eventfd, beside 1 socket and
+    // 64 spares.
+    let (_, shallow) = doctor_under_fd_limit(&sb, 200, &[]);
+    let cores: u64 = line(&shallow)
+        .split("cores=")
+        .nth(1)
+        .and_then(|t| t.split(';').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{shallow}"));
+    let workers = cores.min(2);
+    let need = |depth: u64| 1 + workers * (2 * depth + 1) + 64;
+    assert!(need(1) < 200);
+    assert!(!line(&shallow).contains("FDS-TOO-LOW"), "{shallow}");
+    let (_, deep) = doctor_under_fd_limit(&sb, 200, &["--disk-depth", "64"]);
+    assert!(
+        line(&deep).contains(&format!("nofile_hard=200 FDS-TOO-LOW(need>{})", need(64))),
+        "{deep}"
+    );
+    assert!(deep.contains("have a hard open-file limit below the run's need"));
 }
 
 #[test]
@@ -1083,6 +1120,14 @@ fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
             &["--rcvbuf", "-4096"],
             "--rcvbuf must be 0 (sized for the packets) or a number of bytes (got -4096)",
         ),
+        (
+            &["--disk-depth", "0"],
+            "--disk-depth must be 1 to 256 disk operations in flight per worker (got 0)",
+        ),
+        (
+            &["--disk-depth", "1000"],
+            "--disk-depth must be 1 to 256 disk operations in flight per worker (got 1000)",
+        ),
     ] {
         let want = format!("mx: {refusal}\n");
         for cmd in ["start", "run"] {
@@ -1105,6 +1150,19 @@ fn start_run_and_the_agent_refuse_the_same_flags_with_the_same_words() {
         agent.stderr,
         "mx: --grace must be 0 or a number of seconds (got -1)\n"
     );
+    // doctor takes --disk-depth for its fd check, refused alike before any
+    // host is asked.
+    for depth in ["0", "1000"] {
+        let doctor = sb.mx(&["doctor", "--local", "hosts", "--disk-depth", depth]);
+        assert_eq!(doctor.code, 2, "{}{}", doctor.stdout, doctor.stderr);
+        assert_eq!(
+            doctor.stderr,
+            format!(
+                "mx: --disk-depth must be 1 to 256 disk operations in flight per worker (got {depth})\n"
+            )
+        );
+        assert_eq!(doctor.stdout, "");
+    }
 }
 
 /// Edits host `host`'s row of the sandbox's matrix.csv: its cells `from` -> `to`.

@@ -74,6 +74,10 @@ pub struct RunSettings {
     /// Bytes of the data file of a disk run (`--disk-size`): whole blocks,
     /// at least 1 MiB.
     pub disk_size: u64,
+    /// Disk operations each worker keeps in flight in a disk run
+    /// (`--disk-depth`), 1..=[`crate::disk::engine::MAX_DEPTH`]: its pool of
+    /// disk threads.
+    pub disk_depth: usize,
     /// How much of its report the agent keeps (`--keep-report`).
     pub keep: crate::report_keep::Keep,
     /// Where the agent serves `/metrics` (`--metrics`); `None`: nowhere.

@@ -105,7 +105,7 @@ pub(crate) const STAMP_FILE: &str = "agent.stamp";
 /// Worker threads for `flow_sockets` sockets: `None` (auto) is one per core;
 /// either way capped at flows + 1, since a worker without a flow only answers
 /// requests.
-pub(crate) fn worker_count(asked: Option<usize>, flow_sockets: usize, cores: usize) -> usize {
+pub fn worker_count(asked: Option<usize>, flow_sockets: usize, cores: usize) -> usize {
     let wanted = asked.unwrap_or(cores.max(1));
     if flow_sockets > 0 {
         wanted.min(flow_sockets + 1)
@@ -168,7 +168,11 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     }
     // 8. File descriptors.
     let layered = plan.matrix.config.rotation.is_some();
-    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered)? {
+    let disk = plan
+        .disk
+        .as_ref()
+        .map_or(0, |d| limits::disk_handles(plan.workers, d.depth));
+    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered, disk)? {
         say!("{line}");
     }
 
@@ -399,6 +403,7 @@ fn disk_plan(config: &AgentConfig, matrix: &Matrix) -> Result<Option<disk::DiskP
     Ok(Some(disk::DiskPlan {
         path: prepared.path,
         work,
+        depth: config.run.disk_depth,
     }))
 }
 

@@ -88,8 +88,10 @@ struct Merged {
 }
 
 /// A host's disk in one interval: rates summed over the workers (each over
-/// its own sending time, as its packet rates), latencies from the merged work, and the busiest
-/// worker's share of time in I/O.
+/// its own sending time, as its packet rates), latencies from the merged
+/// work, and the busiest worker's share of its disk threads' time in I/O
+/// (100%: every one of its `--disk-depth` operations always in flight, its
+/// queue full).
 #[derive(Default)]
 struct DiskFigures {
     stats: DiskStats,
@@ -101,14 +103,14 @@ struct DiskFigures {
 }
 
 impl DiskFigures {
-    fn add(&mut self, stats: &DiskStats, elapsed: f64) {
+    fn add(&mut self, stats: &DiskStats, elapsed: f64, depth: usize) {
         self.read_iops += stats.read.iops(elapsed);
         self.read_mb_s += stats.read.mb_s(elapsed);
         self.write_iops += stats.write.iops(elapsed);
         self.write_mb_s += stats.write.mb_s(elapsed);
         self.busy_pct = self
             .busy_pct
-            .max(stats.busy_seconds() / elapsed * 100.0)
+            .max(stats.busy_seconds() / (elapsed * depth.max(1) as f64) * 100.0)
             .min(100.0);
         self.stats.merge(stats);
     }
@@ -188,6 +190,8 @@ pub(crate) struct Reporter {
     size: u32,
     rep_size: u32,
     workers: usize,
+    /// Disk operations each worker keeps in flight, in a disk run.
+    disk_depth: Option<usize>,
     interval: f64,
     names: Vec<String>,
     file: File,
@@ -245,6 +249,7 @@ impl Reporter {
             size: plan.matrix.config.tx_size,
             rep_size: plan.matrix.config.rx_size,
             workers: plan.workers,
+            disk_depth: plan.disk.as_ref().map(|d| d.depth),
             interval: plan.interval,
             names: plan.matrix.hosts().iter().map(|h| h.name.clone()).collect(),
             file,
@@ -374,7 +379,8 @@ impl Reporter {
                 // Over the seconds the flows sent, as the rows' packet rates
                 // are: each payload read or written is one of their packets.
                 let over = if sending > 0.0 { sending } else { elapsed };
-                m.disk.get_or_insert_default().add(disk, over);
+                let depth = self.disk_depth.unwrap_or(1);
+                m.disk.get_or_insert_default().add(disk, over, depth);
             }
             m.busiest_worker = Some(
                 m.busiest_worker
@@ -596,6 +602,7 @@ impl Reporter {
             r.disk_wr_avg_us = d.stats.write.avg_us();
             r.disk_wr_p99_us = d.stats.write.p99_us();
             r.disk_busy_pct = Some(d.busy_pct);
+            r.disk_depth = self.disk_depth.map(|n| n as u32);
         }
         r
     }
@@ -658,12 +665,13 @@ impl Reporter {
         }
         if let Some(d) = &m.disk {
             line.push_str(&format!(
-                " disk=rd {} ({:.0} iops) wr {} ({:.0} iops) busy={:.0}%",
+                " disk=rd {} ({:.0} iops) wr {} ({:.0} iops) busy={:.0}% depth={}",
                 units::byte_rate(d.read_mb_s * 1e6),
                 d.read_iops,
                 units::byte_rate(d.write_mb_s * 1e6),
                 d.write_iops,
-                d.busy_pct
+                d.busy_pct,
+                self.disk_depth.unwrap_or(1)
             ));
             if d.stats.errors > 0 {
                 line.push_str(&format!(" errors={}", d.stats.errors));

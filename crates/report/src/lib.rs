@@ -242,4 +242,5 @@ columns! {
     NeighResFailed = "neigh_res_failed",
     Hops = "hops",
     HopsMax = "hops_max",
+    DiskDepth = "disk_depth",
 }

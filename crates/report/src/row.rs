@@ -112,6 +112,9 @@ pub struct ReportRow {
     /// an rx row), from the TTL each arrived with.
     pub hops: Option<u32>,
     pub hops_max: Option<u32>,
+    /// Host rows of a disk run: the disk operations each worker kept in
+    /// flight (`--disk-depth`).
+    pub disk_depth: Option<u32>,
 }
 
 fn fixed(out: &mut String, value: Option<f64>, decimals: usize) {
@@ -220,6 +223,7 @@ impl ReportRow {
             C::NeighResFailed => int(out, self.neigh_res_failed),
             C::Hops => int(out, self.hops.map(u64::from)),
             C::HopsMax => int(out, self.hops_max.map(u64::from)),
+            C::DiskDepth => int(out, self.disk_depth.map(u64::from)),
         }
     }
 }
@@ -267,13 +271,13 @@ mod tests {
         row.write_csv(&mut line);
         assert_eq!(
             line,
-            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,3,4\r\n"
+            "1796003020,alpha,tx,beta,64,512,1000.0,1000.0,0.512,999.0,4.092,0.096,42,40,88,120,,,,,,,,,,,,,,,0,2,110,,,1000,999,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,3,4,\r\n"
         );
         assert_eq!(
             line.trim_end().split(',').count(),
             super::super::COLUMNS.len()
         );
-        assert_eq!(header_line().trim_end().split(',').count(), 72);
+        assert_eq!(header_line().trim_end().split(',').count(), 73);
     }
 
     #[test]

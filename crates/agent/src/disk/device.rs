@@ -89,6 +89,18 @@ impl Device {
         })
     }
 
+    /// Another handle of the same file, for another thread: the same mode,
+    /// its own random offsets from `seed` (reads and writes name their
+    /// offset, so the two share no position).
+    pub fn try_clone(&self, seed: u64) -> std::io::Result<Device> {
+        Ok(Device {
+            file: self.file.try_clone()?,
+            blocks: self.blocks,
+            direct: self.direct,
+            random: rand_mt::Mt64::new(seed),
+        })
+    }
+
     /// Reads `len` bytes at a random block into `buf` (at least `len`
     /// rounded up to a block long). A failed read leaves zeros.
     pub fn read(&mut self, buf: &mut AlignedBuf, len: usize) -> Op {

@@ -1,16 +1,19 @@
-//! A worker's disk: one thread beside each worker that does every read and
-//! write the run asks of this host, so that the worker never waits on a
-//! device. The worker hands it jobs through a bounded queue and learns of
-//! their completion through an eventfd in its epoll set.
+//! A worker's disk: a pool of `--disk-depth` threads beside each worker
+//! that do every read and write the run asks of this host, so that the
+//! worker never waits on a device, with that many operations in flight at
+//! once (the queue depth the device sees from this worker). The worker
+//! hands them jobs through one bounded queue, and learns of their
+//! completion through an eventfd in its epoll set. Jobs finish in any
+//! order: each is whole in itself.
 //!
 //! - Answering a request whose reply waits on the disk (the responder's read
 //!   of the reply payload, its write of the request payload): the worker
-//!   queues the reply, already encoded; the disk thread does the I/O and
+//!   queues the reply, already encoded; a disk thread does the I/O and
 //!   sends the reply itself on its own handle of the responder socket. The
 //!   round trip includes the responder's disk time, as a storage client's
 //!   would, and the worker goes on serving other requests meanwhile.
 //! - The requester's read of each request's payload (`requests`): the disk
-//!   thread keeps reads done ahead; a request goes out only against a read
+//!   threads keep reads done ahead; a request goes out only against a read
 //!   done for it, so a slow disk shows as requests sent short of target,
 //!   never as network time (`t_send` is stamped at the send, after the read).
 //! - The requester's write of each reply's payload (`replies`), after the
@@ -18,7 +21,7 @@
 //!   one has it counted as skipped instead.
 //!
 //! The queue holds at most [`QUEUE`] jobs, about seconds of work for a slow
-//! disk. The worker reads and counts every request as it arrives, so the
+//! disk at depth 1. The worker reads and counts every request as it arrives, so the
 //! forward leg reads true; a request that finds the queue full goes
 //! unanswered and is counted as such (its reply is missing on the way back,
 //! and the host's disk figures say why). Reads ahead and reply writes keep
@@ -43,9 +46,14 @@ use mx_matrix::load::DISK_BLOCK;
 use mx_matrix::{DiskMode, MIN_PACKET_BYTES};
 use mx_wire::HEADER_LEN;
 
-/// Jobs queued to one disk thread, at most: deep enough to keep a device
-/// busy, shallow enough that a reply never waits behind seconds of I/O.
+/// Jobs queued to one worker's disk threads, at most: deep enough to keep a
+/// device busy, shallow enough that a reply never waits behind seconds of
+/// I/O.
 pub const QUEUE: usize = 1024;
+/// Disk threads a worker may have (`--disk-depth`): past this a device's
+/// own queue is the bound (NVMe's is 1024 deep, spread over the workers),
+/// and the threads cost more than they keep in flight.
+pub const MAX_DEPTH: usize = 256;
 /// Queue room kept for answers: reads ahead and reply writes leave it free.
 const ANSWER_ROOM: usize = mx_udp::BATCH;
 /// Payload reads the requester keeps done ahead of its sends.
@@ -132,7 +140,7 @@ pub enum Done {
     WriteReply,
 }
 
-/// The worker's side of its disk thread.
+/// The worker's side of its disk threads.
 pub struct Disk {
     pub work: DiskWork,
     jobs: Option<SyncSender<Job>>,
@@ -143,50 +151,61 @@ pub struct Disk {
     /// Reads done ahead, oldest first, not yet spent on a request.
     reads_ready: VecDeque<Op>,
     reads_in_flight: usize,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Disk {
-    /// Opens the data file and starts worker `id`'s disk thread. `responder`
-    /// is the worker's responder socket, which the thread answers on.
+    /// Opens the data file and starts worker `id`'s `depth` disk threads
+    /// (1..=[`MAX_DEPTH`]), each with its own handle of the file and of
+    /// `responder`, the worker's responder socket, which they answer on.
     pub fn start(
         id: usize,
         path: &Path,
         work: DiskWork,
+        depth: usize,
         responder: Option<&Socket>,
     ) -> std::io::Result<Disk> {
-        let seed = (u64::from(std::process::id()) << 16) ^ id as u64;
+        let seed = move |thread: usize| {
+            (u64::from(std::process::id()) << 32) ^ ((id as u64) << 16) ^ thread as u64
+        };
         // Buffered or O_DIRECT, the agent's disk line has said which.
-        let device = Device::open(path, seed)?;
-        let socket = responder.map(Socket::try_clone).transpose()?;
+        let device = Device::open(path, seed(0))?;
         let wake = Arc::new(EventFd::from_flags(
             EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC,
         )?);
         let stats = Arc::new(Mutex::new(DiskStats::default()));
         let (jobs, queue) = sync_channel(QUEUE);
+        // The threads take turns at the queue: whichever is free takes the
+        // next job (the lock is held only while waiting for one).
+        let queue = Arc::new(Mutex::new(queue));
         let (finished, done) = sync_channel(QUEUE);
-        let thread = {
-            let (wake, stats) = (Arc::clone(&wake), Arc::clone(&stats));
+        let mut threads = Vec::with_capacity(depth);
+        for thread in 0..depth.max(1) {
             let mut io = DiskThread {
-                device,
+                device: device.try_clone(seed(thread))?,
                 work,
                 buf: AlignedBuf::new(work.buffer_len()),
-                stamp: 0,
-                socket,
-                stats,
+                // Each thread's blocks are stamped from its own range.
+                stamp: (thread as u64) << 48,
+                socket: responder.map(Socket::try_clone).transpose()?,
+                stats: Arc::clone(&stats),
             };
-            std::thread::Builder::new()
-                .name(format!("mx-disk-{id}"))
+            let (wake, queue, finished) = (Arc::clone(&wake), Arc::clone(&queue), finished.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("mx-disk-{id}.{thread}"))
                 .spawn(move || {
-                    io.fill_random(seed);
-                    while let Ok(job) = queue.recv() {
+                    io.fill_random(seed(thread));
+                    loop {
+                        let job = queue.lock().expect("unpoisoned").recv();
+                        let Ok(job) = job else { return };
                         if finished.send(io.run(job)).is_err() {
                             return;
                         }
                         let _ = wake.write(1);
                     }
-                })?
-        };
+                })?;
+            threads.push(handle);
+        }
         let mut disk = Disk {
             work,
             jobs: Some(jobs),
@@ -196,7 +215,7 @@ impl Disk {
             in_flight: 0,
             reads_ready: VecDeque::with_capacity(READ_AHEAD),
             reads_in_flight: 0,
-            thread: Some(thread),
+            threads,
         };
         disk.read_ahead();
         Ok(disk)
@@ -299,15 +318,15 @@ impl Disk {
 
 impl Drop for Disk {
     fn drop(&mut self) {
-        // The thread ends when its queue closes, after the jobs in it.
+        // The threads end when their queue closes, after the jobs in it.
         self.jobs = None;
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
 }
 
-/// The disk thread's state.
+/// One disk thread's state.
 struct DiskThread {
     device: Device,
     work: DiskWork,

@@ -38,10 +38,12 @@ pub(crate) fn banner_line(
     )
 }
 
-/// The disk part of an agent's plan: where the data file is, and what each
-/// packet asks of it on this host.
+/// The disk part of an agent's plan: where the data file is, what each
+/// packet asks of it on this host, and how many operations each worker
+/// keeps in flight (`--disk-depth`).
 #[derive(Debug, Clone)]
 pub struct DiskPlan {
     pub path: PathBuf,
     pub work: DiskWork,
+    pub depth: usize,
 }

@@ -212,13 +212,19 @@ impl Worker {
         self.flows.iter().flatten().count()
     }
 
-    /// Starts the disk thread of a disk run, and fills the request padding
+    /// Starts the disk threads of a disk run, and fills the request padding
     /// with file data (what a request read from disk carries).
     fn start_disk(&mut self) -> std::io::Result<()> {
         let Some(plan) = self.plan.disk.clone() else {
             return Ok(());
         };
-        let disk = Disk::start(self.id, &plan.path, plan.work, self.responder.as_ref())?;
+        let disk = Disk::start(
+            self.id,
+            &plan.path,
+            plan.work,
+            plan.depth,
+            self.responder.as_ref(),
+        )?;
         if !self.plan.busy_poll {
             self.epoll
                 .add(disk.wake_fd(), EpollEvent::new(EpollFlags::EPOLLIN, DISK))?;
