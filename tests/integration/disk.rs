@@ -638,6 +638,42 @@ fn agent_disk_depth_8_holds_the_rate_one_read_in_flight_does_not() {
             "depth {depth}: {mean_back} replies/s of 100\n{}",
             fleet.report_text("h1")
         );
+        // The summary names the lever where the disk held the run back,
+        // with the figures it rests on.
+        fleet.collect_reports(&["h1", "h2"]);
+        let run = fleet.sandbox.mx(&[
+            "summarize",
+            "--no-collect",
+            "--matrix",
+            "matrix.csv",
+            "--window",
+            "0",
+            "--json",
+        ]);
+        let doc: serde_json::Value = serde_json::from_str(&run.stdout).expect("--json");
+        let disk: Vec<&serde_json::Value> = doc["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["kind"] == "disk")
+            .collect();
+        if depth == 1 {
+            assert_eq!(disk.len(), 1, "{doc}");
+            let text = disk[0]["text"].as_str().unwrap();
+            assert!(
+                text.contains("with 1 worker(s) keeping one I/O in flight each, so their disk queue stayed full")
+                    && text.contains("raise `mx start --disk-depth 8` for more I/O in flight at once"),
+                "{text}"
+            );
+            let figures = &disk[0]["figures"];
+            assert_eq!(figures["disk_depth"], 1.0, "{figures}");
+            assert!(
+                figures["disk_busy_pct"].as_f64().unwrap() >= 90.0,
+                "{figures}"
+            );
+        } else {
+            assert!(disk.is_empty(), "{doc}");
+        }
     }
 }
 

@@ -176,7 +176,7 @@ fn disk_bound_host_gets_the_disk_lines_its_column_and_rule_1() {
     // b: 2000 reads at 800 us and 2000 writes at 50 us: 425 us on average.
     advises(
         &out,
-        "1 host(s) mostly waiting on the disk: b's busiest worker spent 90% of its time in disk I/O (4.0k IOPS at 425us each on average), with 2 worker(s) keeping one I/O in flight each. The disk, not the fabric, is short: raise `mx start --workers 4` for a deeper disk queue, use a faster disk, or lower --pps",
+        "1 host(s) mostly waiting on the disk: b's busiest worker spent 90% of its time in disk I/O (4.0k IOPS at 425us each on average), with 2 worker(s) keeping one I/O in flight each, so their disk queue stayed full. The disk, not the fabric, is short: raise `mx start --disk-depth 8` for more I/O in flight at once (or `--workers 4`), use a faster disk, or lower --pps",
     );
     assert!(!out.contains("everything is landing"), "{out}");
 }

@@ -249,6 +249,9 @@ pub struct DiskAgg {
     pub read: DiskDirAgg,
     pub write: DiskDirAgg,
     pub busy: Mean,
+    /// `disk_depth`: the operations each worker kept in flight (the
+    /// newest row's; `None` in reports without the column).
+    pub depth: Option<u32>,
 }
 
 impl DiskAgg {
@@ -259,6 +262,7 @@ impl DiskAgg {
         self.read.add(row, read);
         self.write.add(row, write);
         self.busy.add(row.num(C::DiskBusyPct));
+        self.depth = row.num(C::DiskDepth).map(|d| d as u32).or(self.depth);
     }
 
     /// Whether any disk cell of the host's rows was measured: without one

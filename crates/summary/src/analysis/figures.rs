@@ -433,6 +433,9 @@ pub struct HostDisk {
     pub write: DiskDir,
     /// Mean `disk_busy_pct`: the busiest worker's share of time in disk I/O.
     pub busy: Option<f64>,
+    /// Disk operations each worker kept in flight (`--disk-depth`); `None`
+    /// in reports that do not say (one each, before the flag).
+    pub depth: Option<u32>,
 }
 
 impl HostDisk {
@@ -443,6 +446,7 @@ impl HostDisk {
             read: DiskDir::of(&a.read),
             write: DiskDir::of(&a.write),
             busy: a.busy.get(),
+            depth: a.depth,
         })
     }
 }

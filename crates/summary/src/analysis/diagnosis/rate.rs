@@ -312,9 +312,10 @@ fn busy_worker(set: &ReportSet, hosts: &[HostFigures], fleet_short: Option<f64>)
     vec![first, second]
 }
 
-/// Hosts whose busiest worker spent most of its time in disk I/O: the worst
-/// one named with its busy share, what its disk did and its workers (each
-/// keeps one disk I/O in flight: the queue depth).
+/// Hosts whose busiest worker spent most of its time in disk I/O (its disk
+/// threads' time: its queue of `--disk-depth` operations full): the worst
+/// one named with its busy share, what its disk did, its workers and the
+/// operations each kept in flight (together, the queue depth).
 pub(crate) fn disk_bound(set: &ReportSet, hosts: &[HostFigures]) -> Option<Finding> {
     let mut bound: Vec<(&HostFigures, f64)> = hosts
         .iter()
@@ -338,8 +339,12 @@ pub(crate) fn disk_bound(set: &ReportSet, hosts: &[HostFigures]) -> Option<Findi
         busy_pct: busy,
         iops,
         workers: h.workers,
+        depth: h.disk.and_then(|d| d.depth),
     };
     let mut f = Finding::new(Kind::Disk, says).figure("disk_busy_pct", busy);
+    if let Some(depth) = h.disk.and_then(|d| d.depth) {
+        f = f.figure("disk_depth", f64::from(depth));
+    }
     for (h, _) in &bound {
         f = f.blame(Blame::host(set.name(h.id), Place::Disk));
     }

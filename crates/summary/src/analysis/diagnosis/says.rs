@@ -436,6 +436,9 @@ pub enum Says {
         /// Its disk's operations a second and their mean time (µs).
         iops: Option<(f64, Option<f64>)>,
         workers: Option<u32>,
+        /// Operations each worker kept in flight (`None`: a report from
+        /// before `--disk-depth`, one each).
+        depth: Option<u32>,
     },
     /// A layered run short of a full rotation.
     Coverage {

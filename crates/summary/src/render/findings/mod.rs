@@ -75,7 +75,8 @@ fn said(says: &Says) -> String {
             busy_pct,
             iops,
             workers,
-        } => rate::disk_bound(*hosts, host, *busy_pct, *iops, *workers),
+            depth,
+        } => rate::disk_bound(*hosts, host, *busy_pct, *iops, *workers, *depth),
         Says::Coverage {
             measured,
             total,

@@ -155,13 +155,16 @@ pub(crate) fn more_workers(name: &str, workers: u32, peers: usize) -> String {
     }
 }
 
-/// Hosts mostly waiting on the disk.
+/// Hosts mostly waiting on the disk: their workers' queues of disk
+/// operations full. The lever is more operations in flight per worker
+/// (`--disk-depth`, 8 from one, else twice as many), or more workers.
 pub(crate) fn disk_bound(
     hosts: usize,
     name: &str,
     busy: f64,
     iops: Option<(f64, Option<f64>)>,
     workers: Option<u32>,
+    depth: Option<u32>,
 ) -> String {
     let did = iops.map_or(String::new(), |(ops, avg)| {
         format!(
@@ -170,12 +173,27 @@ pub(crate) fn disk_bound(
             units::micros(avg)
         )
     });
-    let raise = workers.map_or("raise `mx start --workers`".to_string(), |w| {
-        format!("raise `mx start --workers {}`", w * 2)
-    });
-    let workers = workers.map_or("its".to_string(), |w| w.to_string());
+    let depth = depth.unwrap_or(1).max(1);
+    let (spent, keeping) = if depth == 1 {
+        (
+            format!("{name}'s busiest worker spent {busy:.0}% of its time in disk I/O"),
+            "one I/O".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "the {depth} disk threads of {name}'s busiest worker spent {busy:.0}% of their time in I/O"
+            ),
+            format!("{depth} I/Os"),
+        )
+    };
+    let deeper = (depth * 2).max(8);
+    let (workers, more) = match workers {
+        Some(w) => (w.to_string(), format!("`--workers {}`", w * 2)),
+        None => ("its".to_string(), "more `--workers`".to_string()),
+    };
     format!(
-        "{hosts} host(s) mostly waiting on the disk: {name}'s busiest worker spent {busy:.0}% of its time in disk I/O{did}, with {workers} worker(s) keeping one I/O in flight each. The disk, not the fabric, is short: {raise} for a deeper disk queue, use a faster disk, or lower --pps"
+        "{hosts} host(s) mostly waiting on the disk: {spent}{did}, with {workers} worker(s) keeping {keeping} in flight each, so their disk queue stayed full. The disk, not the fabric, is short: raise `mx start --disk-depth {deeper}` for more I/O in flight at once (or {more}), use a faster disk, or lower --pps"
     )
 }
 

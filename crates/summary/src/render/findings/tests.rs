@@ -533,7 +533,11 @@ fn rate_findings() -> Vec<(Kind, Says)> {
             },
         ));
     }
-    for (iops, workers) in [(Some((2_000.0, Some(480.0))), Some(4)), (None, None)] {
+    for (iops, workers, depth) in [
+        (Some((2_000.0, Some(480.0))), Some(4), Some(1)),
+        (Some((16_000.0, Some(490.0))), Some(4), Some(8)),
+        (None, None, None),
+    ] {
         out.push((
             Kind::Disk,
             Says::DiskBound {
@@ -542,6 +546,7 @@ fn rate_findings() -> Vec<(Kind, Says)> {
                 busy_pct: 91.0,
                 iops,
                 workers,
+                depth,
             },
         ));
     }
