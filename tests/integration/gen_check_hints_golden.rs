@@ -541,6 +541,31 @@ fn check_disk_lists_each_hosts_iops_and_bytes() {
     check_golden("check_disk", include_str!("../golden/gen_disk.csv"), &[], 0);
 }
 
+/// The disk table's columns as the original prints them: each as wide as
+/// its widest cell, four spaces apart, the figures to the right, so an IOPS
+/// cell and its MB/s cell stand `2.0k    16.4 MB/s`.
+#[test]
+fn check_disk_table_is_spaced_as_the_originals() {
+    // Two blocks a reply (8,192 bytes of payload), 2,000 of them a host.
+    let matrix = include_str!("../golden/gen_disk.csv")
+        .replace("rx_size=4096", "rx_size=8224")
+        .replace("of 4096 bytes", "of 8224 bytes")
+        .replace("500", "1000");
+    check_golden("check_disk_8k", &matrix, &["--top", "2"], 0);
+    let out = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/check_disk_8k.stdout"),
+    )
+    .unwrap();
+    assert!(
+        out.contains("  10.0.0.10         2.0k    16.4 MB/s          2.0k    16.4 MB/s\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  host         read IOPS         read    write IOPS        write\n"),
+        "{out}"
+    );
+}
+
 /// `mx gen` with `args` refuses a flag's value, saying `want`, and writes nothing.
 fn gen_refuses_value(args: &[&str], want: &str) {
     let sb = Sandbox::new();

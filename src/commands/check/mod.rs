@@ -323,9 +323,10 @@ fn disk_table(
     }
     let mut order: Vec<usize> = (0..disks.len()).collect();
     order.sort_by(|&a, &b| disks[b].ops().total_cmp(&disks[a].ops()).then(a.cmp(&b)));
-    // Each column as wide as its widest cell, two spaces apart: the header
-    // reads `host  read IOPS  read  write IOPS  write` when the cells are
-    // no wider than their titles.
+    // Each column as wide as its widest cell (its title's too), four spaces
+    // apart, as the original prints it: the names to the left, the figures
+    // to the right, so that a row reads `h1    2.0k    16.4 MB/s ...` when
+    // its figures are the widest of their columns.
     let titles = ["host", "read IOPS", "read", "write IOPS", "write"];
     let rows: Vec<[String; 5]> = order
         .iter()
@@ -353,7 +354,7 @@ fn disk_table(
     let line = |cells: [&str; 5]| {
         let mut text = format!("  {:<w$}", cells[0], w = widths[0]);
         for (cell, w) in cells.iter().zip(&widths).skip(1) {
-            text.push_str(&format!("  {cell:<w$}"));
+            text.push_str(&format!("    {cell:>w$}"));
         }
         text.trim_end().to_string()
     };
@@ -370,7 +371,7 @@ fn disk_table(
     }
     writeln!(
         out,
-        "  each agent worker is one I/O in flight at a time, so a host's queue depth is its --workers"
+        "  each agent worker keeps --disk-depth I/Os in flight (1 by default), so a host's queue depth is its --workers x --disk-depth"
     )?;
     writeln!(
         out,
