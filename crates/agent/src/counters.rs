@@ -8,41 +8,49 @@
 use super::legs::LegCounts;
 use mx_report::rtt::Compact;
 
-/// The TTLs datagrams arrived with in an interval: the fewest and the most
-/// routers the paths they came by crossed ([`Ttls::hops`]). Counted once a
-/// message (a GRO message's datagrams share one).
+/// The least and the greatest of the values seen, where 0 is no value (a
+/// TTL not read, an arrival not stamped): 0 and 0 until one is seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Ttls {
-    /// The lowest and highest TTL seen; 0 and 0 when none was read.
-    low: u8,
-    high: u8,
+pub struct Bounds<T> {
+    low: T,
+    high: T,
 }
 
-impl Ttls {
-    /// A datagram arrived with `ttl` (0: not read, and not counted).
+impl<T: Copy + Ord + Default> Bounds<T> {
+    /// A value (0: none, and not counted).
     #[inline]
-    pub fn saw(&mut self, ttl: u8) {
-        if ttl == 0 {
+    pub fn saw(&mut self, value: T) {
+        let none = T::default();
+        if value == none {
             return;
         }
-        if self.low == 0 || ttl < self.low {
-            self.low = ttl;
+        if self.low == none || value < self.low {
+            self.low = value;
         }
-        self.high = self.high.max(ttl);
+        self.high = self.high.max(value);
     }
 
-    pub fn add(&mut self, other: &Ttls) {
+    pub fn add(&mut self, other: &Bounds<T>) {
         self.saw(other.low);
         self.saw(other.high);
     }
 
+    /// The least and the greatest (`None`: none seen).
+    pub fn get(&self) -> Option<(T, T)> {
+        (self.high != T::default()).then_some((self.low, self.high))
+    }
+}
+
+/// The TTLs datagrams arrived with in an interval: the fewest and the most
+/// routers the paths they came by crossed ([`Ttls::hops`]). Counted once a
+/// message (a GRO message's datagrams share one).
+pub type Ttls = Bounds<u8>;
+
+impl Ttls {
     /// The fewest and the most routers crossed (`None`: no TTL read).
     pub fn hops(&self) -> Option<(u8, u8)> {
-        (self.high > 0).then(|| {
-            let (a, b) = (
-                mx_udp::hops_of_ttl(self.high),
-                mx_udp::hops_of_ttl(self.low),
-            );
+        self.get().map(|(low, high)| {
+            let (a, b) = (mx_udp::hops_of_ttl(high), mx_udp::hops_of_ttl(low));
             (a.min(b), a.max(b))
         })
     }
@@ -50,31 +58,7 @@ impl Ttls {
 
 /// When the requests counted in an interval reached the host, by the
 /// kernel's stamp on each (CLOCK_REALTIME ns): the first and the last.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Arrivals {
-    /// 0 and 0 when none was stamped.
-    first_ns: u64,
-    last_ns: u64,
-}
-
-impl Arrivals {
-    /// A request arrived at `ns` (0: not stamped, and not counted).
-    #[inline]
-    pub fn saw(&mut self, ns: u64) {
-        if ns == 0 {
-            return;
-        }
-        if self.first_ns == 0 || ns < self.first_ns {
-            self.first_ns = ns;
-        }
-        self.last_ns = self.last_ns.max(ns);
-    }
-
-    pub fn add(&mut self, other: &Arrivals) {
-        self.saw(other.first_ns);
-        self.saw(other.last_ns);
-    }
-}
+pub type Arrivals = Bounds<u64>;
 
 /// An interval's span in the run on the wall clock (ns since the Unix
 /// epoch): from its start (the previous tick, or the flows' start) to its
@@ -98,9 +82,9 @@ impl Span {
     /// clock stepped mid-interval can move an edge.
     pub fn seconds_arriving(&self, arrivals: &Arrivals, slack_ns: u64) -> f64 {
         let (mut from, mut to) = (self.from_ns, self.to_ns.max(self.from_ns));
-        if arrivals.last_ns > 0 {
-            from = from.min(arrivals.first_ns.max(from.saturating_sub(slack_ns)));
-            to = to.max(arrivals.last_ns.min(to.saturating_add(slack_ns)));
+        if let Some((first, last)) = arrivals.get() {
+            from = from.min(first.max(from.saturating_sub(slack_ns)));
+            to = to.max(last.min(to.saturating_add(slack_ns)));
         }
         ((to - from) as f64 / 1e9).max(1e-3)
     }
