@@ -117,15 +117,23 @@ pub struct AgentFlags {
     #[arg(long, value_name = "SIZE")]
     pub disk_size: Option<String>,
 
+    #[command(flatten)]
+    pub disk_depth: DiskDepthArg,
+}
+
+/// `--disk-depth`, on the agent's flags and on `mx doctor`'s (whose fd
+/// check counts the disk threads' handles).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct DiskDepthArg {
     /// Disk operations each worker keeps in flight in a disk run: a pool of N
     /// I/O threads per worker, so a host's queue depth is --workers x N (1..256)
     #[arg(
-        long,
+        long = "disk-depth",
         value_name = "N",
         default_value_t = 1,
         allow_negative_numbers = true
     )]
-    pub disk_depth: i64,
+    pub n: i64,
 }
 
 impl AgentFlags {
@@ -160,8 +168,8 @@ impl AgentFlags {
         if let Some(size) = &self.disk_size {
             flags.extend(["--disk-size".to_string(), size.clone()]);
         }
-        if self.disk_depth != 1 {
-            flags.extend(["--disk-depth".to_string(), self.disk_depth.to_string()]);
+        if self.disk_depth.n != 1 {
+            flags.extend(["--disk-depth".to_string(), self.disk_depth.n.to_string()]);
         }
         if self.keep_report != crate::agent::report_keep::DEFAULT {
             flags.extend(["--keep-report".to_string(), self.keep_report.clone()]);

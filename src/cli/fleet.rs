@@ -250,15 +250,8 @@ pub struct DoctorArgs {
     /// names them: a server list for `mx gen --servers FILE`
     #[arg(long, value_name = "FILE")]
     pub ready_hosts: Option<PathBuf>,
-    /// In a disk run, the --disk-depth the agents will run with: the fd
-    /// limit check counts their disk threads' handles
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 1,
-        allow_negative_numbers = true
-    )]
-    pub disk_depth: i64,
+    #[command(flatten)]
+    pub disk_depth: super::agent::DiskDepthArg,
 }
 
 #[derive(Debug, Args)]

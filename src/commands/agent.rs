@@ -108,7 +108,7 @@ fn settings(flags: &AgentFlags) -> Result<RunSettings> {
         None => disk::file::DEFAULT_SIZE,
         Some(text) => disk::file::parse_size(text).map_err(Error::refused)?,
     };
-    let disk_depth = disk_depth(flags.disk_depth)?;
+    let disk_depth = disk_depth(flags.disk_depth.n)?;
     Ok(RunSettings {
         interval: flags.interval,
         duration: flags.duration,

@@ -76,7 +76,7 @@ struct Findings {
 }
 
 pub fn run(args: &DoctorArgs, out: &mut dyn Write) -> Result<u8> {
-    let depth = super::agent::disk_depth(args.disk_depth)?;
+    let depth = super::agent::disk_depth(args.disk_depth.n)?;
     let fleet = super::open_fleet(&args.fleet)?;
     fleet.matrix.print_warnings();
     let binary = args.agent.resolve()?;
