@@ -294,6 +294,21 @@ impl Fleet {
         reports
     }
 
+    /// `hosts`' reports collected ([`Self::collect_reports`]), then `mx
+    /// summarize` over all of them against the fleet's matrix, with `extra`.
+    pub fn summarize(&self, hosts: &[&str], extra: &[&str]) -> crate::util::Run {
+        self.collect_reports(hosts);
+        let words = [
+            "summarize",
+            "--no-collect",
+            "--matrix",
+            "matrix.csv",
+            "--window",
+            "0",
+        ];
+        self.sandbox.mx(&[&words[..], extra].concat())
+    }
+
     pub fn report_text(&self, host: &str) -> String {
         std::fs::read_to_string(self.dir(host).join("report.csv"))
             .unwrap_or_else(|e| panic!("{host} report: {e}\n{}", self.log(host)))

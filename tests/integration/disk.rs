@@ -407,7 +407,6 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
         }
     }
     fleet.wait_ok();
-    fleet.collect_reports(&["h1", "h2"]);
     // The device did what the cgroup allows: h2's reads ~150/s, and it was
     // busy on them nearly all the time.
     let rows = steady_host_rows(&fleet, "h2");
@@ -418,14 +417,7 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
         "{}",
         fleet.report_text("h2")
     );
-    let run = fleet.sandbox.mx(&[
-        "summarize",
-        "--no-collect",
-        "--matrix",
-        "matrix.csv",
-        "--window",
-        "0",
-    ]);
+    let run = fleet.summarize(&["h1", "h2"], &[]);
     let out = run.stdout;
     // Shown with `--success-output immediate`: what the operator reads.
     println!("{out}");
@@ -640,16 +632,7 @@ fn agent_disk_depth_8_holds_the_rate_one_read_in_flight_does_not() {
         );
         // The summary names the lever where the disk held the run back,
         // with the figures it rests on.
-        fleet.collect_reports(&["h1", "h2"]);
-        let run = fleet.sandbox.mx(&[
-            "summarize",
-            "--no-collect",
-            "--matrix",
-            "matrix.csv",
-            "--window",
-            "0",
-            "--json",
-        ]);
+        let run = fleet.summarize(&["h1", "h2"], &["--json"]);
         let doc: serde_json::Value = serde_json::from_str(&run.stdout).expect("--json");
         let disk: Vec<&serde_json::Value> = doc["findings"]
             .as_array()

@@ -93,16 +93,7 @@ fn agent_streams_are_counted_apart_and_loss_on_some_of_them_is_a_path_s() {
         }
     }
 
-    fleet.collect_reports(&["h1", "h2"]);
-    let run = fleet.sandbox.mx(&[
-        "summarize",
-        "--no-collect",
-        "--matrix",
-        "matrix.csv",
-        "--window",
-        "0",
-        "--json",
-    ]);
+    let run = fleet.summarize(&["h1", "h2"], &["--json"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let doc: Value = serde_json::from_str(&run.stdout).unwrap();
     let flow = doc["flows"]
