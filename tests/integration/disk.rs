@@ -704,7 +704,7 @@ fn agent_counts_its_disk_threads_handles_against_the_open_file_limit() {
     let (code, log) = run("64");
     assert_eq!(code, Some(2), "{log}");
     assert!(
-        log.contains("this run needs ~323 file descriptors (1 flows, each a socket, and 258 disk handles: two per disk thread, --workers x --disk-depth of them) but the hard limit is 200"),
+        log.contains("this run needs ~323 file descriptors (1 flows; each is a socket, and 258 disk handles: two per disk thread, --workers x --disk-depth of them) but the hard limit is 200"),
         "{log}"
     );
     assert!(log.contains("a lower --disk-depth"), "{log}");

@@ -58,7 +58,7 @@ pub(crate) fn ensure_fd_limit(
     let unlimited = hard == nix::sys::resource::RLIM_INFINITY;
     if !unlimited && hard < need {
         return Err(Error::refused(format!(
-            "this run needs ~{need} file descriptors ({flows} flows, each a socket{disk_too}) but the hard limit is {hard}, which only an administrator can raise. Either raise it (limits.conf / systemd LimitNOFILE), lower --streams{or_shallower}, use fewer peers (`mx gen --peers K`), or split the load across more hosts."
+            "this run needs ~{need} file descriptors ({flows} flows; each is a socket{disk_too}) but the hard limit is {hard}, which only an administrator can raise. Either raise it (limits.conf / systemd LimitNOFILE), lower --streams{or_shallower}, use fewer peers (`mx gen --peers K`), or split the load across more hosts."
         )));
     }
     let hard_text = if unlimited {
