@@ -168,11 +168,7 @@ pub fn run(config: &AgentConfig) -> Result<u8> {
     }
     // 8. File descriptors.
     let layered = plan.matrix.config.rotation.is_some();
-    let disk = plan
-        .disk
-        .as_ref()
-        .map_or(0, |d| limits::disk_handles(plan.workers, d.depth));
-    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered, disk)? {
+    if let Some(line) = limits::ensure_fd_limit(flow_sockets, layered, plan.disk_handles())? {
         say!("{line}");
     }
 

@@ -57,6 +57,14 @@ impl AgentPlan {
         Schedule::new(&self.matrix)
     }
 
+    /// Descriptors its workers' disk threads hold
+    /// ([`crate::limits::disk_handles`]); 0 without a disk.
+    pub(crate) fn disk_handles(&self) -> u64 {
+        self.disk
+            .as_ref()
+            .map_or(0, |d| crate::limits::disk_handles(self.workers, d.depth))
+    }
+
     /// The flow specs of worker `worker` in `layer` (`None` for a fixed matrix):
     /// each pair split into `streams` sockets at rate/streams, the specs dealt
     /// round-robin so one pair's streams land on different workers.

@@ -10,6 +10,12 @@ use crate::render::words::{count, name_list, pct, pct_range};
 
 use super::place;
 
+/// A starved host's loss both ways, one cause: what it did not read in
+/// time (`into`, said), and what it handed out late or never (`out_of`).
+pub(crate) fn starved(into: &str, out_of: &str) -> String {
+    format!("{into}. The same agent lost what went out of its host too: {out_of}")
+}
+
 /// Packets lost into or out of `name`.
 #[allow(clippy::too_many_arguments)]
 pub fn host(

@@ -39,11 +39,7 @@ fn said(says: &Says) -> String {
             *place_tells_legs,
             why,
         ),
-        Says::StarvedHost { into, out_of } => format!(
-            "{}. The same agent lost what went out of its host too: {}",
-            said(into),
-            said(out_of)
-        ),
+        Says::StarvedHost { into, out_of } => loss::starved(&said(into), &said(out_of)),
         Says::PairLoss { a, b, ways } => loss::pair(a, b, ways),
         Says::PathLoss {
             leg,
