@@ -1526,17 +1526,18 @@ fn agent_fleet_reload_brings_disk_into_a_running_fleet_files_first() {
     let local = ["--local", "hosts"];
     let start = sb.mx(&[
         &["start", "--interval", "1", "--disk-size", "2M"][..],
+        &["--disk-depth", "4"],
         &local,
     ]
     .concat());
     assert_eq!(start.code, 0, "{}{}", start.stdout, start.stderr);
-    assert!(!start.stdout.contains("disk"), "{}", start.stdout);
+    assert!(!start.stdout.contains("disk:"), "{}", start.stdout);
     assert_eq!(data_file(&sb, "h1"), None, "no disk, no file");
     // h3 was started with another size (as by a start of its own).
     let stamp = sb.file("hosts/h3/var/tmp/mx/agent.stamp");
     let text = std::fs::read_to_string(&stamp).unwrap();
     assert!(
-        text.contains("flags=--interval 1 --disk-size 2M\n"),
+        text.contains("flags=--interval 1 --disk-size 2M --disk-depth 4\n"),
         "{text}"
     );
     std::fs::write(&stamp, text.replace("--disk-size 2M", "--disk-size 3M")).unwrap();
@@ -1585,6 +1586,18 @@ fn agent_fleet_reload_brings_disk_into_a_running_fleet_files_first() {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+        // At the depth it was started with, which reload passed on.
+        use crate::agents::RowExt;
+        let rows = crate::agents::rows_of(&sb.read(&report));
+        let depths: Vec<Option<f64>> = rows
+            .iter()
+            .filter(|r| r.s("dir") == "host" && r.f("disk_rd_iops").is_some())
+            .map(|r| r.f("disk_depth"))
+            .collect();
+        assert!(
+            !depths.is_empty() && depths.iter().all(|d| *d == Some(4.0)),
+            "{h}: {depths:?}"
+        );
         let log = sb.read(&format!("hosts/{h}/var/tmp/mx/agent.log"));
         assert!(log.contains("disk: reusing disk.dat ("), "{h}: {log}");
         assert!(!log.contains("disk: wrote"), "{h}: {log}");
