@@ -60,7 +60,10 @@ fn agent_status_of_a_big_fleet_is_one_line_and_the_hosts_unlike_it() {
     // a start would leave them), the other 99 were never deployed.
     let names: Vec<String> = (1..=101).map(|i| format!("h{i}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let sb = fleet_dir_with(60, &names, &["--pps", "1"]);
+    // 40 pps a flow: a worker that sends a few ms past a tick moves one
+    // request a flow into the next interval, 2.5% of the rate, not all of
+    // it (at 1 pps, half a host's flows read as sending nothing).
+    let sb = fleet_dir_with(60, &names, &["--pps", "40"]);
     let mut agents = Vec::new();
     for host in ["h1", "h2"] {
         let dir = sb.file(&format!("hosts/{host}/var/tmp/mx"));
