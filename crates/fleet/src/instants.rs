@@ -18,9 +18,16 @@
 use mx_base::error::{Error, Result};
 use mx_report::hold_seconds;
 
-/// Seconds between the go reaching the last host and the start instant, and
-/// of answering after the end instant, when the clocks agree.
+/// Seconds of answering after the end instant when the clocks agree, and
+/// between an order to end and that instant.
 pub const START_MARGIN: f64 = 1.0;
+/// The least time between choosing the start instant and that instant: the
+/// go's fan-out to every host must fit in it. The go is one short step over
+/// the shells the launch left open (0.16 s to 20 lab hosts sharing two
+/// cores), and the margin grows with the launch's own fan-out, which every
+/// go follows and outlasts (it starts an agent on each host). An armed
+/// agent looks for the instant every 100 ms at most.
+pub const MIN_START_MARGIN: f64 = 0.5;
 /// Offsets from this machine's clock that need no widening, in seconds.
 pub const CLOCK_TOLERANCE: f64 = 0.25;
 
@@ -81,9 +88,10 @@ pub struct Margins {
 
 /// The margins for `offsets` at report interval `interval`, when a fan-out
 /// step to every host took `step_seconds`; refuses clocks further apart than
-/// the report's hold.
+/// the report's hold. A host whose clock is ahead reaches the instant that
+/// much sooner: the start margin grows by the most any is ahead.
 pub fn margins(offsets: &[Offset], interval: f64, step_seconds: f64) -> Result<Margins> {
-    let start = START_MARGIN.max(step_seconds * 1.5);
+    let start = MIN_START_MARGIN.max(step_seconds * 1.5);
     let (Some(ahead), Some(behind)) = (
         offsets
             .iter()
@@ -116,7 +124,7 @@ pub fn margins(offsets: &[Offset], interval: f64, step_seconds: f64) -> Result<M
     };
     if worst.seconds.abs() <= CLOCK_TOLERANCE {
         return Ok(Margins {
-            start,
+            start: start + ahead.seconds.max(0.0),
             grace: START_MARGIN,
             note: None,
         });
@@ -171,8 +179,11 @@ mod tests {
         let m = margins(&offsets(&[("a", 0.002), ("b", -0.010)]), 5.0, 0.3).unwrap();
         assert_eq!(
             (m.start, m.grace, m.note),
-            (START_MARGIN, START_MARGIN, None)
+            (MIN_START_MARGIN + 0.002, START_MARGIN, None)
         );
+        // Behind only: the go has the whole margin to reach them.
+        let m = margins(&offsets(&[("a", -0.2), ("b", -0.010)]), 5.0, 0.1).unwrap();
+        assert_eq!(m.start, MIN_START_MARGIN);
         // A slow fan-out widens the start margin with it.
         assert_eq!(margins(&[], 1.0, 2.0).unwrap().start, 3.0);
     }
