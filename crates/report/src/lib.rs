@@ -92,6 +92,13 @@ pub use row::{Dir, ReportRow};
 /// the tests and the benches read it from here.
 pub const FORGIVEN_BEHIND_MS: f64 = 6.0;
 
+/// How far behind its send schedule (`behind_ms`) an agent is taken to
+/// have been starved of the CPU it needed: its sends ran late and it
+/// answered late, so every round trip to and from it carries its delay.
+/// The one definition: the summary's diagnosis, the ramp's verdict and
+/// the monitor's alerts read it from here.
+pub const STARVED_BEHIND_MS: f64 = 20.0;
+
 /// How long after its tick an interval's rows are written: the replies to
 /// its last requests, and the requests of peers whose clocks run a little
 /// behind, have this long to arrive and be counted in it. Half an interval,

@@ -27,8 +27,7 @@ use super::super::figures::Context;
 use super::Place;
 use super::says::{Nic, Starvation, Why};
 
-/// An agent this far behind its send schedule did not get the CPU it needed.
-pub(crate) const STARVED_BEHIND_MS: f64 = 20.0;
+pub(crate) use mx_report::STARVED_BEHIND_MS;
 /// A disk that held the busiest worker this share of its time (mean
 /// `disk_busy_pct`) can be what a host's loss or shortfall waits on.
 pub(crate) const DISK_SUSPECT_PCT: f64 = 20.0;
