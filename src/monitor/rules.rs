@@ -143,7 +143,70 @@ fn records(s: &Settings) -> Vec<Yaml> {
             ),
         ));
     }
+    // The furthest each agent fell behind its send schedule in the window:
+    // a round trip timed by, or answered by, an agent off its core carries
+    // the agent's delay.
+    rules.push(record(
+        BEHIND_MAX.into(),
+        format!("max by (host) (max_over_time(mx_behind_schedule_seconds[{w}]))"),
+    ));
     rules
+}
+
+/// The record of how far behind its send schedule each agent fell in the
+/// window, in seconds.
+const BEHIND_MAX: &str = "mx:behind_schedule_max:seconds";
+
+/// [`mx_report::STARVED_BEHIND_MS`] in seconds, as the rules compare it.
+fn starved_seconds() -> String {
+    units::g(mx_report::STARVED_BEHIND_MS / 1e3)
+}
+
+/// The RTT alert: a host's p99 over the line, unless its own agent fell
+/// behind its schedule in the window (its round trips then time its own
+/// delay); the agents that did are named beside any host's, since every
+/// round trip to them carries theirs.
+fn rtt_alert(s: &Settings) -> Yaml {
+    let starved = starved_seconds();
+    let behind_elsewhere = format!(
+        "{{{{ with query \"{BEHIND_MAX} >= {starved}\" }}}}; and agents fell behind their send schedule meanwhile, whose own delay is in every round trip to and from them: \
+         {{{{ range $i, $s := . }}}}{{{{ if $i }}}}, {{{{ end }}}}{{{{ $s.Labels.host }}}} {{{{ $s.Value | humanizeDuration }}}}{{{{ end }}}}{{{{ end }}}}"
+    );
+    alert(
+        "MxRttP99High",
+        format!(
+            "mx:rtt_p99:seconds > {} unless on (host) {BEHIND_MAX} >= {starved}",
+            units::g(s.rtt_p99_seconds)
+        ),
+        s,
+        format!(
+            "round trips from {{{{ $labels.host }}}}: p99 {{{{ $value | humanizeDuration }}}} over {}",
+            units::g(s.rtt_p99_seconds * 1e3) + " ms"
+        ),
+        format!(
+            "the p99 of every round trip its requests made over the last {}{behind_elsewhere}",
+            s.window
+        ),
+    )
+}
+
+/// An agent behind its send schedule in every interval for `--alert-for`:
+/// short of CPU, which its round trips, and its peers' to it, carry.
+fn behind_alert(s: &Settings) -> Yaml {
+    alert(
+        "MxAgentBehind",
+        format!(
+            "max by (host) (mx_behind_schedule_seconds) >= {}",
+            starved_seconds()
+        ),
+        s,
+        "the agent on {{ $labels.host }} runs {{ $value | humanizeDuration }} behind its send schedule".into(),
+        format!(
+            "{} ms behind or more in every interval for {}: it is not getting the CPU it needs (another process, a CPU quota, the hypervisor: mx_cpu_steal_ratio), so it sends and answers late; every round trip to and from it carries that delay, which is its own, not the network's (its own RTT alert waits until it catches up) -- `mx status` says more",
+            units::g(mx_report::STARVED_BEHIND_MS),
+            s.alert_for
+        ),
+    )
 }
 
 /// The rules of one host side of one leg (`forward`, `into`): its loss
@@ -354,16 +417,8 @@ fn alerts(s: &Settings) -> Vec<Yaml> {
         "the agent on {{ $labels.host }} answers but writes no interval".to_string(),
         "its newest interval ended {{ $value | humanizeDuration }} ago: an agent stuck or short of CPU -- `mx logs` says more".to_string(),
     ));
-    rules.push(alert(
-        "MxRttP99High",
-        format!("mx:rtt_p99:seconds > {}", units::g(s.rtt_p99_seconds)),
-        s,
-        format!(
-            "round trips from {{{{ $labels.host }}}}: p99 {{{{ $value | humanizeDuration }}}} over {}",
-            units::g(s.rtt_p99_seconds * 1e3) + " ms"
-        ),
-        format!("the p99 of every round trip its requests made over the last {}", s.window),
-    ));
+    rules.push(behind_alert(s));
+    rules.push(rtt_alert(s));
     // A route that changed length: an event, said while it is inside the
     // window (waiting `for` on it would outlast a window shorter than it).
     let w = &s.window;

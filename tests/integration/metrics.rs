@@ -525,3 +525,77 @@ tests:
     std::fs::write(sb.file("monitor/route_test.yml"), tests).unwrap();
     crate::util::promtool(&["test", "rules", "route_test.yml"], &sb.file("monitor"));
 }
+
+/// The RTT alert beside an agent short of CPU, as Prometheus evaluates the
+/// rules `mx monitor` writes (`promtool test rules`): h1's agent runs 45 ms
+/// behind its send schedule, and both hosts' round trips have a p99 near
+/// 99 ms. h1's own RTT alert waits (its round trips time its own delay) and
+/// `MxAgentBehind` names it instead; h2's fires, naming h1 as the other
+/// cause its round trips fit. With every agent on schedule, both hosts'
+/// RTT alerts fire and name no agent.
+#[test]
+fn monitor_s_rtt_alert_leaves_a_starved_agent_s_own_delay_to_it() {
+    let sb = fleet_dir_with(141, &["h1", "h2", "h3"], &["--pps", "10"]);
+    let run = sb.mx(&["monitor", "--metrics", "9464"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // Scrapes every 15 s: 100 round trips a scrape, each 1 to 100 ms.
+    let series = |behind_h1: &str| {
+        let mut text = String::new();
+        for host in ["h1", "h2"] {
+            for (le, values) in [("0.001", "0x40"), ("0.1", "0+100x40"), ("+Inf", "0+100x40")] {
+                text.push_str(&format!(
+                    "      - series: 'mx_host_rtt_seconds_bucket{{host=\"{host}\",le=\"{le}\"}}'\n        values: '{values}'\n"
+                ));
+            }
+        }
+        text.push_str(&format!(
+            "      - series: 'mx_behind_schedule_seconds{{host=\"h1\"}}'\n        values: '{behind_h1}x40'\n      - series: 'mx_behind_schedule_seconds{{host=\"h2\"}}'\n        values: '0.002x40'\n"
+        ));
+        text
+    };
+    let rtt = |host: &str, behind: &str| {
+        format!(
+            "          - exp_labels: {{severity: warning, host: {host}}}
+            exp_annotations:
+              summary: 'round trips from {host}: p99 99.01ms over 10 ms'
+              description: 'the p99 of every round trip its requests made over the last 5m{behind}'
+"
+        )
+    };
+    let behind = "; and agents fell behind their send schedule meanwhile, whose own delay is in every round trip to and from them: h1 45ms";
+    let tests = format!(
+        "rule_files:
+  - rules.yml
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+{starved}    alert_rule_test:
+      - eval_time: 6m
+        alertname: MxRttP99High
+        exp_alerts:
+{h2_only}      - eval_time: 6m
+        alertname: MxAgentBehind
+        exp_alerts:
+          - exp_labels: {{severity: warning, host: h1}}
+            exp_annotations:
+              summary: the agent on h1 runs 45ms behind its send schedule
+              description: \"20 ms behind or more in every interval for 5m: it is not getting the CPU it needs (another process, a CPU quota, the hypervisor: mx_cpu_steal_ratio), so it sends and answers late; every round trip to and from it carries that delay, which is its own, not the network's (its own RTT alert waits until it catches up) -- `mx status` says more\"
+  - interval: 15s
+    input_series:
+{on_schedule}    alert_rule_test:
+      - eval_time: 6m
+        alertname: MxRttP99High
+        exp_alerts:
+{both}      - eval_time: 6m
+        alertname: MxAgentBehind
+        exp_alerts: []
+",
+        starved = series("0.045"),
+        on_schedule = series("0.003"),
+        h2_only = rtt("h2", behind),
+        both = rtt("h1", "") + &rtt("h2", ""),
+    );
+    std::fs::write(sb.file("monitor/rtt_test.yml"), tests).unwrap();
+    crate::util::promtool(&["test", "rules", "rtt_test.yml"], &sb.file("monitor"));
+}
