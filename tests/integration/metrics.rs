@@ -495,11 +495,7 @@ fn monitor_s_route_change_alert_fires_on_a_changed_length_and_only_then() {
     );
     // Scrapes every 15 s: 2 routers for 5 minutes, then 3.
     let tests = format!(
-        "rule_files:
-  - rules.yml
-evaluation_interval: 15s
-tests:
-  - interval: 15s
+        "  - interval: 15s
     input_series:
       - series: 'mx_reply_hops{{host=\"h1\",peer=\"h3\"}}'
         values: '2x20 3x40'
@@ -522,8 +518,16 @@ tests:
         exp_alerts: []
 "
     );
-    std::fs::write(sb.file("monitor/route_test.yml"), tests).unwrap();
-    crate::util::promtool(&["test", "rules", "route_test.yml"], &sb.file("monitor"));
+    promtool_test_rules(&sb, "route_test.yml", &tests);
+}
+
+/// Runs `promtool test rules` on the rules `mx monitor` wrote in `sb`, with
+/// the test groups `groups` (each `  - interval: ...`), saved as `name`
+/// beside them; rules evaluated every 15 s.
+fn promtool_test_rules(sb: &Sandbox, name: &str, groups: &str) {
+    let tests = format!("rule_files:\n  - rules.yml\nevaluation_interval: 15s\ntests:\n{groups}");
+    std::fs::write(sb.file(&format!("monitor/{name}")), tests).unwrap();
+    crate::util::promtool(&["test", "rules", name], &sb.file("monitor"));
 }
 
 /// The RTT alert beside an agent short of CPU, as Prometheus evaluates the
@@ -564,11 +568,7 @@ fn monitor_s_rtt_alert_leaves_a_starved_agent_s_own_delay_to_it() {
     };
     let behind = "; and agents fell behind their send schedule meanwhile, whose own delay is in every round trip to and from them: h1 45ms";
     let tests = format!(
-        "rule_files:
-  - rules.yml
-evaluation_interval: 15s
-tests:
-  - interval: 15s
+        "  - interval: 15s
     input_series:
 {starved}    alert_rule_test:
       - eval_time: 6m
@@ -596,6 +596,5 @@ tests:
         h2_only = rtt("h2", behind),
         both = rtt("h1", "") + &rtt("h2", ""),
     );
-    std::fs::write(sb.file("monitor/rtt_test.yml"), tests).unwrap();
-    crate::util::promtool(&["test", "rules", "rtt_test.yml"], &sb.file("monitor"));
+    promtool_test_rules(&sb, "rtt_test.yml", &tests);
 }
