@@ -170,7 +170,7 @@ fn run(matrix: &str, extra: &[&str]) -> Fleet {
 
 #[test]
 fn agent_disk_replies_the_responder_reads_and_the_requester_writes() {
-    let fleet = run(&one_way(61, 400, (64, 4096), "replies"), &[]);
+    let fleet = run(&one_way(151, 400, (64, 4096), "replies"), &[]);
     assert_disk(&fleet, "h2", 400.0, 0.0, 4096.0);
     assert_disk(&fleet, "h1", 0.0, 400.0, 4096.0);
     for host in ["h1", "h2"] {
@@ -185,7 +185,7 @@ fn agent_disk_replies_the_responder_reads_and_the_requester_writes() {
 
 #[test]
 fn agent_disk_requests_the_requester_reads_and_the_responder_writes() {
-    let fleet = run(&one_way(62, 400, (4096, 64), "requests"), &[]);
+    let fleet = run(&one_way(152, 400, (4096, 64), "requests"), &[]);
     assert_disk(&fleet, "h1", 400.0, 0.0, 4096.0);
     assert_disk(&fleet, "h2", 0.0, 400.0, 4096.0);
     for host in ["h1", "h2"] {
@@ -196,7 +196,7 @@ fn agent_disk_requests_the_requester_reads_and_the_responder_writes() {
 #[test]
 fn agent_disk_both_every_payload_is_read_by_its_sender_and_written_by_its_receiver() {
     // Payloads of 8,160 bytes: two blocks per operation.
-    let fleet = run(&one_way(63, 300, (8192, 8192), "both"), &[]);
+    let fleet = run(&one_way(153, 300, (8192, 8192), "both"), &[]);
     assert_disk(&fleet, "h1", 300.0, 300.0, 8192.0);
     assert_disk(&fleet, "h2", 300.0, 300.0, 8192.0);
     for host in ["h1", "h2"] {
@@ -206,7 +206,7 @@ fn agent_disk_both_every_payload_is_read_by_its_sender_and_written_by_its_receiv
 
 #[test]
 fn agent_disk_header_only_packets_cost_no_io() {
-    let fleet = run(&one_way(64, 400, (32, 32), "both"), &[]);
+    let fleet = run(&one_way(154, 400, (32, 32), "both"), &[]);
     for host in ["h1", "h2"] {
         assert!(
             fleet
@@ -223,7 +223,7 @@ fn agent_disk_header_only_packets_cost_no_io() {
         }
     }
     // Header-only on one side only: the other still goes through the disks.
-    let fleet = run(&one_way(64, 400, (32, 4096), "both"), &[]);
+    let fleet = run(&one_way(154, 400, (32, 4096), "both"), &[]);
     assert_disk(&fleet, "h1", 0.0, 400.0, 4096.0);
     assert_disk(&fleet, "h2", 400.0, 0.0, 4096.0);
 }
@@ -304,7 +304,7 @@ impl Drop for LoopDisk {
 #[ignore = "needs root: a loop device (CI runs it: --run-ignored all)"]
 fn agent_disk_io_reaches_the_block_device() {
     crate::util::require_root("a loop device");
-    let mut fleet = Fleet::new(&one_way(65, 300, (64, 4096), "replies"));
+    let mut fleet = Fleet::new(&one_way(155, 300, (64, 4096), "replies"));
     let disk = LoopDisk::new(fleet.sandbox.path(), 64);
     let files: Vec<String> = ["h1", "h2"]
         .iter()
@@ -344,7 +344,7 @@ fn agent_disk_io_reaches_the_block_device() {
 #[ignore = "needs root: mounting a ramfs (CI runs it: --run-ignored all)"]
 fn agent_disk_buffered_where_o_direct_is_refused() {
     crate::util::require_root("mounting a ramfs");
-    let mut fleet = Fleet::new(&one_way(66, 300, (64, 4096), "replies"));
+    let mut fleet = Fleet::new(&one_way(156, 300, (64, 4096), "replies"));
     let ram = Mount::new(&fleet.sandbox.path().join("ram"), &["-t", "ramfs", "ramfs"]);
     let mount = &ram.0;
     for host in ["h2", "h1"] {
@@ -402,7 +402,7 @@ impl Drop for Throttle {
 #[ignore = "needs root: a loop device held to 150 reads/s by a blkio cgroup (CI runs it: --run-ignored all)"]
 fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
     crate::util::require_root("a throttled loop device");
-    let net = 67;
+    let net = 157;
     let mut fleet = Fleet::new(&one_way(net, 600, (64, 4096), "replies"));
     let disk = LoopDisk::new(fleet.sandbox.path(), 64);
     let Some(throttle) = Throttle::reads(&disk.device, 150) else {
@@ -454,7 +454,7 @@ fn agent_disk_a_disk_that_cannot_keep_up_is_named_not_the_fabric() {
 #[ignore = "needs root: mounting a small tmpfs (CI runs it: --run-ignored all)"]
 fn agent_disk_a_small_tmpfs_takes_a_small_file_refuses_a_big_one_and_is_called_out() {
     crate::util::require_root("mounting a small tmpfs");
-    let fleet = Fleet::new(&one_way(68, 100, (64, 4096), "replies"));
+    let fleet = Fleet::new(&one_way(158, 100, (64, 4096), "replies"));
     let small = Mount::new(
         &fleet.sandbox.path().join("small"),
         &["-t", "tmpfs", "-o", "size=8m", "tmpfs"],
