@@ -139,7 +139,8 @@ pub(crate) fn start_fleet(
         }
         return Ok(failed(EXIT_PROBLEMS));
     }
-    let begin = instants::start_instant(wall_now(), interval, margins.start);
+    let lasts = end_after.is_some() || scale.is_some() || run.agent_flags.duration > 0.0;
+    let begin = instants::begin(wall_now(), interval, margins.start, lasts);
     let end = end_after.map(|seconds| begin + seconds);
     // 3. The go: every host learns the one start instant.
     let go = Go {

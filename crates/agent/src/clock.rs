@@ -128,9 +128,10 @@ pub(crate) fn ns_of_wall(wall: f64) -> u64 {
     (now + (ahead * 1e9) as i128).max(0) as u64
 }
 
-/// The first report tick of flows that begin at `now` (not on a start
-/// instant): the next whole multiple of the interval on the wall clock, or the
-/// one after if that is under half an interval away (no sliver rows).
+/// The first report tick of flows that begin at `now`: the next whole
+/// multiple of the interval on the wall clock, or the one after if that is
+/// under half an interval away (no sliver rows). Flows that begin on a
+/// boundary tick a whole interval later.
 pub(crate) fn first_tick(now: f64, interval: f64) -> f64 {
     let next = (now / interval).floor() * interval + interval;
     if next - now < interval / 2.0 {
@@ -182,7 +183,7 @@ impl RunClock {
     pub(crate) fn set_start(&self, at: Option<f64>, interval: f64) -> f64 {
         let now = wall_now();
         let (begin, first_tick, late) = match at {
-            Some(at) if at >= now => (at, at + interval, 0.0),
+            Some(at) if at >= now => (at, first_tick(at, interval), 0.0),
             Some(at) => (now, first_tick(now, interval), now - at),
             None => (now, first_tick(now, interval), 0.0),
         };
@@ -527,5 +528,24 @@ mod tests {
         // Under half an interval to the next boundary: the one after.
         assert_eq!(first_tick(1003.0, 5.0), 1010.0);
         assert_eq!(first_tick(1000.0, 1.0), 1001.0);
+    }
+
+    #[test]
+    fn a_start_instant_off_the_boundaries_ticks_on_them() {
+        // On a boundary: the first interval is a whole one.
+        let interval = 5.0;
+        let on = (wall_now() / interval).ceil() * interval + interval;
+        let clock = fresh_clock();
+        assert_eq!(clock.set_start(Some(on), interval), 0.0);
+        assert_eq!(clock.start().unwrap().first_tick, on + interval);
+        // 0.3 s past one: to the next (4.7 s); 4 s past: to the one after
+        // (6 s), never a sliver.
+        for (past, first) in [(0.3, interval), (4.0, 2.0 * interval)] {
+            let clock = fresh_clock();
+            assert_eq!(clock.set_start(Some(on + past), interval), 0.0);
+            let start = clock.start().unwrap();
+            assert_eq!(start.wall, on + past);
+            assert_eq!(start.first_tick, on + first);
+        }
     }
 }

@@ -597,8 +597,9 @@ struct Timing {
 
 impl Timing {
     /// Sets the start (at `at`, or now), and the end `--duration` implies.
+    /// An instant off the interval's boundaries (an open-ended `mx start`)
+    /// begins the flows then; they tick on the boundaries from the first.
     fn start(&self, clock: &RunClock, at: Option<f64>) {
-        let at = at.map(|t| (t / self.interval).round() * self.interval);
         let late = clock.set_start(at, self.interval);
         let begins = clock.started_wall().unwrap_or_else(wall_now);
         match at {

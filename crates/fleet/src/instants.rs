@@ -152,6 +152,21 @@ pub fn start_instant(now: f64, interval: f64, margin: f64) -> f64 {
     ((now + margin) / interval).ceil() * interval
 }
 
+/// A fleet's start instant, `margin` seconds from `now` at the least. A run
+/// of a set length (`mx run --for`, `--duration`, a ramp's steps: `lasts`)
+/// begins on a whole interval boundary, so that it lasts whole intervals.
+/// An open-ended one begins at the margin itself: its agents tick on the
+/// boundaries from the first (0.5 to 1.5 intervals on), and `mx start`,
+/// which returns once the flows have begun, waits no interval (5 s by
+/// default) for a boundary to come round.
+pub fn begin(now: f64, interval: f64, margin: f64, lasts: bool) -> f64 {
+    if lasts {
+        start_instant(now, interval, margin)
+    } else {
+        now + margin
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +229,10 @@ mod tests {
         assert_eq!(start_instant(1000.2, 5.0, 1.0), 1005.0);
         assert_eq!(start_instant(1004.5, 5.0, 1.0), 1010.0);
         assert_eq!(start_instant(1000.0, 1.0, 1.0), 1001.0);
+        // A run of a set length begins on a boundary; an open-ended one at
+        // the margin.
+        assert_eq!(begin(1000.2, 5.0, 0.5, true), 1005.0);
+        assert_eq!(begin(1000.2, 5.0, 0.5, false), 1000.7);
     }
 
     #[test]
