@@ -20,11 +20,15 @@ pub(crate) const AGENT_BIN: &str = "mx";
 /// costs one stat per process. A `$(readlink ...)` per process would fork
 /// once for every process on the host: 90 ms of CPU per call for 70
 /// processes, seconds on a busy server, and a look every few seconds
-/// (`run`'s live line) stalled the very agents it looked at.
+/// (`run`'s live line) stalled the very agents it looked at. The binary's
+/// path is fixed where the script begins (a relative `dir` is the login
+/// directory's), so a script that has moved into `dir` still finds it.
 fn agent_pids(dir: &str) -> String {
     format!(
-        "agent_pids() {{ d=$(cd {d} 2>/dev/null && pwd -P) || return 0; for p in /proc/[0-9]*; do [ \"$p/exe\" -ef \"$d/{AGENT_BIN}\" ] && echo \"${{p#/proc/}}\"; done; return 0; }}",
-        d = q(dir)
+        "case {d} in /*) mx_exe={exe} ;; *) mx_exe=\"$PWD\"/{exe} ;; esac\n\
+         agent_pids() {{ [ -e \"$mx_exe\" ] || return 0; for p in /proc/[0-9]*; do [ \"$p/exe\" -ef \"$mx_exe\" ] && echo \"${{p#/proc/}}\"; done; return 0; }}",
+        d = q(dir),
+        exe = q(&format!("{dir}/{AGENT_BIN}")),
     )
 }
 
@@ -41,7 +45,8 @@ pub const CHOOSE_ANOTHER: &str = "choose another --remote-dir";
 /// directory another user can write is that user's code run as root.
 ///
 /// - `mx_own`: the directory itself is a real directory (never a symlink),
-///   owned by the user the script runs as, writable by no one else.
+///   owned by the user the script runs as, writable by no one else; and
+///   every directory above it as `mx_parents` judges them.
 /// - `mx_parents DIR`: DIR and every directory above it, by its real path,
 ///   are owned by root or that user, and writable by no one else unless
 ///   sticky (as `/var/tmp` is: nobody removes or renames another's entry).
@@ -49,29 +54,42 @@ pub const CHOOSE_ANOTHER: &str = "choose another --remote-dir";
 /// Either refuses in one line naming the path, its owner and its mode, and
 /// exits the script. `umask 077` makes every file the script (and an agent
 /// it starts) writes private: logs, reports, control files.
+///
+/// Every fleet step runs these, on every host: they read the owners and
+/// modes of the whole chain with one `stat` (a fork and an exec where a
+/// stat a directory cost three), and the user's id from the directory
+/// itself once `test -O` says it is theirs (`id -u` only where the
+/// directory is yet to be made). A refusal's words cost their own stat.
 fn dir_rules(dir: &str) -> String {
     format!(
         r#"umask 077
 mx_dir={d}
-mx_me=$(id -u)
 mx_refuse() {{ echo "$1 -- {CHOOSE_ANOTHER}"; exit 1; }}
 mx_stat() {{ mx_st=$(stat -c '%u %a %U' -- "$1" 2>/dev/null) || {{ echo "cannot read the owner and mode of $1 (this host's stat has no -c?)"; exit 1; }}; set -- $mx_st; mx_uid=$1; mx_mode=$((0$2)); mx_said="owner $3 (uid $1), mode $(printf %04o "$mx_mode")"; }}
 mx_own() {{
   if [ -L "$mx_dir" ]; then mx_stat "$mx_dir"; mx_refuse "$mx_dir is a symlink ($mx_said): mx never runs through one"; fi
   [ -d "$mx_dir" ] || {{ mx_stat "$mx_dir"; mx_refuse "$mx_dir is not a directory ($mx_said)"; }}
-  mx_stat "$mx_dir"
-  [ "$mx_uid" = "$mx_me" ] || mx_refuse "$mx_dir belongs to another user ($mx_said): whoever owns it could replace the agent"
-  [ $((mx_mode & 022)) = 0 ] || mx_refuse "$mx_dir is writable by other users ($mx_said): any of them could replace the agent"
+  [ -O "$mx_dir" ] || {{ mx_stat "$mx_dir"; mx_refuse "$mx_dir belongs to another user ($mx_said): whoever owns it could replace the agent"; }}
+  mx_chain "$mx_dir" own
 }}
-mx_parents() {{
+mx_parents() {{ mx_me=${{mx_me:-$(id -u)}}; mx_chain "$1"; }}
+mx_chain() {{
   mx_p=$(cd -P -- "$1" 2>/dev/null && pwd -P) || {{ echo "cannot enter $1"; exit 1; }}
-  while :; do
-    mx_stat "$mx_p"
-    if {{ [ "$mx_uid" != 0 ] && [ "$mx_uid" != "$mx_me" ]; }} || {{ [ $((mx_mode & 022)) != 0 ] && [ $((mx_mode & 01000)) = 0 ]; }}; then
-      mx_refuse "$mx_dir is not safe: $mx_p ($mx_said) lets another user replace what is in it"
+  mx_first=$2; mx_arg=$1
+  set --; mx_q=$mx_p
+  while :; do set -- "$@" "$mx_q"; [ "$mx_q" = / ] && break; mx_q=${{mx_q%/*}}; [ -n "$mx_q" ] || mx_q=/; done
+  mx_st=$(stat -c '%u %a' -- "$@" 2>/dev/null) || {{ echo "cannot read the owner and mode of $mx_arg (this host's stat has no -c?)"; exit 1; }}
+  set -- $mx_st; mx_q=$mx_p
+  while [ $# -ge 2 ]; do
+    mx_uid=$1; mx_mode=$((0$2)); shift 2
+    if [ -n "$mx_first" ]; then
+      mx_me=$mx_uid; mx_first=
+      [ $((mx_mode & 022)) = 0 ] || {{ mx_stat "$mx_dir"; mx_refuse "$mx_dir is writable by other users ($mx_said): any of them could replace the agent"; }}
+    elif {{ [ "$mx_uid" != 0 ] && [ "$mx_uid" != "$mx_me" ]; }} || {{ [ $((mx_mode & 022)) != 0 ] && [ $((mx_mode & 01000)) = 0 ]; }}; then
+      mx_stat "$mx_q"; mx_refuse "$mx_dir is not safe: $mx_q ($mx_said) lets another user replace what is in it"
     fi
-    [ "$mx_p" = / ] && return 0
-    mx_p=${{mx_p%/*}}; [ -n "$mx_p" ] || mx_p=/
+    [ "$mx_q" = / ] && return 0
+    mx_q=${{mx_q%/*}}; [ -n "$mx_q" ] || mx_q=/
   done
 }}"#,
         d = q(dir)
@@ -84,7 +102,7 @@ mx_parents() {{
 fn head(dir: &str) -> String {
     format!(
         "{rules}\n\
-         if [ -e \"$mx_dir\" ] || [ -L \"$mx_dir\" ]; then mx_own; mx_parents \"$mx_dir\"; fi\n\
+         if [ -e \"$mx_dir\" ] || [ -L \"$mx_dir\" ]; then mx_own; fi\n\
          {pids}",
         rules = dir_rules(dir),
         pids = agent_pids(dir)
@@ -99,7 +117,7 @@ fn make_owned_dir(dir: &str) -> String {
     format!(
         "{rules}\n\
          if [ ! -e \"$mx_dir\" ] && [ ! -L \"$mx_dir\" ]; then {ancestors}; mkdir -p -- \"$mx_dir\" || exit 1; fi\n\
-         mx_own; mx_parents \"$mx_dir\"; chmod 700 \"$mx_dir\" || exit 1\n\
+         mx_own; chmod 700 \"$mx_dir\" || exit 1\n\
          if [ ! -e {d}/{OWNED_MARK} ] && [ -n \"$(ls -A {d} 2>/dev/null)\" ]; then echo \"{shown} holds files mx did not put there -- {CHOOSE_ANOTHER}\"; exit 1; fi\n\
          : > {d}/{OWNED_MARK} || exit 1\n\
          {pids}",
@@ -185,8 +203,9 @@ pub(crate) fn agent_sha256(dir: &str) -> String {
 /// Receives a file of `len` bytes on stdin as `dir/name` (a session's copy,
 /// `fleet::transport::session`): says `ready` once it reads, takes exactly `len` bytes
 /// whatever happens to them, and gives the file its name and `mode` only
-/// when their count and SHA-256 (`sha`, where the host has `sha256sum`) are
-/// the ones sent. A `name` ending in [`PACKED`] is unpacked (gzip, whose
+/// when their SHA-256 is `sha` (where the host has `sha256sum`; a file that
+/// differs is counted, to say whether it came short) or, without it, their
+/// count is `len`. A `name` ending in [`PACKED`] is unpacked (gzip, whose
 /// own check is a CRC-32 of what it unpacks) under its name without it.
 ///
 /// The bytes must never be left for the session's shell, which would read
@@ -211,12 +230,11 @@ pub fn receive(dir: &str, name: &str, len: usize, sha: &str, mode: u32, ready: &
     };
     format!(
         "cd {d} 2>/dev/null || {{ echo \"cannot copy into {shown}: no such directory\"; exit 1; }}\n\
-         [ \"$(printf ab | head -c 1 2>/dev/null)\" = a ] || {{ echo \"cannot copy into {shown}: this host's head has no -c (coreutils' and busybox's have it)\"; exit 1; }}\n\
+         head -c 1 </dev/null >/dev/null 2>&1 || {{ echo \"cannot copy into {shown}: this host's head has no -c (coreutils' and busybox's have it)\"; exit 1; }}\n\
          echo {ready}\n\
-         {{ head -c {len} || kill -9 $PPID; }} | {{ cat > {tmp}; s=$?; cat > /dev/null; exit $s; }} || {{ rm -f {tmp}; echo \"cannot write {shown}/{name_shown}\"; exit 1; }}\n\
-         got=$(wc -c < {tmp})\n\
-         if [ \"$got\" -ne {len} ]; then rm -f {tmp}; echo \"{name_shown} arrived short: $got of {len} bytes\"; exit 1; fi\n\
-         if command -v sha256sum >/dev/null 2>&1 && [ \"$(sha256sum < {tmp} | cut -d' ' -f1)\" != {sha} ]; then rm -f {tmp}; echo \"{name_shown} arrived damaged (its sha256 differs)\"; exit 1; fi\n\
+         {{ head -c {len} || kill -9 $PPID; }} | {{ cat > {tmp} && exit 0; cat > /dev/null; exit 1; }} || {{ rm -f {tmp}; echo \"cannot write {shown}/{name_shown}\"; exit 1; }}\n\
+         mx_short() {{ got=$(wc -c < {tmp}); [ \"$got\" -ne {len} ] && {{ rm -f {tmp}; echo \"{name_shown} arrived short: $got of {len} bytes\"; exit 1; }}; }}\n\
+         if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < {tmp}); [ \"$1\" = {sha} ] || {{ mx_short; rm -f {tmp}; echo \"{name_shown} arrived damaged (its sha256 differs)\"; exit 1; }}; else mx_short; fi\n\
          {place}",
         d = q(dir),
         shown = shown(dir),
@@ -703,6 +721,80 @@ mod tests {
             go.contains("'at=100.000000 grace=1.000 by=reload' > agent.start.tmp"),
             "{go}"
         );
+    }
+
+    /// Runs `script` in `sh` in `cwd`, `input` on its stdin: (status, stdout).
+    fn sh(script: &str, cwd: &std::path::Path, input: &[u8]) -> (i32, String) {
+        use std::io::Write;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", script])
+            .current_dir(cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    #[test]
+    fn a_received_file_takes_its_name_only_whole_and_says_short_or_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().display().to_string();
+        let bytes = b"the matrix, its slice\n".repeat(100);
+        let sha = crate::transport::session::sha256_hex(&bytes);
+        let receive = |len| receive(&to, "matrix.csv", len, &sha, 0o600, "go on");
+        let file = dir.path().join("matrix.csv");
+        // Cut short: said with its count, and nothing named.
+        let (code, said) = sh(&receive(bytes.len()), dir.path(), &bytes[..1000]);
+        assert_eq!(code, 1, "{said}");
+        assert_eq!(
+            said,
+            format!(
+                "go on\nmatrix.csv arrived short: 1000 of {} bytes",
+                bytes.len()
+            )
+        );
+        assert!(!file.exists());
+        // Whole but altered: damaged.
+        let mut altered = bytes.clone();
+        altered[7] ^= 1;
+        let (code, said) = sh(&receive(bytes.len()), dir.path(), &altered);
+        assert_eq!(code, 1, "{said}");
+        assert_eq!(
+            said,
+            "go on\nmatrix.csv arrived damaged (its sha256 differs)"
+        );
+        assert!(!file.exists());
+        // Whole: named, with its mode, and no temporary file left.
+        let (code, said) = sh(&receive(bytes.len()), dir.path(), &bytes);
+        assert_eq!((code, said.as_str()), (0, "go on"));
+        assert_eq!(std::fs::read(&file).unwrap(), bytes);
+        let mode = std::fs::metadata(&file).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn an_agent_is_found_from_a_relative_dir_after_the_script_moved_into_it() {
+        // A relative --remote-dir is the login directory's: a script that
+        // has changed into it still finds the agent started from there.
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(home.path().join("mxrun")).unwrap();
+        let exe = home.path().join("mxrun").join(AGENT_BIN);
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        let mut agent = std::process::Command::new(&exe).arg("30").spawn().unwrap();
+        let script = format!("{}\ncd mxrun && agent_pids", agent_pids("mxrun"));
+        let (code, said) = sh(&script, home.path(), b"");
+        agent.kill().unwrap();
+        agent.wait().unwrap();
+        assert_eq!((code, said), (0, agent.id().to_string()));
     }
 
     #[test]
