@@ -9,7 +9,8 @@ use std::time::Instant;
 use crate::agent::disk::file;
 use crate::cli::{RunFlags, StartArgs};
 use crate::error::{EXIT_PROBLEMS, Error, Result};
-use crate::fleet::deploy::{AGENT_PACKED, AGENT_UNCHANGED, deploy_all, stage};
+use crate::fleet::deploy::{AGENT_UNCHANGED, agent_packed, deploy_all, stage};
+use crate::fleet::packing::Packing;
 use crate::fleet::scripts::{BeganBy, Go};
 use crate::fleet::transport::Outcome;
 use crate::fleet::{
@@ -318,18 +319,19 @@ fn deploy_fleet(fleet: &Fleet, run: &RunFlags, out: &mut dyn Write) -> Result<Op
             hosts.len()
         )?;
     }
-    let packed = outcomes
-        .iter()
-        .filter(|o| o.ok() && o.text == AGENT_PACKED)
-        .count();
-    if let (true, Some((small, whole))) = (packed > 0, staged.packed_sizes()) {
-        writeln!(
-            out,
-            "[mx] the agent went packed to {packed} of {} hosts (gzip: {} for its {}), unpacked there",
-            hosts.len(),
-            crate::units::bytes(small as f64),
-            crate::units::bytes(whole as f64)
-        )?;
+    for how in Packing::ALL {
+        let said = agent_packed(how);
+        let packed = outcomes.iter().filter(|o| o.ok() && o.text == said).count();
+        if let (true, Some((small, whole))) = (packed > 0, staged.packed_sizes(how)) {
+            writeln!(
+                out,
+                "[mx] the agent went packed to {packed} of {} hosts ({}: {} for its {}), unpacked there",
+                hosts.len(),
+                how.tool(),
+                crate::units::bytes(small as f64),
+                crate::units::bytes(whole as f64)
+            )?;
+        }
     }
     let unready = hosts.len() - ready.len();
     if unready == 0 {

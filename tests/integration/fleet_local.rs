@@ -503,7 +503,7 @@ fn a_dry_run_shows_two_hosts_and_counts_what_each_step_would_cost() {
     );
     let mb = |n: u64| mx_base::units::bytes(n as f64);
     let deploy = format!(
-        "[mx] dry run: this step would take 600 commands on 300 hosts, 64 at a time (5 waves), and send at most {} from this machine: matrix.csv ({} to {} each) to 300 hosts, mx ({}) to 300 hosts (the agent goes only to hosts that lack it, gzipped where they have gzip)",
+        "[mx] dry run: this step would take 600 commands on 300 hosts, 64 at a time (5 waves), and send at most {} from this machine: matrix.csv ({} to {} each) to 300 hosts, mx ({}) to 300 hosts (the agent goes only to hosts that lack it, packed where they can unpack it: zstd, else gzip)",
         mb(slices.iter().sum::<u64>() + 300 * agent_bytes),
         mb(smallest),
         mb(largest),

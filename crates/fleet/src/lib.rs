@@ -21,6 +21,7 @@ pub mod end;
 pub mod instants;
 pub mod launch;
 pub mod look;
+pub mod packing;
 pub mod scripts;
 pub mod transport;
 pub mod unreachable;
@@ -349,7 +350,7 @@ impl Fleet {
                 mx_base::units::bytes(tally.bytes() as f64),
                 each.join(", "),
                 if agent {
-                    " (the agent goes only to hosts that lack it, gzipped where they have gzip)"
+                    " (the agent goes only to hosts that lack it, packed where they can unpack it: zstd, else gzip)"
                 } else {
                     ""
                 }

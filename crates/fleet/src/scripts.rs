@@ -2,6 +2,7 @@
 //! from a file or a flag (a directory, a host name, a flag value) is quoted for
 //! the shell: a token or path can never run a command.
 
+use super::packing::Packing;
 use super::shell_join;
 
 /// One word, quoted for a POSIX shell (single quotes only where needed).
@@ -162,28 +163,16 @@ pub(crate) fn make_dir(dir: &str) -> String {
     make_owned_dir(dir)
 }
 
-/// The suffix of a file sent packed (gzip): the receiver unpacks it under
-/// its name without the suffix.
-pub const PACKED: &str = ".gz";
-
-/// What a host can unpack, as its ready step says it: `unpack=gzip`.
-pub const UNPACKS_GZIP: &str = "unpack=gzip";
-
-/// Prints [`UNPACKS_GZIP`] when the host has `gzip` (every Linux with ssh
-/// does; a host without gets the agent as it is).
-pub(crate) fn unpacks() -> String {
-    format!("if command -v gzip >/dev/null 2>&1; then echo {UNPACKS_GZIP}; fi; true")
-}
-
-/// Unpacks `name` (ending in [`PACKED`]), copied into `dir` as it is, under
-/// its name without the suffix, with `mode` (a copy that could not unpack
-/// as it arrived: scp).
+/// Unpacks `name` (a [`Packing`]'s), copied into `dir` as it is, under its
+/// name without the suffix, with `mode` (a copy that could not unpack as it
+/// arrived: scp).
 pub(crate) fn unpack(dir: &str, name: &str, mode: u32) -> String {
-    let unpacked = name.strip_suffix(PACKED).unwrap_or(name);
+    let (packing, unpacked) = Packing::of_name(name).unwrap_or((Packing::Gzip, name));
     let tmp = q(&format!(".{unpacked}.tmp"));
     format!(
-        "cd {d} && gzip -dc < {p} > {tmp} 2>/dev/null && chmod {mode:o} {tmp} && mv -f {tmp} {u} && rm -f {p} || {{ rm -f {tmp} {p}; echo \"{shown} arrived but could not be unpacked (gzip -d)\"; exit 1; }}",
+        "cd {d} && {tool} -dc < {p} > {tmp} 2>/dev/null && chmod {mode:o} {tmp} && mv -f {tmp} {u} && rm -f {p} || {{ rm -f {tmp} {p}; echo \"{shown} arrived but could not be unpacked ({tool} -d)\"; exit 1; }}",
         d = q(dir),
+        tool = packing.tool(),
         p = q(name),
         u = q(unpacked),
         shown = shown(name),
@@ -195,7 +184,7 @@ pub(crate) fn unpack(dir: &str, name: &str, mode: u32) -> String {
 /// copied).
 pub(crate) fn agent_sha256(dir: &str) -> String {
     format!(
-        "if [ -f {exe} ] && command -v sha256sum >/dev/null 2>&1; then echo \"sha256=$(sha256sum < {exe} | cut -d' ' -f1)\"; fi; true",
+        "if [ -f {exe} ] && command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum < {exe}); echo \"sha256=$1\"; fi; true",
         exe = q(&format!("{dir}/{AGENT_BIN}"))
     )
 }
@@ -205,8 +194,8 @@ pub(crate) fn agent_sha256(dir: &str) -> String {
 /// whatever happens to them, and gives the file its name and `mode` only
 /// when their SHA-256 is `sha` (where the host has `sha256sum`; a file that
 /// differs is counted, to say whether it came short) or, without it, their
-/// count is `len`. A `name` ending in [`PACKED`] is unpacked (gzip, whose
-/// own check is a CRC-32 of what it unpacks) under its name without it.
+/// count is `len`. A `name` with a [`Packing`]'s suffix is unpacked (by its
+/// tool, which checks what it unpacks) under its name without it.
 ///
 /// The bytes must never be left for the session's shell, which would read
 /// them as commands: a `head` without `-c` is refused before `ready`, a
@@ -215,13 +204,14 @@ pub(crate) fn agent_sha256(dir: &str) -> String {
 /// before it reads another byte.
 pub fn receive(dir: &str, name: &str, len: usize, sha: &str, mode: u32, ready: &str) -> String {
     let tmp = q(&format!(".{name}.tmp"));
-    let place = match name.strip_suffix(PACKED) {
-        Some(unpacked) => {
+    let place = match Packing::of_name(name) {
+        Some((packing, unpacked)) => {
             let out = q(&format!(".{unpacked}.tmp"));
             format!(
-                "gzip -dc < {tmp} > {out} 2>/dev/null || {{ rm -f {tmp} {out}; echo \"{shown_name} arrived but could not be unpacked (gzip -d)\"; exit 1; }}\n\
+                "{tool} -dc < {tmp} > {out} 2>/dev/null || {{ rm -f {tmp} {out}; echo \"{shown_name} arrived but could not be unpacked ({tool} -d)\"; exit 1; }}\n\
                  rm -f {tmp}\n\
                  chmod {mode:o} {out} && mv -f {out} {n}",
+                tool = packing.tool(),
                 shown_name = shown(name),
                 n = q(unpacked),
             )

@@ -71,8 +71,8 @@ pub trait Transport: Send + Sync {
     /// Copies `remote` (a path on `host`) to the local `to`.
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome;
 
-    /// Whether a file sent packed ([`PACKED`](super::scripts::PACKED)) is
-    /// unpacked as it arrives (ssh: a 6 MB agent crosses as 2.9 MB). A local
+    /// Whether a file sent packed ([`Packing`](super::packing::Packing)) is
+    /// unpacked as it arrives (ssh: a 6 MB agent crosses as 2.6 MB). A local
     /// copy costs nothing, and Slurm's sbcast has its own compression.
     fn unpacks(&self) -> bool {
         false

@@ -684,6 +684,7 @@ impl Drop for Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packing::Packing;
 
     fn local_shell(dir: &Path) -> impl Fn() -> Command + '_ {
         move || {
@@ -846,52 +847,59 @@ mod tests {
         assert_eq!(sessions.digests.known.lock().unwrap().len(), 1);
     }
 
-    /// `bytes` packed with gzip into `path`, with `mode`.
-    fn packed(path: &std::path::Path, bytes: &[u8], mode: u32) {
-        use std::io::Write;
+    /// `bytes` packed `how` into `path` (as a deploy packs the agent), with
+    /// `mode`.
+    fn packed(how: Packing, path: &std::path::Path, bytes: &[u8], mode: u32) {
         use std::os::unix::fs::PermissionsExt;
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(bytes).unwrap();
-        std::fs::write(path, gz.finish().unwrap()).unwrap();
+        let plain = path.with_extension("plain");
+        std::fs::write(&plain, bytes).unwrap();
+        crate::deploy::pack(how, &plain, path).unwrap();
+        std::fs::remove_file(plain).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
     #[test]
     fn a_packed_file_arrives_unpacked_under_its_name_and_a_broken_one_leaves_nothing() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let to = dir.path().join("to");
-        std::fs::create_dir(&to).unwrap();
-        let bytes: Vec<u8> = (0..=255u8).cycle().take(500_000).collect();
-        let gz = dir.path().join("mx.gz");
-        packed(&gz, &bytes, 0o700);
-        let sessions = Sessions::default();
-        let open = local_shell(dir.path());
-        let to_dir = to.display().to_string();
-        let pushed = sessions.push("h", &open, &[gz], &to_dir, LONG).unwrap();
-        assert_eq!((pushed.code, pushed.text.as_str()), (0, ""));
-        assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
-        let mode = std::fs::metadata(to.join("mx"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o700);
-        let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
-        assert_eq!(after.text, "mx", "only the agent, unpacked");
-        // Bytes that arrive whole but are no gzip: said in one line, the
-        // agent there untouched, nothing left beside it.
-        let broken = dir.path().join("broken").join("mx.gz");
-        std::fs::create_dir(broken.parent().unwrap()).unwrap();
-        std::fs::write(&broken, b"not gzip at all").unwrap();
-        let refused = sessions.push("h", &open, &[broken], &to_dir, LONG).unwrap();
-        assert!(!refused.ok(), "{refused:?}");
-        assert_eq!(
-            refused.text,
-            "mx.gz arrived but could not be unpacked (gzip -d)"
-        );
-        assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
-        let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
-        assert_eq!(after.text, "mx", "nothing left of the broken copy");
+        for how in Packing::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let to = dir.path().join("to");
+            std::fs::create_dir(&to).unwrap();
+            let bytes: Vec<u8> = (0..=255u8).cycle().take(500_000).collect();
+            let name = format!("mx{}", how.suffix());
+            let file = dir.path().join(&name);
+            packed(how, &file, &bytes, 0o700);
+            let sessions = Sessions::default();
+            let open = local_shell(dir.path());
+            let to_dir = to.display().to_string();
+            let pushed = sessions.push("h", &open, &[file], &to_dir, LONG).unwrap();
+            assert_eq!((pushed.code, pushed.text.as_str()), (0, ""), "{how:?}");
+            assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
+            let mode = std::fs::metadata(to.join("mx"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o700);
+            let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
+            assert_eq!(after.text, "mx", "only the agent, unpacked");
+            // Bytes that arrive whole but are not packed so: said in one
+            // line, the agent there untouched, nothing left beside it.
+            let broken = dir.path().join("broken").join(&name);
+            std::fs::create_dir(broken.parent().unwrap()).unwrap();
+            std::fs::write(&broken, b"not packed at all").unwrap();
+            let refused = sessions.push("h", &open, &[broken], &to_dir, LONG).unwrap();
+            assert!(!refused.ok(), "{refused:?}");
+            assert_eq!(
+                refused.text,
+                format!(
+                    "{name} arrived but could not be unpacked ({} -d)",
+                    how.tool()
+                )
+            );
+            assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
+            let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
+            assert_eq!(after.text, "mx", "nothing left of the broken copy");
+        }
     }
 
     #[test]
@@ -899,7 +907,7 @@ mod tests {
         use std::process::Command;
         let dir = tempfile::tempdir().unwrap();
         let bytes = b"#!/bin/sh\necho agent\n".repeat(1000);
-        packed(&dir.path().join("mx.gz"), &bytes, 0o600);
+        packed(Packing::Gzip, &dir.path().join("mx.gz"), &bytes, 0o600);
         let d = dir.path().display().to_string();
         let run = Command::new("sh")
             .args(["-c", &scripts::unpack(&d, "mx.gz", 0o700)])

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::session::Sessions;
 use super::{Outcome, Transport, run_command};
+use crate::packing::Packing;
 use crate::scripts;
 use mx_matrix::Host;
 
@@ -173,7 +174,7 @@ impl Ssh {
         let packed = files
             .iter()
             .filter_map(|f| f.file_name()?.to_str())
-            .filter(|n| n.ends_with(scripts::PACKED));
+            .filter(|n| Packing::of_name(n).is_some());
         let mut outcome = copied;
         for name in packed {
             if !outcome.ok() {
