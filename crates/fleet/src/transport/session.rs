@@ -182,6 +182,12 @@ impl Session {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                // What came as time ran out still counts: a step that ended
+                // at its deadline (on a host slow to log in) did end.
+                self.out_closed = drain(&self.stdout, &mut self.out);
+                if let Some(found) = done(&self.out) {
+                    return Ok((found, input.len()));
+                }
                 return Err(Stop::TimedOut);
             }
             let readable = PollFlags::POLLIN;
@@ -364,7 +370,14 @@ impl Session {
         };
         let _ = self.stdout.read_to_end(&mut self.out);
         let _ = self.stderr.read_to_end(&mut self.err);
-        let mut text = String::from_utf8_lossy(&self.out).into_owned();
+        // The host's words, without the session's own lines (a step's
+        // acknowledgement and its marker), which are no one's to read.
+        let (ack, marker) = (self.ack(), format!("{} ", self.marker));
+        let mut text: String = String::from_utf8_lossy(&self.out)
+            .lines()
+            .filter(|l| *l != ack && !l.starts_with(&marker))
+            .map(|l| format!("{l}\n"))
+            .collect();
         text.push_str(&String::from_utf8_lossy(&self.err));
         Outcome {
             code,
@@ -716,8 +729,17 @@ mod tests {
             .run("h", &open, "printf 'no newline'; cat", LONG)
             .unwrap();
         assert_eq!((said.code, said.text.as_str()), (0, "no newline"));
-        let late = sessions.run("h", &open, "sleep 5", Duration::from_millis(300));
-        assert_eq!(late.unwrap().code, TIMED_OUT);
+        let late = sessions
+            .run(
+                "h",
+                &open,
+                "echo begun; sleep 5",
+                Duration::from_millis(300),
+            )
+            .unwrap();
+        // The host's words and the timeout, none of the session's own lines.
+        assert_eq!(late.code, TIMED_OUT);
+        assert_eq!(late.text, "begun\ntimed out after 0s");
         // A new session after the one that timed out.
         let next = pid(&sessions);
         assert!(next.ok() && next.text != first.text, "{next:?}");
