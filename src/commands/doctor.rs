@@ -341,6 +341,7 @@ fn check_host(
     findings: &Findings,
 ) -> Outcome {
     let disk = disk_depth.is_some();
+    let sent = wall_now();
     let probe = fleet
         .transport
         .run(host, &scripts::doctor(&fleet.dir(host), disk), LOOK_TIMEOUT);
@@ -386,7 +387,7 @@ fn check_host(
     }
     line.push_str(&format!("; agent_running={running}"));
     if let Some(remote) = instants::clock_of(&probe.text) {
-        let offset = instants::Offset::at_return(&host.name, remote, returned);
+        let offset = instants::Offset::between(&host.name, remote, sent, returned);
         line.push_str(&format!("; clock={}", offset.text()));
         if offset.seconds.abs() > instants::CLOCK_TOLERANCE {
             line.push_str(&format!(" CLOCK-OFF({})", offset.text()));

@@ -378,10 +378,10 @@ pub(super) fn launch_armed<'a>(
     let seconds = launched_at.elapsed().as_secs_f64();
     let mut offsets = Vec::new();
     let mut outcomes = Vec::with_capacity(answers.len());
-    for (&h, (mut outcome, returned)) in hosts.iter().zip(answers) {
+    for (&h, (mut outcome, sent, returned)) in hosts.iter().zip(answers) {
         if let Some(remote) = instants::clock_of(&outcome.text) {
             let name = &fleet.hosts()[h].name;
-            offsets.push(instants::Offset::at_return(name, remote, returned));
+            offsets.push(instants::Offset::between(name, remote, sent, returned));
         }
         outcome.text = instants::without_clock(&outcome.text);
         outcomes.push(outcome);

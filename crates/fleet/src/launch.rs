@@ -12,8 +12,8 @@ use super::{Fleet, STEP_TIMEOUT};
 use mx_base::units::wall_now;
 
 /// Launches the agent on each of `hosts` (indices into the matrix), host `i`
-/// with `flags_of(i)`: what each host said, and when it answered (this
-/// machine's clock, Unix seconds), in the order of `hosts`. Every agent
+/// with `flags_of(i)`: what each host said, when its step was sent and when
+/// it answered (this machine's clock, Unix seconds), in the order of `hosts`. Every agent
 /// starts armed: hosts started together begin at one instant ([`scripts::go`]).
 /// `wipe` deletes the last run's log and report first.
 pub fn launch<'a>(
@@ -21,7 +21,7 @@ pub fn launch<'a>(
     hosts: &[usize],
     flags_of: &(dyn Fn(usize) -> &'a [String] + Sync),
     wipe: bool,
-) -> Vec<(Outcome, f64)> {
+) -> Vec<(Outcome, f64, f64)> {
     let stop = fleet.hint("stop");
     let index = |name: &str| fleet.matrix.index_of(name).expect("a matrix host") as usize;
     if !fleet.transport.holds_agents() {
@@ -33,8 +33,9 @@ pub fn launch<'a>(
                 wipe,
                 &stop,
             );
+            let sent = wall_now();
             let outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
-            (outcome, wall_now())
+            (outcome, sent, wall_now())
         });
     }
     // One held launch per set of flags (a reload may restart hosts stamped
@@ -43,7 +44,7 @@ pub fn launch<'a>(
     for (at, &h) in hosts.iter().enumerate() {
         groups.entry(flags_of(h)).or_default().push(at);
     }
-    let mut answers: Vec<Option<(Outcome, f64)>> = vec![None; hosts.len()];
+    let mut answers: Vec<Option<(Outcome, f64, f64)>> = vec![None; hosts.len()];
     for (flags, members) in groups {
         let group: Vec<&mx_matrix::Host> = members
             .iter()
@@ -56,9 +57,10 @@ pub fn launch<'a>(
             dir: &dir,
             timeout: STEP_TIMEOUT,
         };
+        let sent = wall_now();
         let said = fleet.transport.run_held(&group, &held);
-        for (at, answer) in members.into_iter().zip(said) {
-            answers[at] = Some(answer);
+        for (at, (outcome, returned)) in members.into_iter().zip(said) {
+            answers[at] = Some((outcome, sent, returned));
         }
     }
     answers
