@@ -176,14 +176,18 @@ impl RunClock {
             .map(|&(_, scale)| scale)
     }
 
-    /// Sets the start: flows begin at wall time `at` (whole interval boundary)
-    /// with the first tick one interval later; or, when `at` has passed (a
-    /// late go, or no start instant at all), now, with the first tick at the
-    /// next boundary. Returns how late the start was, in seconds (0 on time).
+    /// Sets the start: flows begin at wall time `at`, their first tick the
+    /// fleet's ([`first_tick`] of `at`); or, when `at` has passed (a late
+    /// go), now, still ticking with the fleet while its first tick is ahead
+    /// (the late host's first interval, an edge for every host, is only
+    /// shorter); or, with no instant at all or one a whole interval gone,
+    /// now, with a first tick of its own. Returns how late the start was,
+    /// in seconds (0 on time).
     pub(crate) fn set_start(&self, at: Option<f64>, interval: f64) -> f64 {
         let now = wall_now();
         let (begin, first_tick, late) = match at {
             Some(at) if at >= now => (at, first_tick(at, interval), 0.0),
+            Some(at) if first_tick(at, interval) > now => (now, first_tick(at, interval), now - at),
             Some(at) => (now, first_tick(now, interval), now - at),
             None => (now, first_tick(now, interval), 0.0),
         };
@@ -547,5 +551,28 @@ mod tests {
             assert_eq!(start.wall, on + past);
             assert_eq!(start.first_tick, on + first);
         }
+    }
+
+    #[test]
+    fn a_late_go_ticks_with_the_fleet_while_its_first_tick_is_ahead() {
+        let interval = 1.0;
+        let now = wall_now();
+        // The fleet's instant 0.2 s ago, its first tick ahead: this host
+        // begins now and ticks with the others (a shorter first interval,
+        // never one of its own a tick later).
+        let at = now - 0.2;
+        let clock = fresh_clock();
+        let late = clock.set_start(Some(at), interval);
+        assert!((0.2..0.5).contains(&late), "{late}");
+        let start = clock.start().unwrap();
+        assert_eq!(start.first_tick, first_tick(at, interval));
+        assert!(start.wall >= now);
+        // An instant whose first tick has passed too: a first tick of its
+        // own, past now.
+        let clock = fresh_clock();
+        clock.set_start(Some(now - 3.0), interval);
+        let start = clock.start().unwrap();
+        assert_eq!(start.first_tick, first_tick(start.wall, interval));
+        assert!(start.first_tick > now);
     }
 }

@@ -620,6 +620,19 @@ impl Timing {
         }
     }
 
+    /// How often to look for the control files: every 20 ms while armed (the
+    /// fleet's start instant is a few tenths of a second after its go
+    /// reaches the last host, and an agent that saw it a whole poll late
+    /// would start late), every 100 ms once the flows run (an end comes
+    /// at least a second ahead).
+    fn poll_period(&self, clock: &RunClock) -> Duration {
+        if self.start_file.is_some() && !clock.has_started() {
+            Duration::from_millis(20)
+        } else {
+            Duration::from_millis(100)
+        }
+    }
+
     /// Looks for the control files: the start (armed), then the end. An
     /// agent whose directory was deleted stops: nothing can stop or collect
     /// it any more, and it must not run on as a trace nobody can find.
@@ -761,7 +774,7 @@ fn report_loop(
         when.poll(clock);
         answers.poll(plan);
         let wait = ticks.mark(clock, plan.interval, reporter);
-        match rx.recv_timeout(wait.min(Duration::from_millis(100))) {
+        match rx.recv_timeout(wait.min(when.poll_period(clock))) {
             Ok(batch) if batch.last => last.push(batch),
             Ok(batch) => pending
                 .entry(key(batch.tick))
