@@ -166,6 +166,11 @@ impl Lab {
         self.dir.join(format!("h{i}/vartmp"))
     }
 
+    /// Host `i`'s home for root (its `/root`): where its logins begin.
+    pub fn home(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("h{i}/home"))
+    }
+
     /// Every host's agent report, where the agent writes it.
     pub fn reports(&self) -> Vec<PathBuf> {
         (1..=self.hosts)
@@ -1109,12 +1114,13 @@ fn agent_lab_hostile_names_and_dirs_cross_real_ssh_quoted() {
         assert!(lab.agents(i).is_empty());
     }
     // A command that ran would have touched its file in the login directory.
-    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-    for name in ["pwned-dir", "pwned-tick", "pwned-name", "pwned-semi"] {
-        assert!(
-            !Path::new(&home).join(name).exists(),
-            "{name} was created: a word ran"
-        );
+    for i in 1..=2 {
+        for name in ["pwned-dir", "pwned-tick", "pwned-name", "pwned-semi"] {
+            assert!(
+                !lab.home(i).join(name).exists(),
+                "h{i}: {name} was created: a word ran"
+            );
+        }
     }
 }
 
