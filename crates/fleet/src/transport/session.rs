@@ -12,7 +12,8 @@
 //! Files travel the same stdin, in lock step: the host says it is ready to
 //! read a file only once the shell has parsed the step (so none of the
 //! file's bytes are taken for commands), reads exactly their count, and
-//! checks the count and the SHA-256 before the file takes its name. The next
+//! checks the count and the SHA-256 before the file takes its name (a packed
+//! file is unpacked as it arrives, by a tool that checks what it unpacks). The next
 //! step is written only after this one's marker, so a `head -c` that reads
 //! ahead (busybox's) finds nothing to take.
 //!
@@ -48,6 +49,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use sha2::Digest;
 
 use super::{CANNOT_RUN, Outcome, TIMED_OUT};
+use crate::packing::Packing;
 use crate::scripts::{self, q};
 
 /// Why a session stopped answering a step.
@@ -310,9 +312,12 @@ impl Session {
             use std::os::unix::fs::PermissionsExt;
             meta.permissions().mode() & 0o777
         };
-        let sha = digests.of(file, &meta, &bytes);
+        // A packed file is checked by the tool that unpacks it.
+        let sha = Packing::of_name(&name)
+            .is_none()
+            .then(|| digests.of(file, &meta, &bytes));
         let ready = format!("{}-send", self.marker);
-        let script = scripts::receive(dir, &name, bytes.len(), &sha, mode, &ready);
+        let script = scripts::receive(dir, &name, bytes.len(), sha.as_deref(), mode, &ready);
         // Its stdin is the session's: the file's bytes follow.
         let line = format!(
             "{}sh -c {} 2>&1; {}",
@@ -697,7 +702,6 @@ impl Drop for Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packing::Packing;
 
     fn local_shell(dir: &Path) -> impl Fn() -> Command + '_ {
         move || {
@@ -914,13 +918,24 @@ mod tests {
             assert_eq!(
                 refused.text,
                 format!(
-                    "{name} arrived but could not be unpacked ({} -d)",
+                    "{name} could not be unpacked into {to_dir} ({} -d: it arrived damaged or short, or the disk is full)",
                     how.tool()
                 )
             );
             assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
             let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
             assert_eq!(after.text, "mx", "nothing left of the broken copy");
+            // A packed agent cut short (its frame unfinished): refused the
+            // same way, though no SHA-256 of it was checked.
+            let whole = std::fs::read(dir.path().join(&name)).unwrap();
+            let cut = dir.path().join("cut").join(&name);
+            std::fs::create_dir(cut.parent().unwrap()).unwrap();
+            std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+            let refused = sessions.push("h", &open, &[cut], &to_dir, LONG).unwrap();
+            assert!(!refused.ok(), "{how:?}: {refused:?}");
+            assert_eq!(std::fs::read(to.join("mx")).unwrap(), bytes);
+            let after = sessions.run("h", &open, "ls -A to", LONG).unwrap();
+            assert_eq!(after.text, "mx", "nothing left of the cut copy");
         }
     }
 
