@@ -409,14 +409,13 @@ pub(super) fn give_start(
     let begin = go.begin;
     let went = fleet.step(out, "", started, true, |host| {
         let script = scripts::go(&fleet.dir(host), go, &logs_hint);
-        let mut outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
+        let outcome = fleet.transport.run(host, &script, STEP_TIMEOUT);
         let returned = wall_now();
         if outcome.ok() && returned > begin && !fleet.dry_run {
             late.lock()
                 .expect("unpoisoned")
                 .push((host.name.clone(), returned - begin));
         }
-        outcome.text = instants::without_clock(&outcome.text);
         outcome
     })?;
     for (host, by) in late.into_inner().expect("unpoisoned") {

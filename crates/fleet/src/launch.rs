@@ -1,8 +1,9 @@
 //! Launching the agents of a fleet. Over ssh (and locally) each host runs
-//! its launch script, which leaves the agent running detached (nohup) and
-//! returns. A transport whose agents live only as long as the step that
-//! started them (Slurm) runs one held launch across the hosts instead: each
-//! node's script says how its launch went, then stays, waiting for its agent.
+//! its launch script, which leaves the agent running detached (hangups
+//! ignored, as `nohup` would) and returns. A transport whose agents live
+//! only as long as the step that started them (Slurm) runs one held launch
+//! across the hosts instead: each node's script says how its launch went,
+//! then stays, waiting for its agent.
 
 use std::collections::BTreeMap;
 

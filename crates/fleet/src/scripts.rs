@@ -24,10 +24,14 @@ pub(crate) const AGENT_BIN: &str = "mx";
 /// (`run`'s live line) stalled the very agents it looked at. The binary's
 /// path is fixed where the script begins (a relative `dir` is the login
 /// directory's), so a script that has moved into `dir` still finds it.
+///
+/// `mx_running` says whether one runs without a process of its own (where
+/// `[ -n "$(agent_pids)" ]` forks a subshell): every step asks it.
 fn agent_pids(dir: &str) -> String {
     format!(
         "case {d} in /*) mx_exe={exe} ;; *) mx_exe=\"$PWD\"/{exe} ;; esac\n\
-         agent_pids() {{ [ -e \"$mx_exe\" ] || return 0; for p in /proc/[0-9]*; do [ \"$p/exe\" -ef \"$mx_exe\" ] && echo \"${{p#/proc/}}\"; done; return 0; }}",
+         agent_pids() {{ [ -e \"$mx_exe\" ] || return 0; for p in /proc/[0-9]*; do [ \"$p/exe\" -ef \"$mx_exe\" ] && echo \"${{p#/proc/}}\"; done; return 0; }}\n\
+         mx_running() {{ [ -e \"$mx_exe\" ] || return 1; for p in /proc/[0-9]*; do [ \"$p/exe\" -ef \"$mx_exe\" ] && return 0; done; return 1; }}",
         d = q(dir),
         exe = q(&format!("{dir}/{AGENT_BIN}")),
     )
@@ -58,9 +62,12 @@ pub const CHOOSE_ANOTHER: &str = "choose another --remote-dir";
 ///
 /// Every fleet step runs these, on every host: they read the owners and
 /// modes of the whole chain with one `stat` (a fork and an exec where a
-/// stat a directory cost three), and the user's id from the directory
-/// itself once `test -O` says it is theirs (`id -u` only where the
-/// directory is yet to be made). A refusal's words cost their own stat.
+/// stat a directory cost three), the real path by `cd -P` in the script's
+/// own shell (no subshell), and the user's id from the directory itself
+/// once `test -O` says it is theirs (from `/proc/self/status` where the
+/// directory is yet to be made, `id -u` where that cannot be read). A
+/// refusal's words cost their own stat. `mx_dir_mode` is left holding the
+/// directory's mode, so that a step tightens it only where it must.
 fn dir_rules(dir: &str) -> String {
     format!(
         r#"umask 077
@@ -73,9 +80,15 @@ mx_own() {{
   [ -O "$mx_dir" ] || {{ mx_stat "$mx_dir"; mx_refuse "$mx_dir belongs to another user ($mx_said): whoever owns it could replace the agent"; }}
   mx_chain "$mx_dir" own
 }}
-mx_parents() {{ mx_me=${{mx_me:-$(id -u)}}; mx_chain "$1"; }}
+mx_parents() {{ [ -n "$mx_me" ] || mx_whoami; mx_chain "$1"; }}
+mx_whoami() {{
+  while read -r mx_k mx_real mx_v mx_rest; do [ "$mx_k" = Uid: ] && {{ mx_me=$mx_v; return 0; }}; done < /proc/self/status 2>/dev/null
+  mx_me=$(id -u)
+}}
 mx_chain() {{
-  mx_p=$(cd -P -- "$1" 2>/dev/null && pwd -P) || {{ echo "cannot enter $1"; exit 1; }}
+  mx_back=$PWD
+  cd -P -- "$1" 2>/dev/null || {{ echo "cannot enter $1"; exit 1; }}
+  mx_p=$PWD; cd -- "$mx_back" 2>/dev/null
   mx_first=$2; mx_arg=$1
   set --; mx_q=$mx_p
   while :; do set -- "$@" "$mx_q"; [ "$mx_q" = / ] && break; mx_q=${{mx_q%/*}}; [ -n "$mx_q" ] || mx_q=/; done
@@ -84,7 +97,7 @@ mx_chain() {{
   while [ $# -ge 2 ]; do
     mx_uid=$1; mx_mode=$((0$2)); shift 2
     if [ -n "$mx_first" ]; then
-      mx_me=$mx_uid; mx_first=
+      mx_me=$mx_uid; mx_first=; mx_dir_mode=$mx_mode
       [ $((mx_mode & 022)) = 0 ] || {{ mx_stat "$mx_dir"; mx_refuse "$mx_dir is writable by other users ($mx_said): any of them could replace the agent"; }}
     elif {{ [ "$mx_uid" != 0 ] && [ "$mx_uid" != "$mx_me" ]; }} || {{ [ $((mx_mode & 022)) != 0 ] && [ $((mx_mode & 01000)) = 0 ]; }}; then
       mx_stat "$mx_q"; mx_refuse "$mx_dir is not safe: $mx_q ($mx_said) lets another user replace what is in it"
@@ -118,8 +131,9 @@ fn make_owned_dir(dir: &str) -> String {
     format!(
         "{rules}\n\
          if [ ! -e \"$mx_dir\" ] && [ ! -L \"$mx_dir\" ]; then {ancestors}; mkdir -p -- \"$mx_dir\" || exit 1; fi\n\
-         mx_own; chmod 700 \"$mx_dir\" || exit 1\n\
-         if [ ! -e {d}/{OWNED_MARK} ] && [ -n \"$(ls -A {d} 2>/dev/null)\" ]; then echo \"{shown} holds files mx did not put there -- {CHOOSE_ANOTHER}\"; exit 1; fi\n\
+         mx_own; [ \"$mx_dir_mode\" = 448 ] || chmod 700 \"$mx_dir\" || exit 1\n\
+         mx_empty() {{ for mx_f in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do {{ [ -e \"$mx_f\" ] || [ -L \"$mx_f\" ]; }} && return 1; done; return 0; }}\n\
+         if [ ! -e {d}/{OWNED_MARK} ] && ! mx_empty {d}; then echo \"{shown} holds files mx did not put there -- {CHOOSE_ANOTHER}\"; exit 1; fi\n\
          : > {d}/{OWNED_MARK} || exit 1\n\
          {pids}",
         rules = dir_rules(dir),
@@ -131,8 +145,10 @@ fn make_owned_dir(dir: &str) -> String {
 }
 
 /// Judges the nearest directory that exists above `$mx_dir` (and all above
-/// it): where a missing remote directory would be made.
-const JUDGE_NEAREST_ANCESTOR: &str = "mx_up=$(dirname -- \"$mx_dir\"); while [ ! -d \"$mx_up\" ]; do mx_up=$(dirname -- \"$mx_up\"); done; mx_parents \"$mx_up\"";
+/// it): where a missing remote directory would be made. Each step up is
+/// `dirname`'s, by parameter expansion (no process): `a` -> `.`, `/a` ->
+/// `/`, `a/b/` -> `a/b` (not a directory yet, so up again).
+const JUDGE_NEAREST_ANCESTOR: &str = "mx_up=$mx_dir; while :; do case $mx_up in */*) mx_up=${mx_up%/*}; [ -n \"$mx_up\" ] || mx_up=/ ;; *) mx_up=. ;; esac; [ -d \"$mx_up\" ] && break; done; mx_parents \"$mx_up\"";
 
 /// `dir` for a message inside double quotes: nothing in it can expand.
 fn shown(dir: &str) -> String {
@@ -152,7 +168,7 @@ pub const ALREADY_RUNNING: &str = "already running";
 /// so, naming `stop`, the command that stops this fleet).
 pub fn prepare(dir: &str, stop: &str) -> String {
     format!(
-        "{make}\nif [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\necho ready",
+        "{make}\nif mx_running; then echo {running}; exit 1; fi\necho ready",
         make = make_owned_dir(dir),
         running = q(&already_running(stop)),
     )
@@ -266,7 +282,7 @@ const CLOCK: &str = "echo \"clock=$(date +%s.%N)\"";
 /// How a launched agent outlives its launch script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keep<'a> {
-    /// Detached (nohup) as host `name`: the script returns and the agent
+    /// Detached (hangups ignored) as host `name`: the script returns and the agent
     /// runs on (ssh, local).
     Detached(&'a str),
     /// Held: the script runs as the host its transport names
@@ -302,9 +318,9 @@ pub fn launch(dir: &str, keep: Keep, agent_flags: &[String], wipe: bool, stop: &
     };
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed (drop --no-deploy)'; exit 1; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then echo {running}; exit 1; fi\n\
+         if mx_running; then echo {running}; exit 1; fi\n\
          chmod 700 {AGENT_BIN} 2>/dev/null; chmod 600 matrix.csv 2>/dev/null\n\
-         {wipe}nohup {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log --armed {flags} </dev/null >/dev/null 2>&1 &\n\
+         {wipe}( trap '' HUP; exec {exe} agent --matrix matrix.csv --host {h} --report report.csv --log agent.log --armed {flags} ) </dev/null >/dev/null 2>&1 &\n\
          child=$!\n\
          i=0; while [ $i -lt 60 ]; do [ -f agent.stamp ] && break; kill -0 $child 2>/dev/null || break; if [ $i -lt 10 ]; then sleep 0.02; else sleep 0.1; fi; i=$((i+1)); done\n\
          if [ -f agent.stamp ] && kill -0 $child 2>/dev/null; then echo started; else echo 'died on startup:'; tail -n 5 agent.log; exit 1; fi\n\
@@ -361,7 +377,7 @@ pub fn trace(dir: &str, tuples: &str, probes: u16, seconds: f64) -> String {
     ];
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 1; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then echo 'an agent runs here: its flows hold the ports a sweep binds -- trace once the run has ended'; exit 1; fi\n\
+         if mx_running; then echo 'an agent runs here: its flows hold the ports a sweep binds -- trace once the run has ended'; exit 1; fi\n\
          {command}",
         pids = head(dir),
         d = q(dir),
@@ -396,7 +412,7 @@ fn rate_words(scale: f64, at: f64) -> String {
 fn running_agent(dir: &str, logs: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo 'not deployed'; exit 1; }}\n\
-         if [ -z \"$(agent_pids)\" ]; then echo {gone}; exit 1; fi\n",
+         if ! mx_running; then echo {gone}; exit 1; fi\n",
         pids = head(dir),
         d = q(dir),
         gone = q(&format!(
@@ -460,7 +476,6 @@ pub fn go(dir: &str, go: &Go, logs: &str) -> String {
         ));
         script.push('\n');
     }
-    script.push_str(CLOCK);
     script
 }
 
@@ -510,7 +525,7 @@ echo {late}; exit 1",
 pub fn probe(dir: &str) -> String {
     format!(
         "{pids}\nif [ ! -d {d} ]; then echo state=absent; exit 0; fi\n\
-         if [ -n \"$(agent_pids)\" ]; then echo state=running; else echo state=stopped; fi\n\
+         if mx_running; then echo state=running; else echo state=stopped; fi\n\
          cat {d}/agent.stamp 2>/dev/null; exit 0",
         pids = head(dir),
         d = q(dir)
@@ -529,7 +544,7 @@ pub fn doctor(dir: &str, disk: bool) -> String {
         String::new()
     };
     format!(
-        "{pids}\nif [ ! -e \"$mx_dir\" ]; then {ancestors}; fi\n{room}echo \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$([ -n \"$(agent_pids)\" ] && echo yes || echo no)\"\n{CLOCK}",
+        "{pids}\nif [ ! -e \"$mx_dir\" ]; then {ancestors}; fi\n{room}echo \"arch=$(uname -m) cores=$(nproc 2>/dev/null || echo '?') nofile_hard=$(ulimit -Hn) running=$(mx_running && echo yes || echo no)\"\n{CLOCK}",
         pids = head(dir),
         ancestors = JUDGE_NEAREST_ANCESTOR,
     )
@@ -568,7 +583,7 @@ pub(crate) fn bind_probe(spec: &str) -> String {
 pub fn status(dir: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then tail -n 1 agent.log 2>/dev/null || echo 'running (no report yet)'; else echo NOT-RUNNING; fi\n{newest}",
+         if mx_running; then tail -n 1 agent.log 2>/dev/null || echo 'running (no report yet)'; else echo NOT-RUNNING; fi\n{newest}",
         pids = head(dir),
         d = q(dir),
         newest = newest_host_row(),
@@ -594,7 +609,7 @@ fn newest_host_row() -> &'static str {
 pub fn status_row(dir: &str) -> String {
     format!(
         "{pids}\ncd {d} 2>/dev/null || {{ echo NOT-DEPLOYED; exit 0; }}\n\
-         if [ -n \"$(agent_pids)\" ]; then echo running; else echo NOT-RUNNING; fi\n{newest}",
+         if mx_running; then echo running; else echo NOT-RUNNING; fi\n{newest}",
         pids = head(dir),
         d = q(dir),
         newest = newest_host_row(),
@@ -614,11 +629,11 @@ pub fn stop(dir: &str) -> String {
 pub fn end(dir: &str, at: f64, grace: f64) -> String {
     let wait_until = (at + grace).ceil() as u64 + 10;
     format!(
-        "{pids}\nif [ -d {d} ] && [ -z \"$(agent_pids)\" ] && [ -f {d}/report.csv ] && [ ! -f {d}/agent.pid ]; then echo ended; exit 0; fi\n\
-         if [ -d {d} ] && [ -n \"$(agent_pids)\" ]; then\n\
+        "{pids}\nif [ -d {d} ] && ! mx_running && [ -f {d}/report.csv ] && [ ! -f {d}/agent.pid ]; then echo ended; exit 0; fi\n\
+         if [ -d {d} ] && mx_running; then\n\
          (cd {d} && {write}) || exit 1\n\
-         while [ -n \"$(agent_pids)\" ] && [ \"$(date +%s)\" -lt {wait_until} ]; do sleep 0.1; done\n\
-         if [ -z \"$(agent_pids)\" ]; then rm -f {d}/agent.pid; echo ended; exit 0; fi\n\
+         while mx_running && [ \"$(date +%s)\" -lt {wait_until} ]; do sleep 0.1; done\n\
+         if ! mx_running; then rm -f {d}/agent.pid; echo ended; exit 0; fi\n\
          fi\n{STOP_BODY}",
         pids = head(dir),
         d = q(dir),
@@ -631,7 +646,7 @@ const STOP_BODY: &str = "if [ ! -d __DIR__ ]; then state=not-deployed; else stat
 p=$(agent_pids)
 if [ -n \"$p\" ]; then
   kill -TERM $p 2>/dev/null; state=stopped
-  i=0; while [ $i -lt 100 ] && [ -n \"$(agent_pids)\" ]; do sleep 0.1; i=$((i+1)); done
+  i=0; while [ $i -lt 100 ] && mx_running; do sleep 0.1; i=$((i+1)); done
   p=$(agent_pids); if [ -n \"$p\" ]; then kill -KILL $p 2>/dev/null; state=killed; fi
 fi
 rm -f __DIR__/agent.pid 2>/dev/null
@@ -641,7 +656,7 @@ echo $state";
 pub fn clean(dir: &str) -> String {
     format!(
         "{stop_script}\nwas=$state\n\
-         if [ -n \"$(agent_pids)\" ]; then echo 'LEFTOVER: an agent is still running'; exit 1; fi\n\
+         if mx_running; then echo 'LEFTOVER: an agent is still running'; exit 1; fi\n\
          if [ -e {d} ] && [ ! -e {d}/{OWNED_MARK} ]; then echo \"LEFTOVER: {shown} was not made by mx (no {OWNED_MARK} in it): left alone\"; exit 1; fi\n\
          rm -rf {d}\n\
          if [ -e {d} ]; then echo \"LEFTOVER: {shown} still exists\"; exit 1; fi\n\
@@ -681,7 +696,7 @@ mod tests {
         assert!(
             script.ends_with(
                 "cd '/var/tmp/mx $(x)' 2>/dev/null || { echo NOT-DEPLOYED; exit 1; }\n\
-                 if [ -n \"$(agent_pids)\" ]; then echo 'an agent runs here: its flows hold the ports a sweep binds -- trace once the run has ended'; exit 1; fi\n\
+                 if mx_running; then echo 'an agent runs here: its flows hold the ports a sweep binds -- trace once the run has ended'; exit 1; fi\n\
                  '/var/tmp/mx $(x)/mx' agent --trace '198.18.1.1:40000>198.18.1.65:5300' --trace-probes 10 --trace-for 60"
             ),
             "{script}"
@@ -795,6 +810,51 @@ mod tests {
         );
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn the_shell_helpers_that_spare_a_process_say_what_the_commands_would() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(base.path().join("a/b")).unwrap();
+        let b = base.path().display().to_string();
+        // The nearest directory that exists above a missing one, as
+        // `dirname` would find it step by step.
+        let nearest = |dir: &str| {
+            let script = format!(
+                "mx_dir={}\nmx_parents() {{ echo \"$1\"; }}\n{JUDGE_NEAREST_ANCESTOR}",
+                q(dir)
+            );
+            sh(&script, base.path(), b"").1
+        };
+        assert_eq!(nearest("mx"), ".");
+        assert_eq!(nearest("a/b/c/d"), "a/b");
+        assert_eq!(nearest("a/x/"), "a");
+        assert_eq!(nearest(&format!("{b}/a/b/c")), format!("{b}/a/b"));
+        assert_eq!(nearest("/mx-nowhere-at-all/x"), "/");
+        // The user's id without `id -u`; an empty directory told from one
+        // holding a dotfile.
+        let me = sh("id -u", base.path(), b"").1;
+        let rules = dir_rules("unused");
+        assert_eq!(
+            sh(
+                &format!("{rules}\nmx_whoami; echo $mx_me"),
+                base.path(),
+                b""
+            )
+            .1,
+            me
+        );
+        let make = make_owned_dir("a/b");
+        let (code, said) = sh(&make, base.path(), b"");
+        assert_eq!((code, said.as_str()), (0, ""), "an empty dir is taken");
+        std::fs::create_dir(base.path().join("c")).unwrap();
+        std::fs::write(base.path().join("c/.hidden"), b"").unwrap();
+        let (code, said) = sh(&make_owned_dir("c"), base.path(), b"");
+        assert_eq!(code, 1);
+        assert!(
+            said.contains("c holds files mx did not put there"),
+            "{said}"
+        );
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub trait Transport: Send + Sync {
 
     /// Whether an agent lives only as long as the step that launched it
     /// (Slurm), so that launches go through [`Transport::run_held`]; over
-    /// ssh the launch script detaches the agent (nohup) and returns.
+    /// ssh the launch script detaches the agent (hangups ignored) and returns.
     fn holds_agents(&self) -> bool {
         false
     }
