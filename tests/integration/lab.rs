@@ -688,18 +688,21 @@ fn agent_lab_a_fleet_past_its_jobs_keeps_only_its_first_hosts_connected() {
             assert_eq!(to_it.len(), 1, "h{i}: {to_it:#?}");
             assert!(to_it[0].contains("ControlMaster=auto"), "{}", to_it[0]);
         } else {
-            // Past them: a call per step (ready and copy, launch, go),
-            // each its own connection, leaving no master behind.
-            assert!(to_it.len() >= 3, "h{i}: {to_it:#?}");
+            // Past them: a login per fan-out (the deploy's make-ready and
+            // copies in one, the launch, the go), no scp, each its own
+            // connection, leaving no master behind.
+            assert_eq!(to_it.len(), 3, "h{i}: {to_it:#?}");
             assert!(
-                to_it.iter().all(|l| !l.contains("Control")),
+                to_it
+                    .iter()
+                    .all(|l| l.starts_with("ssh ") && !l.contains("Control")),
                 "h{i}: {to_it:#?}"
             );
         }
     }
-    // At most a shell and a master for each kept host, and one call at a
-    // time beside them (an scp and the ssh it runs); a shell and a master
-    // for every host would be 12 here.
+    // At most a shell and a master for each kept host, and one job's
+    // shell at a time beside them; a shell and a master for every host
+    // would be 12 here.
     assert!(most <= 2 * KEPT_PER_JOB + 2, "{most} ssh processes at once");
     // What outlives the command: the kept hosts' masters, for 60 s.
     let left = ssh_processes(&config);

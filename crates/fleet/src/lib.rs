@@ -157,7 +157,9 @@ impl Fleet {
     }
 
     /// Runs `step` for each of `hosts` (indices into the matrix), `--jobs` at a
-    /// time; returns the outcomes in the same order.
+    /// time; returns the outcomes in the same order. A host's steps within
+    /// `step` share one login, kept past it only for the hosts the command
+    /// keeps connected ([`Transport::job_done`]).
     pub fn each<T, F>(&self, hosts: &[usize], step: F) -> Vec<T>
     where
         T: Send,
@@ -172,7 +174,9 @@ impl Fleet {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&h) = hosts.get(i) else { break };
-                        let outcome = step(&self.matrix.hosts()[h]);
+                        let host = &self.matrix.hosts()[h];
+                        let outcome = step(host);
+                        self.transport.job_done(host);
                         results.lock().expect("no panics hold this lock")[i] = Some(outcome);
                     }
                 });

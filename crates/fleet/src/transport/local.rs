@@ -87,6 +87,10 @@ impl Transport for Local {
         }
     }
 
+    fn job_done(&self, host: &Host) {
+        self.sessions.job_done(&host.name);
+    }
+
     fn pull(&self, _host: &Host, remote: &str, to: &Path, _timeout: Duration) -> Outcome {
         match std::fs::copy(remote, to) {
             Ok(_) => Outcome {

@@ -70,6 +70,10 @@ pub trait Transport: Send + Sync {
     fn push(&self, host: &Host, files: &[PathBuf], dir: &str, timeout: Duration) -> Outcome;
     /// Copies `remote` (a path on `host`) to the local `to`.
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome;
+    /// A fan-out is done with `host` for now ([`Fleet::each`](super::Fleet::each)):
+    /// what the transport held for that host's job alone may go (a
+    /// session's shell, where the command keeps none for it).
+    fn job_done(&self, _host: &Host) {}
 
     /// Whether a file sent packed ([`Packing`](super::packing::Packing)) is
     /// unpacked as it arrives (ssh: a 6 MB agent crosses as 2.6 MB). A local

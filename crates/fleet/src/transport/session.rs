@@ -25,9 +25,12 @@
 //! end well retires its session (bytes may be left in the shell's input). A
 //! command that keeps no shell open (an `MX_SSH` wrapper that does not pass
 //! stdin on) is seen on its first step, and the host gets one call per step
-//! from then on; so does a host past the first [`KEPT_PER_JOB`]` * --jobs`
-//! a command reaches, or past the open-file limit: what a command holds is
-//! bounded by `--jobs`, not by the fleet's size.
+//! from then on. A host past the first [`KEPT_PER_JOB`]` * --jobs` a
+//! command reaches holds a session for one host's job of a fan-out (a
+//! deploy's make-ready and copies, in one login) and no longer
+//! ([`Sessions::job_done`]), with no ssh master; past the open-file limit,
+//! one call per step: what a command holds is bounded by `--jobs`, not by
+//! the fleet's size.
 //!
 //! Sessions are for the system's OpenSSH alone. Any other command (a wrapper
 //! that maps the paths in the command it is given into a chroot, a container
@@ -441,10 +444,12 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// How many hosts a fleet command keeps connected per `--jobs`: the first
 /// this many hosts it reaches hold their shell (and their ssh master) for
 /// the whole command, so a fleet up to that size logs in once per host. A
-/// host past them is reached one call per step, sharing no connection, so
-/// that the processes, descriptors and memory of a command are bounded by
-/// `--jobs` whatever the fleet's size: at most `KEPT_PER_JOB * jobs` shells
-/// and as many masters, and `jobs` calls at once beside them.
+/// host past them logs in once per fan-out it is in (a start's deploy,
+/// launch and go: three, where a step each and an scp and an unpack were
+/// five), sharing no connection, so that the processes, descriptors and
+/// memory of a command are bounded by `--jobs` whatever the fleet's size:
+/// at most `KEPT_PER_JOB * jobs` shells and as many masters, and `jobs`
+/// job shells beside them.
 pub const KEPT_PER_JOB: usize = 4;
 
 /// The open sessions of a fleet command, one per host (by name), each used
@@ -459,9 +464,11 @@ pub struct Sessions {
     /// The hosts that may keep a connection for the command (a shell, an
     /// ssh master): the first `cap` reached.
     kept: Mutex<HashSet<String>>,
-    /// At most this many kept hosts, and sessions open at once (each holds
-    /// three descriptors here).
+    /// At most this many kept hosts.
     cap: usize,
+    /// At most this many sessions open at once (each holds three
+    /// descriptors here): the kept hosts', and one for each job in flight.
+    most_open: usize,
     opened: Mutex<usize>,
     digests: Digests,
 }
@@ -469,20 +476,23 @@ pub struct Sessions {
 impl Default for Sessions {
     /// As many as the open-file limit allows: for one host or a test.
     fn default() -> Self {
-        Sessions::new(true, usize::MAX)
+        Sessions::new(true, usize::MAX, 0)
     }
 }
 
 impl Sessions {
-    /// Shells kept open (`shells`) or not, for at most `keep` hosts (and no
-    /// more than the open-file limit allows).
-    fn new(shells: bool, keep: usize) -> Self {
+    /// Shells kept open (`shells`) or not, for at most `keep` hosts, and
+    /// `jobs` more held for a host's job alone (no more in all than the
+    /// open-file limit allows).
+    fn new(shells: bool, keep: usize, jobs: usize) -> Self {
+        let most = session_cap();
         Sessions {
             idle: Mutex::default(),
             one_call: Mutex::default(),
             shells,
             kept: Mutex::default(),
-            cap: keep.min(session_cap()),
+            cap: keep.min(most),
+            most_open: keep.saturating_add(jobs).min(most),
             opened: Mutex::new(0),
             digests: Digests::default(),
         }
@@ -491,7 +501,7 @@ impl Sessions {
     /// A fleet command's sessions, `--jobs` `jobs`: the first
     /// [`KEPT_PER_JOB`]` * jobs` hosts it reaches are kept connected.
     pub fn for_jobs(jobs: usize) -> Self {
-        Sessions::new(true, jobs.saturating_mul(KEPT_PER_JOB))
+        Sessions::new(true, jobs.saturating_mul(KEPT_PER_JOB), jobs)
     }
 
     /// No shell at all: every step is one call, its script whole on the
@@ -499,7 +509,7 @@ impl Sessions {
     /// [`is_openssh`](super::is_openssh)); still, only the first
     /// [`KEPT_PER_JOB`]` * jobs` hosts keep an ssh master.
     pub fn none(jobs: usize) -> Self {
-        Sessions::new(false, jobs.saturating_mul(KEPT_PER_JOB))
+        Sessions::new(false, jobs.saturating_mul(KEPT_PER_JOB), jobs)
     }
 
     /// Whether `host` may keep a connection for the command: it already
@@ -514,6 +524,17 @@ impl Sessions {
         }
         kept.insert(host.to_string());
         true
+    }
+
+    /// A fan-out is done with `host` for now: a host the command does not
+    /// keep has its session closed (its job's steps shared one login).
+    pub fn job_done(&self, host: &str) {
+        if self.kept.lock().expect("unpoisoned").contains(host) {
+            return;
+        }
+        if let Some(session) = self.take(host) {
+            self.release(session, Instant::now() + CLOSE_WAIT);
+        }
     }
 }
 
@@ -652,18 +673,19 @@ impl Sessions {
         self.idle.lock().expect("unpoisoned").remove(host)
     }
 
-    /// A new session to `host`, or `None` when it gets one call per step
-    /// (no shell kept open there, or no descriptors or processes left here
-    /// for one).
+    /// A new session to `host` (kept for the command, or held for its job:
+    /// [`Sessions::job_done`]), or `None` when it gets one call per step (no
+    /// shell kept open there, or no descriptors or processes left here for
+    /// one).
     fn open(&self, host: &str, open: &dyn Fn() -> Command) -> Option<Session> {
-        if !self.shells
-            || self.one_call.lock().expect("unpoisoned").contains(host)
-            || !self.keeps(host)
-        {
+        if !self.shells || self.one_call.lock().expect("unpoisoned").contains(host) {
             return None;
         }
+        // Taken here, before `open` builds the command: a kept host's ssh
+        // gets a master, any other none.
+        self.keeps(host);
         let mut opened = self.opened.lock().expect("unpoisoned");
-        if *opened >= self.cap {
+        if *opened >= self.most_open {
             return None;
         }
         // One that cannot be started leaves the step to one call, which
@@ -750,29 +772,35 @@ mod tests {
     }
 
     #[test]
-    fn only_the_first_hosts_a_command_reaches_keep_a_shell_whatever_the_fleets_size() {
+    fn only_the_first_hosts_a_command_reaches_keep_a_shell_the_rest_one_a_job() {
         let dir = tempfile::tempdir().unwrap();
         let sessions = Sessions::for_jobs(1);
         let open = local_shell(dir.path());
         let hosts: Vec<String> = (1..=KEPT_PER_JOB + 3).map(|i| format!("h{i}")).collect();
-        // Two passes over the fleet, as a start's steps make them.
+        // Two fan-outs over the fleet, as a start's deploy and launch make
+        // them: two steps for each host's job, then the next host.
         let mut shells = vec![Vec::new(); hosts.len()];
         for _ in 0..2 {
             for (i, host) in hosts.iter().enumerate() {
-                shells[i].push(sessions.run(host, &open, "echo $PPID", LONG));
+                for _ in 0..2 {
+                    let said = sessions.run(host, &open, "echo $PPID", LONG);
+                    shells[i].push(said.expect("a session").text);
+                }
+                sessions.job_done(host);
+                // Never more open than the kept hosts' and this job's.
+                assert!(*sessions.opened.lock().unwrap() <= KEPT_PER_JOB + 1);
             }
         }
-        for (i, pass) in shells.iter().enumerate() {
+        for (i, pids) in shells.iter().enumerate() {
+            // One login for a job's steps, whichever the host.
+            assert_eq!(pids[0], pids[1], "h{}", i + 1);
+            assert_eq!(pids[2], pids[3], "h{}", i + 1);
             if i < KEPT_PER_JOB {
-                // A kept host: one shell, the same in both passes.
-                let pids: Vec<&str> = pass
-                    .iter()
-                    .map(|o| o.as_ref().unwrap().text.as_str())
-                    .collect();
-                assert_eq!(pids[0], pids[1], "h{}", i + 1);
+                // A kept host: the same shell in both fan-outs.
+                assert_eq!(pids[0], pids[2], "h{}", i + 1);
             } else {
-                // Past them: the step is the caller's one call.
-                assert!(pass.iter().all(Option::is_none), "h{}: {pass:?}", i + 1);
+                // Past them: a shell of its own for each job.
+                assert_ne!(pids[0], pids[2], "h{}", i + 1);
             }
         }
         assert_eq!(*sessions.opened.lock().unwrap(), KEPT_PER_JOB);

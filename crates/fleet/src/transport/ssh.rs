@@ -210,6 +210,10 @@ impl Transport for Ssh {
         true
     }
 
+    fn job_done(&self, host: &Host) {
+        self.sessions.job_done(&host.name);
+    }
+
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
         run_command(command(&self.pull_argv(host, remote, to)), timeout)
     }
