@@ -170,6 +170,11 @@ pub(crate) fn start_fleet(
     };
     print_running(fleet, begin, out)?;
     if code == 0 && end_after.is_none() && scale.is_none() {
+        // Done with the hosts: their shells close while the margin runs
+        // out, not once the flows load them (on 200 lab hosts sharing two
+        // cores, closing after the start instant took 10 s).
+        out.flush()?;
+        fleet.transport.close_sessions();
         wait_then_hint(fleet, begin, out)?;
     }
     Ok(Started {

@@ -91,6 +91,10 @@ impl Transport for Local {
         self.sessions.job_done(&host.name);
     }
 
+    fn close_sessions(&self) {
+        self.sessions.close_all();
+    }
+
     fn pull(&self, _host: &Host, remote: &str, to: &Path, _timeout: Duration) -> Outcome {
         match std::fs::copy(remote, to) {
             Ok(_) => Outcome {

@@ -74,6 +74,10 @@ pub trait Transport: Send + Sync {
     /// what the transport held for that host's job alone may go (a
     /// session's shell, where the command keeps none for it).
     fn job_done(&self, _host: &Host) {}
+    /// Ends what the command holds open to its hosts (sessions' shells; a
+    /// shared ssh connection outlives it, as always), as the command's end
+    /// would: for a command done with its hosts before it returns.
+    fn close_sessions(&self) {}
 
     /// Whether a file sent packed ([`Packing`](super::packing::Packing)) is
     /// unpacked as it arrives (ssh: a 6 MB agent crosses as 2.6 MB). A local

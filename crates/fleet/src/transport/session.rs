@@ -702,15 +702,19 @@ impl Sessions {
     }
 }
 
-impl Drop for Sessions {
-    /// Every shell sees the end of its input at once; then each is waited
-    /// for (killed past `CLOSE_WAIT`), so no ssh outlives the command.
-    fn drop(&mut self) {
+impl Sessions {
+    /// Ends every open session: each shell sees the end of its input at
+    /// once, then each is waited for (killed past `CLOSE_WAIT`), so no ssh
+    /// outlives the command. A later step would open a new one.
+    pub fn close_all(&self) {
         let mut idle: Vec<Session> = self
             .idle
-            .get_mut()
-            .map(|m| m.drain().map(|(_, s)| s).collect())
+            .lock()
+            .map(|mut m| m.drain().map(|(_, s)| s).collect())
             .unwrap_or_default();
+        if let Ok(mut opened) = self.opened.lock() {
+            *opened = opened.saturating_sub(idle.len());
+        }
         for session in &mut idle {
             session.close();
         }
@@ -718,6 +722,12 @@ impl Drop for Sessions {
         for session in idle {
             session.finish(deadline);
         }
+    }
+}
+
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        self.close_all();
     }
 }
 

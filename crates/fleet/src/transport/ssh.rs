@@ -214,6 +214,10 @@ impl Transport for Ssh {
         self.sessions.job_done(&host.name);
     }
 
+    fn close_sessions(&self) {
+        self.sessions.close_all();
+    }
+
     fn pull(&self, host: &Host, remote: &str, to: &Path, timeout: Duration) -> Outcome {
         run_command(command(&self.pull_argv(host, remote, to)), timeout)
     }
