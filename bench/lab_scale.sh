@@ -35,7 +35,9 @@ fi
 trap 'bash "$root/tests/lab/lab.sh" down $net $hosts "$lab"; rmdir "$cg" 2>/dev/null || true' EXIT
 cargo build --release -q
 mx=$PWD/target/x86_64-unknown-linux-gnu/release/mx
-bash tests/lab/lab.sh up $net "$hosts" "$lab"
+# Each host logs in to a home of its own, as a fleet's hosts do: the floor
+# is a plain login, not this machine's shell start-up files.
+MX_LAB_OWN_HOME=1 bash tests/lab/lab.sh up $net "$hosts" "$lab"
 work=$(mktemp -d)
 cd "$work"
 cp "$lab/servers.txt" .

@@ -166,9 +166,15 @@ impl Lab {
         self.dir.join(format!("h{i}/vartmp"))
     }
 
-    /// Host `i`'s home for root (its `/root`): where its logins begin.
+    /// Host `i`'s home for root (its `/root`): where its logins begin; the
+    /// controller's, which the tests' hosts share, unless the lab gave it
+    /// one of its own (`MX_LAB_OWN_HOME=1`).
     pub fn home(&self, i: usize) -> PathBuf {
-        self.dir.join(format!("h{i}/home"))
+        let own = self.dir.join(format!("h{i}/home"));
+        if own.is_dir() {
+            return own;
+        }
+        PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
     }
 
     /// Every host's agent report, where the agent writes it.

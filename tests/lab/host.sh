@@ -43,17 +43,23 @@ lab_keys() {
 }
 
 # Starts host `$2`'s sshd (state in `$1/$2`) in namespace `$3`, listening on
-# `$4`: its own hostname, /var/tmp, PID namespace (and /proc), and its own
-# home for root, as a fresh server has (/etc/skel's files): the machine's
-# /root is this controller's, and its shell start-up files (a pyenv's, say)
-# are neither a fleet's logins nor safe to share between hosts that log in
-# at once (a rehash lock held by one host made the next wait a minute).
+# `$4`: its own hostname, /var/tmp, PID namespace (and /proc). With
+# MX_LAB_OWN_HOME=1 (the benches), also its own home for root, as a fresh
+# server has (/etc/skel's files): the machine's /root is this controller's,
+# and its shell start-up files (a pyenv's, say) are neither a fleet's
+# logins nor safe to share between hosts that log in at once (a rehash lock
+# held by one host made the next wait a minute). The tests keep the shared
+# /root: the timings of their injected faults were set against its logins.
 lab_sshd() {
-    local dir=$1 h=$2 n=$3 listen=$4 d="$1/$2"
-    mkdir -p "$d/vartmp" "$d/home"
+    local dir=$1 h=$2 n=$3 listen=$4 d="$1/$2" home=""
+    mkdir -p "$d/vartmp"
     chmod 1777 "$d/vartmp"
-    chmod 700 "$d/home"
-    cp /etc/skel/.bashrc /etc/skel/.profile "$d/home/" 2>/dev/null || true
+    if [ "${MX_LAB_OWN_HOME:-0}" = 1 ]; then
+        mkdir -p "$d/home"
+        chmod 700 "$d/home"
+        cp /etc/skel/.bashrc /etc/skel/.profile "$d/home/" 2>/dev/null || true
+        home="mount --bind '$d/home' /root;"
+    fi
     ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
     printf '%s\n' \
         "ListenAddress $listen" \
@@ -72,7 +78,7 @@ lab_sshd() {
     # the CPU controller is mounted again, so that an agent can read its
     # own cgroup's throttling (the starved-agent test puts it in one).
     ip netns exec "$n" unshare --mount --uts --pid --fork --mount-proc \
-        sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; mount --bind '$d/home' /root; $(cgroup_mounts); exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
+        sh -c "hostname $h; mount --bind '$d/vartmp' /var/tmp; $home $(cgroup_mounts); exec /usr/sbin/sshd -D -f '$d/sshd_config'" \
         > "$d/sshd.log" 2>&1 < /dev/null &
 }
 
